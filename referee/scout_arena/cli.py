@@ -1,0 +1,133 @@
+"""The `scout-arena` command and its subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .bots import BOTS, make_bot, play_match
+from .engine import State
+from .record import JSON, RecordError, build_record, dump_record, load_record, replay
+
+
+def _seed(text: str) -> int:
+    value = int(text, 0)
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError("a seed is an unsigned 64-bit integer")
+    return value
+
+
+def format_match(record: JSON) -> str:
+    """A readable move-by-move account of a record; replays it first (RecordError if bad)."""
+    result = replay(record)
+    players = [p["name"] for p in record["players"]]
+    lines = [f"SCOUT, {record['num_players']} players, seed {record['seed']}"]
+    lines += [f"  seat {seat}: {name}" for seat, name in enumerate(players)]
+    for entry in record["rounds"]:
+        index = entry["index"]
+        lines.append(f"\nRound {index + 1} (seat {entry['starting_seat']} starts)")
+        for seat, hand in enumerate(entry["dealt_hands"]):
+            rotated = " (rotated)" if entry["rotations"][seat] else ""
+            faces = " ".join(f"{f}/{o}" for f, o in hand)
+            lines.append(f"  dealt to seat {seat}: {faces}{rotated}")
+        lines += [f"  {step.number:3d}. {step.description}" for step in result.steps
+                  if step.round_index == index]
+        if "scores" in entry:
+            exempt = entry["exempt_seat"]
+            note = f"; seat {exempt} exempt from the hand penalty" if exempt is not None else ""
+            lines.append(f"  round ends: {entry['end_reason'].replace('_', ' ')}{note}")
+            lines.append(f"  round scores: {entry['scores']}")
+    for note in record.get("notes", []):
+        lines.append(f"  note: {json.dumps(note)}")
+    if record.get("finished"):
+        lines.append("\nFinal standings")
+        totals, ranks = record["totals"], record["ranks"]
+        for seat in sorted(range(len(players)), key=lambda s: ranks[s]):
+            lines.append(f"  {ranks[seat]}. seat {seat} {players[seat]:<12} {totals[seat]:+d}")
+    return "\n".join(lines)
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    names = args.bot or ["random"] * args.players
+    if len(names) == 1:
+        names = names * args.players
+    if len(names) != args.players:
+        print(f"error: {len(names)} bots for {args.players} players", file=sys.stderr)
+        return 2
+    bots = [make_bot(name, args.seed + seat) for seat, name in enumerate(names)]
+    state = play_match(bots, args.seed)
+    record = build_record(state, names)
+    if args.record:
+        dump_record(record, args.record)
+    if not args.quiet:
+        print(format_match(record))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    try:
+        record = load_record(args.file)
+        if args.quiet:
+            replay(record)
+        else:
+            print(format_match(record))
+    except RecordError as exc:
+        print(f"invalid record: {exc}", file=sys.stderr)
+        return 1
+    print(f"\n{args.file}: valid", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    names = ["greedy", "random", "greedy", "random"]
+    seed = args.seed
+    state = play_match([make_bot(n, seed + i) for i, n in enumerate(names)], seed)
+    print(format_match(build_record(state, names)))
+    return 0
+
+
+def cmd_deal(args: argparse.Namespace) -> int:
+    state = State.new(args.players, args.seed)
+    print(json.dumps([[[[c.face, c.other] for c in h] for h in r] for r in state.deals]))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    play = sub.add_parser("play", help="play one in-process match between bundled bots")
+    play.add_argument("--players", type=int, choices=range(2, 6), default=4, metavar="N")
+    play.add_argument("--seed", type=_seed, default=1)
+    play.add_argument("--bot", action="append", choices=sorted(BOTS),
+                      help="bot for the next seat (repeat per seat; one name fills every seat)")
+    play.add_argument("--record", metavar="FILE", help="write the match record here")
+    play.add_argument("--quiet", action="store_true", help="print nothing")
+    play.set_defaults(func=cmd_play)
+
+    rep = sub.add_parser("replay", help="validate a match record and print it move by move")
+    rep.add_argument("file")
+    rep.add_argument("--quiet", action="store_true", help="only validate")
+    rep.set_defaults(func=cmd_replay)
+
+    demo = sub.add_parser("demo", help="play and print a 4-player match of the bundled bots")
+    demo.add_argument("--seed", type=_seed, default=2026)
+    demo.set_defaults(func=cmd_demo)
+
+    deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
+    deal.add_argument("--players", type=int, choices=range(2, 6), default=4)
+    deal.add_argument("--seed", type=_seed, default=1)
+    deal.set_defaults(func=cmd_deal)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,525 @@
+"""The game state of one SCOUT match: rotation choices, turns, round ends, scoring and ranks.
+
+`State` is mutable in the way of python-chess's ``Board``: `apply` changes it in place after the
+action has been checked in full, so a rejected action leaves it exactly as it was; `clone` gives
+an independent copy for search. Everything a seat may know is exposed only through
+`observation`, which is built from public counters and that seat's own hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from .actions import Action, End, Scout, ScoutAndShow, Show
+from .cards import Card, Hand, deal_match, deck_for, player_count_rules
+from .errors import IllegalAction, MalformedAction, OutOfTurn
+from .moves import (
+    NO_ACTIVE_SET,
+    check_scout_shape,
+    check_show,
+    check_show_shape,
+    group_key,
+    has_scout_and_show,
+    has_show,
+    legal_scout_and_shows,
+    legal_scouts,
+    legal_shows,
+)
+
+TWO_PLAYER_SCOUT_CHIPS = 3
+
+
+class Phase(Enum):
+    """Where the match is: every seat choosing its rotation, turns being played, or done."""
+
+    ROTATION = "rotation"
+    PLAY = "play"
+    MATCH_OVER = "match_over"
+
+
+class RoundEnd(Enum):
+    """Why a round ended."""
+
+    HAND_EMPTIED = "hand_emptied"
+    UNBEATEN_SHOW = "unbeaten_show"
+    NO_LEGAL_MOVE = "no_legal_move"
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """A finished round: why it ended, every hand revealed, and each seat's round score."""
+
+    round_index: int
+    end_reason: RoundEnd
+    exempt_seat: int | None
+    captured: tuple[int, ...]
+    scout_chips: tuple[int, ...]
+    hands: tuple[Hand, ...]
+    scores: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PublicAction:
+    """An action as every seat saw it. A Scout's turn (flip) stays private: at the table the
+    other players see which card was taken and where it went in, not which way up."""
+
+    seat: int
+    kind: str
+    cards: tuple[Card, ...]
+    start: int | None = None
+    length: int | None = None
+    end: End | None = None
+    insert_at: int | None = None
+
+    def __str__(self) -> str:
+        shown = " ".join(str(c.face) for c in self.cards)
+        if self.kind == "show":
+            return f"seat {self.seat} shows {shown}"
+        if self.kind == "scout":
+            return f"seat {self.seat} scouts {self.cards[0].pair} into position {self.insert_at}"
+        return (
+            f"seat {self.seat} scouts {self.cards[0].pair} into position {self.insert_at} "
+            f"and shows {' '.join(str(c.face) for c in self.cards[1:])}"
+        )
+
+
+@dataclass(slots=True)
+class RoundLog:
+    """Everything needed to write or replay one round: the deal, the rotations, the actions."""
+
+    round_index: int
+    starting_seat: int
+    dealt_hands: tuple[Hand, ...]
+    rotations: list[bool | None]
+    actions: list[tuple[int, Action]]
+    result: RoundResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one seat may know: its own hand and the public state, nothing of another hand."""
+
+    seat: int
+    num_players: int
+    num_rounds: int
+    round_index: int
+    starting_seat: int
+    phase: Phase
+    hand: Hand
+    rotation_chosen: bool
+    hand_sizes: tuple[int, ...]
+    active_set: tuple[Card, ...]
+    active_owner: int | None
+    captured_counts: tuple[int, ...]
+    scout_chips: tuple[int, ...]
+    scout_show_tokens: tuple[bool, ...]
+    scores: tuple[int, ...]
+    current_seat: int | None
+    history: tuple[PublicAction, ...]
+
+    @property
+    def is_my_turn(self) -> bool:
+        return self.phase is Phase.PLAY and self.current_seat == self.seat
+
+    def legal_shows(self) -> list[Show]:
+        return legal_shows(self.hand.faces, group_key([c.face for c in self.active_set])
+                           if self.active_set else NO_ACTIVE_SET)
+
+    def legal_scouts(self) -> list[Scout]:
+        if not self.active_set or (self.num_players == 2 and self.scout_chips[self.seat] == 0):
+            return []
+        return legal_scouts(len(self.hand), len(self.active_set))
+
+    def can_scout_and_show(self) -> bool:
+        return (
+            self.num_players > 2
+            and self.scout_show_tokens[self.seat]
+            and has_scout_and_show(self.hand.faces, self.active_set)
+        )
+
+    def legal_scout_and_shows(self) -> list[ScoutAndShow]:
+        if self.num_players == 2 or not self.scout_show_tokens[self.seat] or not self.active_set:
+            return []
+        return legal_scout_and_shows(self.hand.faces, self.active_set)
+
+    def legal_actions(self) -> list[Action]:
+        if not self.is_my_turn:
+            return []
+        return [*self.legal_shows(), *self.legal_scouts(), *self.legal_scout_and_shows()]
+
+
+def rank_scores(scores: Sequence[int], forfeited: Iterable[int] = ()) -> tuple[int, ...]:
+    """Competition ranks (1 = best; equal scores share a rank, the next rank skips). Forfeited
+    seats rank below every seat that did not forfeit, ordered among themselves by score."""
+    lost = set(forfeited)
+    order = [(s in lost, -scores[s]) for s in range(len(scores))]
+    return tuple(1 + sum(1 for other in order if other < mine) for mine in order)
+
+
+class State:
+    """One match of SCOUT from the deal to the final ranks."""
+
+    def __init__(self, num_players: int, deals: Sequence[Sequence[Sequence[Card]]],
+                 seed: int | None = None) -> None:
+        """Prefer `State.new` (seeded) or `State.from_deals` (explicit deal)."""
+        self.rules = player_count_rules(num_players)
+        self.num_players = num_players
+        self.seed = seed
+        self.deals: tuple[tuple[Hand, ...], ...] = _validated_deals(num_players, deals)
+        self.round_logs: list[RoundLog] = []
+        self.round_results: list[RoundResult] = []
+        self.scores: list[int] = [0] * num_players
+        self._start_round(0)
+
+    @classmethod
+    def new(cls, num_players: int, seed: int) -> State:
+        """A match dealt from a 64-bit seed by the documented algorithm (see docs/rules.md)."""
+        return cls(num_players, deal_match(num_players, seed), seed)
+
+    @classmethod
+    def from_deals(cls, num_players: int, deals: Sequence[Sequence[Sequence[Card]]]) -> State:
+        """A match with explicit dealt hands, ``deals[round][seat]``, before rotation."""
+        return cls(num_players, deals)
+
+    def _start_round(self, round_index: int) -> None:
+        n = self.num_players
+        self.round_index = round_index
+        self.starting_seat = round_index % n
+        dealt = self.deals[round_index]
+        self.phase = Phase.ROTATION
+        self.hands: list[list[Card]] = [list(h) for h in dealt]
+        self.faces: list[list[int]] = [[c.face for c in h] for h in dealt]
+        self.active: list[Card] = []
+        self.active_faces: list[int] = []
+        self.active_key = NO_ACTIVE_SET
+        self.last_shower: int | None = None
+        self.scouts_since_show = 0
+        self.captured: list[list[Card]] = [[] for _ in range(n)]
+        self.scout_chips: list[int] = [TWO_PLAYER_SCOUT_CHIPS if n == 2 else 0] * n
+        self.scout_show_tokens: list[bool] = [n > 2] * n
+        self.current_seat: int | None = None
+        self.history: list[PublicAction] = []
+        self.round_logs.append(RoundLog(round_index, self.starting_seat, dealt, [None] * n, []))
+
+    # ----- queries -------------------------------------------------------------------------
+
+    @property
+    def num_rounds(self) -> int:
+        return self.rules.rounds
+
+    @property
+    def is_over(self) -> bool:
+        return self.phase is Phase.MATCH_OVER
+
+    def hand(self, seat: int) -> Hand:
+        """A seat's full hand. Referee-side only: bots get `observation`."""
+        return Hand(self.hands[seat])
+
+    @property
+    def active_set(self) -> tuple[Card, ...]:
+        return tuple(self.active)
+
+    @property
+    def active_owner(self) -> int | None:
+        return self.last_shower if self.active else None
+
+    def pending_rotations(self) -> tuple[int, ...]:
+        """Seats that still have to choose whether to rotate their hand this round."""
+        if self.phase is not Phase.ROTATION:
+            return ()
+        return tuple(s for s, r in enumerate(self.round_logs[-1].rotations) if r is None)
+
+    def ranks(self, forfeited: Iterable[int] = ()) -> tuple[int, ...]:
+        return rank_scores(self.scores, forfeited)
+
+    def observation(self, seat: int) -> Observation:
+        n = self.num_players
+        if not 0 <= seat < n:
+            raise MalformedAction(f"seat {seat} does not exist in a {n}-player match")
+        return Observation(
+            seat=seat,
+            num_players=n,
+            num_rounds=self.rules.rounds,
+            round_index=self.round_index,
+            starting_seat=self.starting_seat,
+            phase=self.phase,
+            hand=Hand(self.hands[seat]),
+            rotation_chosen=self.round_logs[-1].rotations[seat] is not None,
+            hand_sizes=tuple(len(h) for h in self.hands),
+            active_set=tuple(self.active),
+            active_owner=self.active_owner,
+            captured_counts=tuple(len(c) for c in self.captured),
+            scout_chips=tuple(self.scout_chips),
+            scout_show_tokens=tuple(self.scout_show_tokens),
+            scores=tuple(self.scores),
+            current_seat=self.current_seat,
+            history=tuple(self.history),
+        )
+
+    # ----- move generation -----------------------------------------------------------------
+
+    def _acting(self) -> int:
+        if self.phase is not Phase.PLAY or self.current_seat is None:
+            if self.phase is Phase.ROTATION:
+                raise OutOfTurn(
+                    f"round {self.round_index + 1} has not started: seats "
+                    f"{list(self.pending_rotations())} must still choose their rotation"
+                )
+            raise OutOfTurn("the match is over; no more actions are taken")
+        return self.current_seat
+
+    def legal_shows(self) -> list[Show]:
+        seat = self._acting()
+        return legal_shows(self.faces[seat], self.active_key)
+
+    def legal_scouts(self) -> list[Scout]:
+        seat = self._acting()
+        if not self.active or (self.num_players == 2 and self.scout_chips[seat] == 0):
+            return []
+        return legal_scouts(len(self.hands[seat]), len(self.active))
+
+    def can_scout_and_show(self) -> bool:
+        seat = self._acting()
+        return self.scout_show_tokens[seat] and has_scout_and_show(self.faces[seat], self.active)
+
+    def legal_scout_and_shows(self) -> list[ScoutAndShow]:
+        seat = self._acting()
+        if not self.scout_show_tokens[seat] or not self.active:
+            return []
+        return legal_scout_and_shows(self.faces[seat], self.active)
+
+    def legal_actions(self) -> list[Action]:
+        """Every legal action of the seat to act: Shows, then Scouts, then Scout & Shows."""
+        return [*self.legal_shows(), *self.legal_scouts(), *self.legal_scout_and_shows()]
+
+    def check(self, action: Action) -> None:
+        """Raise MalformedAction / IllegalAction / OutOfTurn unless ``action`` is legal now.
+
+        Costs a few comparisons: nothing is enumerated."""
+        seat = self._acting()
+        hand_size = len(self.hands[seat])
+        if isinstance(action, Show):
+            show = check_show_shape(action, hand_size)
+            check_show(self.faces[seat], show, self.active_faces)
+        elif isinstance(action, Scout):
+            check_scout_shape(action, hand_size)
+            self._check_scout_allowed(seat)
+        elif isinstance(action, ScoutAndShow):
+            scout = check_scout_shape(action.scout, hand_size)
+            show = check_show_shape(action.show, hand_size + 1)
+            if self.num_players == 2:
+                raise IllegalAction("Scout & Show is not part of the 2-player game")
+            if not self.scout_show_tokens[seat]:
+                raise IllegalAction("you have already used your Scout & Show this round")
+            self._check_scout_allowed(seat)
+            card = self._taken(scout)
+            faces = self.faces[seat]
+            new_faces = [*faces[: scout.insert_at], card.face, *faces[scout.insert_at :]]
+            rest = self.active_faces[1:] if scout.end == End.LEFT else self.active_faces[:-1]
+            check_show(new_faces, show, rest)
+        else:
+            raise MalformedAction(
+                f"an action is a Show, a Scout or a ScoutAndShow, not {type(action).__name__}"
+            )
+
+    def is_legal(self, action: Action) -> bool:
+        try:
+            self.check(action)
+        except (IllegalAction, MalformedAction, OutOfTurn):
+            return False
+        return True
+
+    def _check_scout_allowed(self, seat: int) -> None:
+        if not self.active:
+            raise IllegalAction("there is no active set to scout from; you must Show")
+        if self.num_players == 2 and self.scout_chips[seat] == 0:
+            raise IllegalAction("you have spent all 3 Scout chips this round; you must Show")
+
+    def _taken(self, scout: Scout) -> Card:
+        card = self.active[0] if scout.end == End.LEFT else self.active[-1]
+        return Card(card.other, card.face) if scout.flip else card
+
+    # ----- transitions ----------------------------------------------------------------------
+
+    def choose_rotation(self, seat: int, rotate: bool) -> None:
+        """Record one seat's secret choice; when every seat has chosen, the round's play starts."""
+        if self.phase is not Phase.ROTATION:
+            raise OutOfTurn("rotation is chosen only before a round's first turn")
+        if not 0 <= seat < self.num_players:
+            raise MalformedAction(
+                f"seat {seat} does not exist in a {self.num_players}-player match")
+        if not isinstance(rotate, bool):
+            raise MalformedAction(f"a rotation choice is true or false, got {rotate!r}")
+        rotations = self.round_logs[-1].rotations
+        if rotations[seat] is not None:
+            raise OutOfTurn(f"seat {seat} has already chosen its rotation this round")
+        rotations[seat] = rotate
+        if rotate:
+            self.hands[seat] = list(Hand(self.hands[seat]).rotated())
+            self.faces[seat] = [c.face for c in self.hands[seat]]
+        if all(r is not None for r in rotations):
+            self.phase = Phase.PLAY
+            self.current_seat = self.starting_seat
+
+    def apply(self, action: Action) -> None:
+        """Check ``action`` for the seat to act and play it; on any error nothing changes."""
+        self.check(action)
+        seat = self.current_seat
+        assert seat is not None
+        self.round_logs[-1].actions.append((seat, action))
+        if isinstance(action, Show):
+            self._show(seat, action, None)
+        elif isinstance(action, Scout):
+            card = self._scout(seat, action)
+            self.history.append(
+                PublicAction(seat, "scout", (self._as_on_table(card, action),),
+                             end=End(action.end), insert_at=action.insert_at)
+            )
+            if self.num_players == 2:
+                self.scout_chips[seat] -= 1
+                if not self.scout_chips[seat] and not has_show(self.faces[seat], self.active_key):
+                    self._end_round(RoundEnd.NO_LEGAL_MOVE, self.last_shower)
+            else:
+                self.scouts_since_show += 1
+                if self.scouts_since_show == self.num_players - 1:
+                    self._end_round(RoundEnd.UNBEATEN_SHOW, self.last_shower)
+                else:
+                    self.current_seat = (seat + 1) % self.num_players
+        else:
+            self.scout_show_tokens[seat] = False
+            card = self._scout(seat, action.scout)
+            self._show(seat, action.show, (self._as_on_table(card, action.scout), action.scout))
+
+    @staticmethod
+    def _as_on_table(card: Card, scout: Scout) -> Card:
+        return Card(card.other, card.face) if scout.flip else card
+
+    def _scout(self, seat: int, scout: Scout) -> Card:
+        card = self._taken(scout)
+        if scout.end == End.LEFT:
+            del self.active[0]
+            del self.active_faces[0]
+        else:
+            self.active.pop()
+            self.active_faces.pop()
+        self.active_key = group_key(self.active_faces) if self.active else NO_ACTIVE_SET
+        self.hands[seat].insert(scout.insert_at, card)
+        self.faces[seat].insert(scout.insert_at, card.face)
+        if self.num_players > 2:
+            assert self.last_shower is not None
+            self.scout_chips[self.last_shower] += 1
+        return card
+
+    def _show(self, seat: int, show: Show, scouted: tuple[Card, Scout] | None) -> None:
+        start, stop = show.start, show.start + show.length
+        hand = self.hands[seat]
+        played = hand[start:stop]
+        del hand[start:stop]
+        faces = self.faces[seat]
+        played_faces = faces[start:stop]
+        del faces[start:stop]
+        self.captured[seat].extend(self.active)
+        self.active = played
+        self.active_faces = played_faces
+        self.active_key = group_key(played_faces)
+        self.last_shower = seat
+        self.scouts_since_show = 0
+        if scouted is None:
+            self.history.append(PublicAction(seat, "show", tuple(played), start, show.length))
+        else:
+            card, scout = scouted
+            self.history.append(
+                PublicAction(seat, "scout_and_show", (card, *played), start, show.length,
+                             End(scout.end), scout.insert_at)
+            )
+        if not hand:
+            self._end_round(RoundEnd.HAND_EMPTIED, None)
+            return
+        nxt = (seat + 1) % self.num_players
+        self.current_seat = nxt
+        if (self.num_players == 2 and not self.scout_chips[nxt]
+                and not has_show(self.faces[nxt], self.active_key)):
+            self._end_round(RoundEnd.NO_LEGAL_MOVE, seat)
+
+    def _end_round(self, reason: RoundEnd, exempt: int | None) -> None:
+        n = self.num_players
+        captured = tuple(len(c) for c in self.captured)
+        chips = tuple(self.scout_chips)
+        scores = tuple(
+            captured[s] + chips[s] - (0 if s == exempt else len(self.hands[s])) for s in range(n)
+        )
+        result = RoundResult(self.round_index, reason, exempt, captured, chips,
+                             tuple(Hand(h) for h in self.hands), scores)
+        self.round_results.append(result)
+        self.round_logs[-1].result = result
+        for s in range(n):
+            self.scores[s] += scores[s]
+        if self.round_index + 1 < self.rules.rounds:
+            self._start_round(self.round_index + 1)
+        else:
+            self.phase = Phase.MATCH_OVER
+            self.current_seat = None
+
+    # ----- copies and invariants ------------------------------------------------------------
+
+    def clone(self) -> State:
+        """An independent deep copy (hands, logs and counters), for search and what-ifs."""
+        other = object.__new__(State)
+        other.__dict__.update(self.__dict__)
+        other.hands = [list(h) for h in self.hands]
+        other.faces = [list(f) for f in self.faces]
+        other.active = list(self.active)
+        other.active_faces = list(self.active_faces)
+        other.captured = [list(c) for c in self.captured]
+        other.scout_chips = list(self.scout_chips)
+        other.scout_show_tokens = list(self.scout_show_tokens)
+        other.scores = list(self.scores)
+        other.history = list(self.history)
+        other.round_results = list(self.round_results)
+        other.round_logs = [
+            RoundLog(log.round_index, log.starting_seat, log.dealt_hands, list(log.rotations),
+                     list(log.actions), log.result)
+            for log in self.round_logs
+        ]
+        return other
+
+    def cards_in_play(self) -> list[tuple[int, int]]:
+        """Every card of this round wherever it is (hands, captured, active), as deck pairs."""
+        out = [c.pair for h in self.hands for c in h]
+        out += [c.pair for cs in self.captured for c in cs]
+        out += [c.pair for c in self.active]
+        return out
+
+
+def _validated_deals(num_players: int, deals: Sequence[Sequence[Sequence[Card]]]
+                     ) -> tuple[tuple[Hand, ...], ...]:
+    rules = player_count_rules(num_players)
+    if len(deals) != rules.rounds:
+        raise MalformedAction(f"a {num_players}-player match has {rules.rounds} rounds of deals, "
+                              f"got {len(deals)}")
+    deck = set(deck_for(num_players))
+    out = []
+    for r, round_hands in enumerate(deals):
+        if len(round_hands) != num_players:
+            raise MalformedAction(f"round {r + 1} deals {len(round_hands)} hands, "
+                                  f"not {num_players}")
+        seen: set[tuple[int, int]] = set()
+        hands = []
+        for seat, hand in enumerate(round_hands):
+            if len(hand) != rules.hand_size:
+                raise MalformedAction(f"round {r + 1}: seat {seat} is dealt {len(hand)} cards, "
+                                      f"not {rules.hand_size}")
+            cards = Hand(Card(int(c[0]), int(c[1])) for c in hand)
+            for card in cards:
+                if card.pair not in deck or card.pair in seen:
+                    raise MalformedAction(f"round {r + 1}: card {card} is not in the "
+                                          f"{num_players}-player deck or is dealt twice")
+                seen.add(card.pair)
+            hands.append(cards)
+        out.append(tuple(hands))
+    round_pairs = [{c.pair for h in r for c in h} for r in out]
+    if num_players == 2 and round_pairs[0] & round_pairs[1]:
+        raise MalformedAction("with 2 players round 2 is dealt the 22 cards round 1 did not use")
+    return tuple(out)

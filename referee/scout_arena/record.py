@@ -1,0 +1,329 @@
+"""Versioned JSON match records and their replay through the engine.
+
+A record holds everything needed to re-run a match: the seed (or none, for an explicit deal), the
+dealt hands before rotation, every rotation choice and every action in order. `replay` re-runs
+it through the engine and checks every action, round end and score, naming the first step that
+does not hold. The format is documented in docs/record-format.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .engine import (
+    Action,
+    Card,
+    End,
+    Hand,
+    MalformedAction,
+    Phase,
+    Scout,
+    ScoutAndShow,
+    ScoutError,
+    Show,
+    State,
+    deal_match,
+    rank_scores,
+)
+
+RECORD_FORMAT = "scout-arena-match-record"
+RECORD_VERSION = 1
+
+JSON = dict[str, Any]
+
+
+class RecordError(ValueError):
+    """A record that cannot be read, or whose contents the engine does not reproduce."""
+
+
+def action_to_json(action: Action) -> JSON:
+    if isinstance(action, Show):
+        return {"show": {"start": action.start, "length": action.length}}
+    if isinstance(action, Scout):
+        return {"scout": _scout_json(action)}
+    return {"scout_and_show": {"scout": _scout_json(action.scout),
+                               "show": {"start": action.show.start,
+                                        "length": action.show.length}}}
+
+
+def _scout_json(scout: Scout) -> JSON:
+    return {"end": "left" if scout.end == End.LEFT else "right", "flip": scout.flip,
+            "insert_at": scout.insert_at}
+
+
+def _show_from(obj: Any) -> Show:
+    if not isinstance(obj, dict) or set(obj) != {"start", "length"}:
+        raise MalformedAction(f"a show is {{'start', 'length'}}, got {obj!r}")
+    start, length = obj["start"], obj["length"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, length)):
+        raise MalformedAction(f"a show's start and length are integers, got {obj!r}")
+    return Show(start, length)
+
+
+def _scout_from(obj: Any) -> Scout:
+    if not isinstance(obj, dict) or set(obj) != {"end", "flip", "insert_at"}:
+        raise MalformedAction(f"a scout is {{'end', 'flip', 'insert_at'}}, got {obj!r}")
+    end = {"left": End.LEFT, "right": End.RIGHT}.get(obj["end"])
+    pos = obj["insert_at"]
+    if end is None or not isinstance(obj["flip"], bool) or not isinstance(pos, int) \
+            or isinstance(pos, bool):
+        raise MalformedAction(f"a scout has end 'left'/'right', a boolean flip and an integer "
+                              f"insert_at, got {obj!r}")
+    return Scout(end, obj["flip"], pos)
+
+
+def action_from_json(obj: Any) -> Action:
+    """The engine action of a record entry's action part; MalformedAction if unreadable."""
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise MalformedAction(f"an action has exactly one of show/scout/scout_and_show: {obj!r}")
+    ((kind, body),) = obj.items()
+    if kind == "show":
+        return _show_from(body)
+    if kind == "scout":
+        return _scout_from(body)
+    if kind == "scout_and_show" and isinstance(body, dict) and set(body) == {"scout", "show"}:
+        return ScoutAndShow(_scout_from(body["scout"]), _show_from(body["show"]))
+    raise MalformedAction(f"unknown action {obj!r}")
+
+
+def _cards_json(cards: Sequence[Card]) -> list[list[int]]:
+    return [[c.face, c.other] for c in cards]
+
+
+def build_record(
+    state: State,
+    players: Sequence[str],
+    *,
+    match_id: str | None = None,
+    forfeits: Sequence[int] = (),
+    notes: Sequence[JSON] = (),
+    meta: JSON | None = None,
+) -> JSON:
+    """The record of a match (finished or not) as a JSON-ready dict."""
+    if len(players) != state.num_players:
+        raise ValueError(f"{len(players)} player names for {state.num_players} seats")
+    rounds = []
+    for log in state.round_logs:
+        entry: JSON = {
+            "index": log.round_index,
+            "starting_seat": log.starting_seat,
+            "dealt_hands": [_cards_json(h) for h in log.dealt_hands],
+            "rotations": list(log.rotations),
+            "actions": [{"seat": seat, **action_to_json(a)} for seat, a in log.actions],
+        }
+        if log.result is not None:
+            entry["end_reason"] = log.result.end_reason.value
+            entry["exempt_seat"] = log.result.exempt_seat
+            entry["scores"] = list(log.result.scores)
+        rounds.append(entry)
+    finished = state.is_over
+    return {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "match_id": match_id,
+        "seed": state.seed,
+        "num_players": state.num_players,
+        "players": [{"seat": s, "name": name} for s, name in enumerate(players)],
+        "rounds": rounds,
+        "finished": finished,
+        "totals": list(state.scores) if finished else None,
+        "ranks": list(rank_scores(state.scores, forfeits)) if finished else None,
+        "forfeits": sorted(forfeits),
+        "explicit_deals": None if state.seed is not None
+        else [[_cards_json(h) for h in r] for r in state.deals],
+        "notes": list(notes),
+        "meta": dict(meta or {}),
+    }
+
+
+def dump_record(record: JSON, path: str | Path) -> None:
+    """Write atomically (temp file + rename), so a reader never sees half a record."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(target)
+
+
+def load_record(path: str | Path) -> JSON:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: not a readable JSON record ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: a record is a JSON object")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStep:
+    """One step of a replayed match, for printing a move-by-move account."""
+
+    round_index: int
+    number: int
+    seat: int
+    action: Action
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    state: State
+    steps: tuple[ReplayStep, ...]
+
+
+def _field(obj: JSON, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise RecordError(f"{where}: missing field '{key}'")
+    value = obj[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise RecordError(f"{where}: field '{key}' has the wrong type ({value!r})")
+    return value
+
+
+def replay(record: JSON) -> ReplayResult:
+    """Re-run a record through the engine, checking every step; RecordError names the first
+    step that fails."""
+    if record.get("format") != RECORD_FORMAT:
+        raise RecordError(f"not a Scout Arena match record (format {record.get('format')!r})")
+    if record.get("version") != RECORD_VERSION:
+        raise RecordError(f"record version {record.get('version')!r} is not supported "
+                          f"(this build reads version {RECORD_VERSION})")
+    n = _field(record, "num_players", int, "record")
+    players = _field(record, "players", list, "record")
+    if len(players) != n:
+        raise RecordError(f"record: {len(players)} players listed for {n} seats")
+    rounds = _field(record, "rounds", list, "record")
+    seed = record.get("seed")
+    state = _initial_state(record, n, seed, rounds)
+    steps: list[ReplayStep] = []
+    for i, entry in enumerate(rounds):
+        where = f"round {i + 1}"
+        if state.is_over or state.round_index != i:
+            raise RecordError(f"{where}: the match was already over before this round")
+        rotations = _field(entry, "rotations", list, where)
+        if len(rotations) != n or not all(isinstance(r, bool) for r in rotations):
+            raise RecordError(f"{where}: rotations must be {n} booleans, got {rotations!r}")
+        for rotating_seat, rotate in enumerate(rotations):
+            state.choose_rotation(rotating_seat, rotate)
+        actions = _field(entry, "actions", list, where)
+        for k, item in enumerate(actions):
+            step = f"{where}, action {k + 1}"
+            if state.round_index != i or state.is_over:
+                raise RecordError(f"{step}: the round had already ended after action {k}")
+            if not isinstance(item, dict):
+                raise RecordError(f"{step}: an action entry is an object")
+            actor = item.get("seat")
+            body = {key: v for key, v in item.items() if key != "seat"}
+            try:
+                action = action_from_json(body)
+            except MalformedAction as exc:
+                raise RecordError(f"{step}: {exc}") from exc
+            seat = state.current_seat
+            if actor != seat or seat is None:
+                raise RecordError(f"{step}: recorded for seat {actor} but seat {seat} is to act")
+            hand, active = state.hand(seat), state.active_set
+            try:
+                state.apply(action)
+            except ScoutError as exc:
+                raise RecordError(f"{step} (seat {seat}, {action}): {exc}") from exc
+            steps.append(ReplayStep(i, k + 1, seat, action,
+                                    describe_action(seat, hand, active, action)))
+        result = state.round_logs[i].result
+        if result is None:
+            if i + 1 < len(rounds) or record.get("finished"):
+                raise RecordError(f"{where}: the recorded actions stop but the round is still "
+                                  f"going (seat {state.current_seat} to act)")
+            break
+        if "scores" in entry:
+            _check_round_result(entry, result.scores, result.end_reason.value,
+                                result.exempt_seat, where)
+    if record.get("finished"):
+        if not state.is_over:
+            raise RecordError("record: marked finished but the match is not over")
+        forfeits = record.get("forfeits") or []
+        if record.get("totals") != list(state.scores):
+            raise RecordError(f"record: totals {record.get('totals')} differ from the engine's "
+                              f"{list(state.scores)}")
+        expected_ranks = list(rank_scores(state.scores, forfeits))
+        if record.get("ranks") != expected_ranks:
+            raise RecordError(f"record: ranks {record.get('ranks')} differ from the engine's "
+                              f"{expected_ranks}")
+    elif state.is_over and state.phase is Phase.MATCH_OVER:
+        raise RecordError("record: the match is over but the record is not marked finished")
+    return ReplayResult(state, tuple(steps))
+
+
+def describe_action(seat: int, hand: Sequence[Card], active: Sequence[Card],
+                    action: Action) -> str:
+    """A one-line account of ``action`` played from ``hand`` onto ``active``."""
+    def faces(cards: Sequence[Card]) -> str:
+        return "-".join(str(c.face) for c in cards)
+
+    def scouting(scout: Scout) -> tuple[str, list[Card], Sequence[Card]]:
+        card = active[0] if scout.end == End.LEFT else active[-1]
+        taken = card.turned() if scout.flip else card
+        new_hand = [*hand[: scout.insert_at], taken, *hand[scout.insert_at :]]
+        rest = active[1:] if scout.end == End.LEFT else active[:-1]
+        turned = f" turned to {taken.face}" if scout.flip else ""
+        side = "left" if scout.end == End.LEFT else "right"
+        return (f"scouts {card.face} from the {side} end{turned} into position "
+                f"{scout.insert_at}", new_hand, rest)
+
+    def showing(show: Show, cards: Sequence[Card], table: Sequence[Card]) -> str:
+        played = cards[show.start : show.start + show.length]
+        last = show.start + show.length - 1
+        where = f"position {show.start}" if show.length == 1 else f"positions {show.start}-{last}"
+        capture = f", capturing {len(table)}" if table else ""
+        return f"shows {faces(played)} from {where}{capture}"
+
+    if isinstance(action, Show):
+        text = showing(action, hand, active)
+    elif isinstance(action, Scout):
+        text, new_hand, _ = scouting(action)
+        text += f"  [hand {faces(new_hand)}]"
+    else:
+        text, new_hand, rest = scouting(action.scout)
+        text = f"Scout & Show: {text}, then {showing(action.show, new_hand, rest)}"
+    return f"seat {seat} {text}"
+
+
+def _initial_state(record: JSON, n: int, seed: Any, rounds: list[Any]) -> State:
+    """The match's start: the seed's deal (checked against the recorded hands) or, for a match
+    dealt explicitly, the record's ``explicit_deals``."""
+    try:
+        if seed is not None:
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise RecordError(f"record: seed must be an integer or null, got {seed!r}")
+            deals = deal_match(n, seed)
+        else:
+            explicit = _field(record, "explicit_deals", list, "record without a seed")
+            deals = [[Hand(Card(*card) for card in hand) for hand in r] for r in explicit]
+        for i, entry in enumerate(rounds):
+            dealt = [[list(c) for c in h] for h in _field(entry, "dealt_hands", list,
+                                                        f"round {i + 1}")]
+            if i >= len(deals) or dealt != [_cards_json(h) for h in deals[i]]:
+                raise RecordError(f"round {i + 1}: the recorded dealt hands are not the "
+                                  f"match's deal" + (f" for seed {seed}" if seed is not None
+                                                     else ""))
+        return State(n, deals, seed)
+    except RecordError:
+        raise
+    except (ScoutError, TypeError, ValueError) as exc:
+        raise RecordError(f"record: the deal cannot be set up: {exc}") from exc
+
+
+def _check_round_result(entry: JSON, scores: Sequence[int], reason: str,
+                        exempt: int | None, where: str) -> None:
+    if entry.get("scores") != list(scores):
+        raise RecordError(f"{where}: recorded scores {entry.get('scores')} differ from the "
+                          f"engine's {list(scores)}")
+    if entry.get("end_reason") != reason:
+        raise RecordError(f"{where}: recorded end reason {entry.get('end_reason')!r} differs "
+                          f"from the engine's {reason!r}")
+    if entry.get("exempt_seat") != exempt:
+        raise RecordError(f"{where}: recorded exempt seat {entry.get('exempt_seat')!r} differs "
+                          f"from the engine's {exempt!r}")
