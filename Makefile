@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint typecheck pytest bench proto clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test]'
 	touch $@
 
 demo: $(STAMP)
@@ -30,6 +30,10 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
+
+# Regenerate the committed Python stubs from proto/ (tests fail when they drift).
+proto: $(STAMP)
+	$(BIN)/python proto/generate.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache bench/results

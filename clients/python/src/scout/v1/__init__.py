@@ -1,0 +1,1 @@
+"""Generated from proto/scout/v1; never edit."""
