@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .bots import BOTS, make_bot, play_match
 from .engine import State
@@ -94,6 +95,61 @@ def cmd_deal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tokens(args: argparse.Namespace) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    if args.tokens:
+        data = json.loads(Path(args.tokens).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+            raise SystemExit(f"{args.tokens}: expected a JSON object {{bot name: token}}")
+        tokens.update(data)
+    for item in args.bot_token or []:
+        name, sep, token = item.partition("=")
+        if not sep or not name or not token:
+            raise SystemExit(f"--bot-token takes NAME=TOKEN, got {item!r}")
+        tokens[name] = token
+    return tokens
+
+
+def cmd_referee_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("--tls-cert and --tls-key go together")
+    tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                    Path(args.tls_client_ca) if args.tls_client_ca else None) \
+        if args.tls_cert else None
+    records = Path(args.records)
+    records.mkdir(parents=True, exist_ok=True)
+
+    async def main() -> None:
+        referee = Referee(_tokens(args), records_dir=records,
+                          default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
+                          reconnect_grace_s=args.reconnect_grace)
+        server = RefereeServer(referee, host=args.host, port=args.port,
+                               admin_token=args.admin_token, tls=tls)
+        ready = asyncio.Event()
+        task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
+        await ready.wait()
+        print(f"referee listening on {server.address}", flush=True)
+        await task
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_bot_run(args: argparse.Namespace) -> int:
+    from scout_client.cli import run_from_args
+
+    status: int = run_from_args(args)
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +171,36 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="play and print a 4-player match of the bundled bots")
     demo.add_argument("--seed", type=_seed, default=2026)
     demo.set_defaults(func=cmd_demo)
+
+    referee = sub.add_parser("referee", help="the gRPC referee server")
+    referee_sub = referee.add_subparsers(dest="referee_command", required=True)
+    serve = referee_sub.add_parser("serve", help="serve the Arena and Matches services")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    serve.add_argument("--tokens", metavar="FILE", help="JSON object {bot name: token}")
+    serve.add_argument("--bot-token", action="append", metavar="NAME=TOKEN")
+    serve.add_argument("--admin-token", help="token the Matches service requires")
+    serve.add_argument("--records", default="records", metavar="DIR",
+                       help="where match records are written (default ./records)")
+    serve.add_argument("--decision-ms", type=int, default=1000)
+    serve.add_argument("--time-bank-ms", type=int, default=10_000)
+    serve.add_argument("--reconnect-grace", type=float, default=10.0, metavar="SECONDS")
+    serve.add_argument("--drain-seconds", type=float, default=0.0,
+                       help="on shutdown, let running matches finish this long")
+    serve.add_argument("--tls-cert", metavar="PEM")
+    serve.add_argument("--tls-key", metavar="PEM")
+    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    serve.add_argument("-v", "--verbose", action="store_true")
+    serve.set_defaults(func=cmd_referee_serve)
+
+    bot = sub.add_parser("bot", help="run a bot against a referee")
+    bot_sub = bot.add_subparsers(dest="bot_command", required=True)
+    bot_run = bot_sub.add_parser("run", help="connect a bot (random, greedy, module:Class, "
+                                 "file.py:Class)")
+    from scout_client.cli import add_bot_run_arguments
+
+    add_bot_run_arguments(bot_run)
+    bot_run.set_defaults(func=cmd_bot_run)
 
     deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
     deal.add_argument("--players", type=int, choices=range(2, 6), default=4)

@@ -45,6 +45,7 @@ class RoundEnd(Enum):
     HAND_EMPTIED = "hand_emptied"
     UNBEATEN_SHOW = "unbeaten_show"
     NO_LEGAL_MOVE = "no_legal_move"
+    ACTION_LIMIT = "action_limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,11 @@ def rank_scores(scores: Sequence[int], forfeited: Iterable[int] = ()) -> tuple[i
 class State:
     """One match of SCOUT from the deal to the final ranks."""
 
+    #: Decision (docs/rules.md): a round that reaches this many actions ends there and is scored
+    #: as it stands, with no exempt seat. Play that only shows single cards which the next seat
+    #: scouts back can cycle forever; a referee must be able to promise every match ends.
+    max_round_actions = 1000
+
     def __init__(self, num_players: int, deals: Sequence[Sequence[Sequence[Card]]],
                  seed: int | None = None) -> None:
         """Prefer `State.new` (seeded) or `State.from_deals` (explicit deal)."""
@@ -171,6 +177,7 @@ class State:
         self.round_logs: list[RoundLog] = []
         self.round_results: list[RoundResult] = []
         self.scores: list[int] = [0] * num_players
+        self.last_action: PublicAction | None = None
         self._start_round(0)
 
     @classmethod
@@ -368,15 +375,14 @@ class State:
         self.check(action)
         seat = self.current_seat
         assert seat is not None
-        self.round_logs[-1].actions.append((seat, action))
+        round_log = self.round_logs[-1]
+        round_log.actions.append((seat, action))
         if isinstance(action, Show):
             self._show(seat, action, None)
         elif isinstance(action, Scout):
             card = self._scout(seat, action)
-            self.history.append(
-                PublicAction(seat, "scout", (self._as_on_table(card, action),),
-                             end=End(action.end), insert_at=action.insert_at)
-            )
+            self._publish(PublicAction(seat, "scout", (self._as_on_table(card, action),),
+                                       end=End(action.end), insert_at=action.insert_at))
             if self.num_players == 2:
                 self.scout_chips[seat] -= 1
                 if not self.scout_chips[seat] and not has_show(self.faces[seat], self.active_key):
@@ -391,6 +397,12 @@ class State:
             self.scout_show_tokens[seat] = False
             card = self._scout(seat, action.scout)
             self._show(seat, action.show, (self._as_on_table(card, action.scout), action.scout))
+        if round_log.result is None and len(round_log.actions) >= self.max_round_actions:
+            self._end_round(RoundEnd.ACTION_LIMIT, None)
+
+    def _publish(self, action: PublicAction) -> None:
+        self.history.append(action)
+        self.last_action = action
 
     @staticmethod
     def _as_on_table(card: Card, scout: Scout) -> Card:
@@ -427,13 +439,11 @@ class State:
         self.last_shower = seat
         self.scouts_since_show = 0
         if scouted is None:
-            self.history.append(PublicAction(seat, "show", tuple(played), start, show.length))
+            self._publish(PublicAction(seat, "show", tuple(played), start, show.length))
         else:
             card, scout = scouted
-            self.history.append(
-                PublicAction(seat, "scout_and_show", (card, *played), start, show.length,
-                             End(scout.end), scout.insert_at)
-            )
+            self._publish(PublicAction(seat, "scout_and_show", (card, *played), start,
+                                       show.length, End(scout.end), scout.insert_at))
         if not hand:
             self._end_round(RoundEnd.HAND_EMPTIED, None)
             return

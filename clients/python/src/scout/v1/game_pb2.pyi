@@ -85,6 +85,8 @@ class _RoundEndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RoundE
     """Every other seat scouted after a Show (3-5 players)."""
     ROUND_END_REASON_NO_LEGAL_MOVE: _RoundEndReason.ValueType  # 3
     """The seat to act could neither beat the active set nor Scout (2 players)."""
+    ROUND_END_REASON_ACTION_LIMIT: _RoundEndReason.ValueType  # 4
+    """The round reached the action limit (1000 actions) and was scored as it stood."""
 
 class RoundEndReason(_RoundEndReason, metaclass=_RoundEndReasonEnumTypeWrapper):
     """Why a round ended."""
@@ -97,6 +99,8 @@ ROUND_END_REASON_UNBEATEN_SHOW: RoundEndReason.ValueType  # 2
 """Every other seat scouted after a Show (3-5 players)."""
 ROUND_END_REASON_NO_LEGAL_MOVE: RoundEndReason.ValueType  # 3
 """The seat to act could neither beat the active set nor Scout (2 players)."""
+ROUND_END_REASON_ACTION_LIMIT: RoundEndReason.ValueType  # 4
+"""The round reached the action limit (1000 actions) and was scored as it stood."""
 Global___RoundEndReason: _TypeAlias = RoundEndReason  # noqa: Y015
 
 @_typing.final

@@ -1,0 +1,79 @@
+"""The class a bot author subclasses.
+
+A bot is one `act` method; everything else (connection, reconnects, deadlines, fallbacks,
+request ids) is the runner's job. One Bot instance plays every match of its process, possibly
+several at once: a sync `act` runs in a worker thread per request, so keep per-match state in
+a dict keyed by `observation.match_id` (and guard shared state with a lock), or write
+`async def act` to stay on the event loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+
+from .types import (
+    Action,
+    AnswerResult,
+    MatchEnded,
+    MatchStart,
+    Observation,
+    PublicEvent,
+    RotationRequest,
+    RoundEnded,
+)
+
+__all__ = ["Bot"]
+
+
+class Bot(ABC):
+    """Subclass, set `name`, and write `act` (plain or `async def`).
+
+    Every method may be plain or `async def`. Plain methods run in worker threads so a slow
+    bot in one match never stalls the others; async ones run on the event loop and must not
+    block. For each match the SDK calls the hooks and `act`/`choose_rotation` in the order the
+    referee's messages arrived.
+    """
+
+    name: str = ""
+    """The display name sent in Hello (the referee's name for the token is authoritative)."""
+    version: str = "0"
+    """Free text sent in Hello, e.g. a git hash, to tell versions apart in logs."""
+
+    @abstractmethod
+    def act(self, observation: Observation) -> Action | Awaitable[Action]:
+        """Choose the action for this turn. Any entry of `observation.legal_shows` or
+        `observation.legal_scouts` may be returned as is; a `ScoutAndShow` is built by the bot
+        (see `Observation.scout_and_shows`). If this raises or runs out of time, the SDK sends
+        `observation.fallback()` instead."""
+
+    def choose_rotation(self, request: RotationRequest) -> bool | Awaitable[bool]:
+        """Whether to rotate the dealt hand 180 degrees; not rotating is the default."""
+        return False
+
+    def on_match_start(self, start: MatchStart) -> Awaitable[None] | None:
+        """A match begins, or resumes after a reconnect (`start.resumed`)."""
+        return None
+
+    def on_event(self, event: PublicEvent) -> Awaitable[None] | None:
+        """An action by any seat, this bot's own included."""
+        return None
+
+    def on_round_end(self, round_ended: RoundEnded) -> Awaitable[None] | None:
+        """A round ended; every hand is revealed."""
+        return None
+
+    def on_match_end(self, match_ended: MatchEnded) -> Awaitable[None] | None:
+        """A match ended: drop its per-match state here."""
+        return None
+
+    def on_rejected(self, result: AnswerResult) -> Awaitable[None] | None:
+        """An answer was judged ILLEGAL or MALFORMED (a strike). The SDK has already sent the
+        fallback if the request was still open and time remained; this is for logging and
+        fixing the bot."""
+        return None
+
+    @property
+    def display_name(self) -> str:
+        """`name`, or the class name when a subclass did not set one."""
+        return self.name or type(self).__name__

@@ -1,0 +1,98 @@
+"""The few rules a bot needs beyond the referee's legal lists: what a group is and what beats it.
+
+The referee lists every legal Show and Scout but not the Scout & Show combinations (there are
+too many), so a bot that wants one must check the Show part itself against what remains of the
+active set. These helpers work on face values only, which is all a comparison needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .types import Observation, ScoutAndShow, Show
+
+__all__ = [
+    "Strength",
+    "beats",
+    "group_strength",
+    "groups_in",
+    "hand_potential",
+    "is_legal_scout_and_show",
+    "scout_and_shows",
+]
+
+Strength = tuple[int, int, int]
+"""(length, 1 for a set / 0 for a run, lowest value): a bigger tuple is a stronger group."""
+
+
+def group_strength(faces: Sequence[int]) -> Strength | None:
+    """The strength of a set (all equal; a single card is a set) or run (strictly consecutive,
+    ascending or descending), or None when `faces` is neither."""
+    if not faces:
+        return None
+    first = faces[0]
+    if all(value == first for value in faces):
+        return (len(faces), 1, first)
+    step = faces[1] - first
+    if step not in (1, -1):
+        return None
+    if any(faces[i + 1] - faces[i] != step for i in range(len(faces) - 1)):
+        return None
+    return (len(faces), 0, min(first, faces[-1]))
+
+
+def beats(faces: Sequence[int], active: Sequence[int]) -> bool:
+    """Whether showing `faces` beats the active set `active` (anything valid beats a clear
+    table; equal strength does not beat)."""
+    strength = group_strength(faces)
+    if strength is None:
+        return False
+    if not active:
+        return True
+    target = group_strength(active)
+    return target is None or strength > target
+
+
+def groups_in(faces: Sequence[int], active: Sequence[int] = ()) -> list[Show]:
+    """Every slice of `faces` that is a group beating `active`, by start then length."""
+    shows: list[Show] = []
+    for start in range(len(faces)):
+        for stop in range(start + 1, len(faces) + 1):
+            group = faces[start:stop]
+            if group_strength(group) is None:
+                break  # a longer slice from the same start cannot become a group again
+            if beats(group, active):
+                shows.append(Show(start, stop - start))
+    return shows
+
+
+def hand_potential(faces: Sequence[int]) -> int:
+    """How playable a hand is: the summed squares of the lengths of its multi-card groups, so
+    one long group counts for more than several short ones."""
+    return sum(show.length**2 for show in groups_in(faces) if show.length > 1)
+
+
+def is_legal_scout_and_show(observation: Observation, action: ScoutAndShow) -> bool:
+    """Whether a Scout & Show is allowed now: the token is available, the Scout is legal, and
+    the Show is a group of the resulting hand that beats what remains of the active set."""
+    if not observation.scout_and_show_available or action.scout not in observation.legal_scouts:
+        return False
+    hand = observation.hand_after(action.scout)
+    show = action.show
+    if show.start < 0 or show.length < 1 or show.stop > len(hand):
+        return False
+    shown = [card.face for card in hand[show.start : show.stop]]
+    remaining = [card.face for card in observation.active_after(action.scout)]
+    return beats(shown, remaining)
+
+
+def scout_and_shows(observation: Observation) -> list[ScoutAndShow]:
+    """Every legal Scout & Show, in the order of the legal Scouts, then by start and length."""
+    if not observation.scout_and_show_available:
+        return []
+    options: list[ScoutAndShow] = []
+    for scout in observation.legal_scouts:
+        faces = [card.face for card in observation.hand_after(scout)]
+        remaining = [card.face for card in observation.active_after(scout)]
+        options.extend(ScoutAndShow(scout, show) for show in groups_in(faces, remaining))
+    return options
