@@ -1,0 +1,158 @@
+"""Helpers for end-to-end tests: real referee and bot processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from scout.v1 import game_pb2, matches_pb2, matches_pb2_grpc
+
+ADMIN_TOKEN = "admin-secret"
+SCOUT_ARENA = [sys.executable, "-m", "scout_arena.cli"]
+
+
+@dataclass
+class RefereeProcess:
+    """A `scout-arena referee serve` subprocess and what it needs to be driven."""
+
+    process: subprocess.Popen[str]
+    address: str
+    records: Path
+    log_path: Path
+    bots: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def matches_stub(self) -> tuple[grpc.Channel, matches_pb2_grpc.MatchesStub]:
+        channel = grpc.insecure_channel(self.address)
+        return channel, matches_pb2_grpc.MatchesStub(channel)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def admin_metadata() -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {ADMIN_TOKEN}")]
+
+
+def start_referee(tmp_path: Path, tokens: dict[str, str], *extra: str) -> RefereeProcess:
+    """Start a referee on a free loopback port and wait until it says where it listens."""
+    records = tmp_path / "records"
+    log_path = tmp_path / f"referee-{time.monotonic_ns()}.log"
+    args = [*SCOUT_ARENA, "referee", "serve", "--port", "0", "--records", str(records),
+            "--admin-token", ADMIN_TOKEN, "-v", *extra]
+    for name, token in tokens.items():
+        args += ["--bot-token", f"{name}={token}"]
+    log_file = log_path.open("w")
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_file, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    match = re.search(r"listening on (\S+)", line)
+    if match is None:
+        process.kill()
+        raise RuntimeError(f"referee did not start: {line!r}\n{log_path.read_text()}")
+    return RefereeProcess(process, match.group(1), records, log_path)
+
+
+def start_bot(referee: RefereeProcess, spec: str, token: str, *extra: str,
+              log_dir: Path | None = None) -> subprocess.Popen[str]:
+    """Start `scout-arena bot run SPEC` as its own process, connected to the referee."""
+    env = {**os.environ, "SCOUT_ADDRESS": referee.address, "SCOUT_TOKEN": token}
+    log_path = (log_dir or referee.records.parent) / f"bot-{token}-{time.monotonic_ns()}.log"
+    process = subprocess.Popen([*SCOUT_ARENA, "bot", "run", spec, *extra], env=env,
+                               stdout=subprocess.DEVNULL, stderr=log_path.open("w"), text=True)
+    referee.bots.append(process)
+    return process
+
+
+def stop(process: subprocess.Popen[str], timeout: float = 10.0) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+@contextlib.contextmanager
+def running_referee(tmp_path: Path, tokens: dict[str, str], *extra: str
+                    ) -> Iterator[RefereeProcess]:
+    referee = start_referee(tmp_path, tokens, *extra)
+    try:
+        yield referee
+    finally:
+        for bot in referee.bots:
+            stop(bot)
+        stop(referee.process)
+
+
+def wait_connected(referee: RefereeProcess, names: Sequence[str], timeout: float = 20.0) -> None:
+    """Wait until the referee's log shows every named bot connected."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = referee.log()
+        if all(f"bot {name} connected" in text for name in names):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"bots {list(names)} did not all connect:\n{referee.log()}")
+
+
+def create_match(stub: matches_pb2_grpc.MatchesStub, bots: Sequence[str], seed: int,
+                 decision_ms: int = 0, time_bank_ms: int = 0) -> matches_pb2.MatchInfo:
+    request = matches_pb2.CreateMatchRequest(bots=list(bots), seed=seed)
+    if decision_ms or time_bank_ms:
+        request.time_control.CopyFrom(game_pb2.TimeControl(decision_ms=decision_ms,
+                                                           time_bank_ms=time_bank_ms))
+    info: matches_pb2.MatchInfo = stub.CreateMatch(request, metadata=admin_metadata(), timeout=10)
+    return info
+
+
+def wait_finished(stub: matches_pb2_grpc.MatchesStub, match_id: str,
+                  timeout: float = 60.0) -> matches_pb2.MatchInfo:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info: matches_pb2.MatchInfo = stub.GetMatch(
+            matches_pb2.GetMatchRequest(match_id=match_id), metadata=admin_metadata(), timeout=5)
+        if info.status != matches_pb2.MATCH_STATUS_RUNNING:
+            return info
+        time.sleep(0.05)
+    raise TimeoutError(f"match {match_id} still running after {timeout} s")
+
+
+def fetch_record(stub: matches_pb2_grpc.MatchesStub, match_id: str) -> dict[str, Any]:
+    response = stub.GetRecord(matches_pb2.GetRecordRequest(match_id=match_id),
+                              metadata=admin_metadata(), timeout=5)
+    record: dict[str, Any] = json.loads(response.record_json)
+    return record
+
+
+def card_pairs(message: Any) -> set[tuple[int, int]]:
+    """Every Card anywhere inside a protobuf message, as (low, high) deck pairs."""
+    found: set[tuple[int, int]] = set()
+
+    def walk(msg: Any) -> None:
+        if isinstance(msg, game_pb2.Card):
+            found.add((min(msg.face, msg.other), max(msg.face, msg.other)))
+            return
+        for descriptor, value in msg.ListFields():
+            if descriptor.message_type is None:
+                continue
+            if descriptor.label == descriptor.LABEL_REPEATED:
+                for item in value:
+                    walk(item)
+            else:
+                walk(value)
+
+    walk(message)
+    return found
