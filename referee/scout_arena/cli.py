@@ -150,6 +150,64 @@ def cmd_bot_run(args: argparse.Namespace) -> int:
     return status
 
 
+def _bot_spec(text: str) -> tuple[str, str]:
+    name, sep, command = text.partition("=")
+    if not sep or not name or not command:
+        raise argparse.ArgumentTypeError(f"--bot takes NAME=COMMAND, got {text!r}")
+    return name, command
+
+
+def cmd_tournament(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rich.console import Console
+
+    from .tournament import (
+        CONFIG_FILE,
+        BotSpec,
+        Tournament,
+        TournamentConfig,
+        load_config_file,
+        render_summary,
+    )
+
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    if args.resume:
+        out = Path(args.resume)
+        config = TournamentConfig.from_json(json.loads((out / CONFIG_FILE).read_text()))
+    else:
+        values: dict[str, object] = {}
+        if args.config:
+            values.update(load_config_file(Path(args.config)))
+            values["bots"] = tuple(BotSpec(b["name"], b["command"])
+                                   for b in values.get("bots", []))  # type: ignore[attr-defined]
+        if args.bot:
+            values["bots"] = tuple(BotSpec(n, c) for n, c in args.bot)
+        for key in ("players", "games", "concurrency", "seed", "gauntlet", "decision_ms",
+                    "time_bank_ms", "connect_timeout_s"):
+            value = getattr(args, key)
+            if value is not None:
+                values[key] = value
+        if args.no_duplicate:
+            values["duplicate"] = False
+        if not values.get("bots"):
+            print("error: name the bots with --bot NAME=COMMAND or --config FILE",
+                  file=sys.stderr)
+            return 2
+        config = TournamentConfig(**values)  # type: ignore[arg-type]
+        out = Path(args.out)
+    try:
+        config.validate()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tournament = Tournament(config, out, console=console, show_progress=not args.no_progress)
+    summary = asyncio.run(tournament.run())
+    render_summary(summary, console)
+    console.print(f"records, logs and summary.json in {out}")
+    return 130 if summary["interrupted"] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +259,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bot_run_arguments(bot_run)
     bot_run.set_defaults(func=cmd_bot_run)
+
+    tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
+    tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",
+                      help="a bot program (repeat); COMMAND 'random'/'greedy' are bundled")
+    tour.add_argument("--config", metavar="FILE", help="TOML/JSON with the same keys, bots as "
+                      "[[bot]] name = ..., command = ...")
+    tour.add_argument("--players", type=int, choices=range(2, 6), metavar="N")
+    tour.add_argument("--games", type=int, metavar="G", help="deals per table lineup")
+    tour.add_argument("--concurrency", type=int, metavar="K", help="matches at once")
+    tour.add_argument("--seed", type=_seed)
+    tour.add_argument("--gauntlet", metavar="NAME", help="NAME plays every table of the field")
+    tour.add_argument("--no-duplicate", action="store_true",
+                      help="play each deal once instead of once per seat rotation")
+    tour.add_argument("--decision-ms", type=int)
+    tour.add_argument("--time-bank-ms", type=int)
+    tour.add_argument("--connect-timeout", dest="connect_timeout_s", type=float)
+    tour.add_argument("--out", default="tournament-out", metavar="DIR")
+    tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
+    tour.add_argument("--no-progress", action="store_true")
+    tour.set_defaults(func=cmd_tournament)
 
     deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
     deal.add_argument("--players", type=int, choices=range(2, 6), default=4)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -120,6 +120,7 @@ class Seat:
     bank_ms: float
     strikes: int = 0
     forfeited: bool = False
+    absent: bool = False
     timeouts: int = 0
     illegal: int = 0
     open: OpenRequest | None = None
@@ -127,7 +128,7 @@ class Seat:
 
     def send(self, message: arena_pb2.RefereeMessage) -> None:
         connection = self.bot.connection
-        if connection is not None:
+        if connection is not None and not self.absent:
             connection.send(message)
 
 
@@ -154,6 +155,7 @@ class MatchRunner:
         self._history_pb: list[game_pb2.PublicAction] = []
         self.created_at = time.time()
         self.task: asyncio.Task[None] | None = None
+        self.extra_meta: JSON = {}
 
     # ----- public views -----------------------------------------------------------------
 
@@ -430,6 +432,7 @@ class MatchRunner:
             "time_control": {"decision_ms": self.time_control.decision_ms,
                              "time_bank_ms": self.time_control.time_bank_ms},
             "bot_versions": self.versions,
+            **self.extra_meta,
             "created_at": self.created_at, "ended_at": time.time(),
             "seats": [{"strikes": s.strikes, "timeouts": s.timeouts, "illegal_actions": s.illegal,
                        "forfeited": s.forfeited, "time_bank_ms": int(s.bank_ms)}
@@ -565,7 +568,12 @@ class Referee:
     # ----- matches ------------------------------------------------------------------------
 
     def create_match(self, bot_names: Sequence[str], seed: int | None = None,
-                     time_control: TimeControl | None = None) -> MatchRunner:
+                     time_control: TimeControl | None = None, *,
+                     absent: Collection[str] = (), absent_ok: bool = False,
+                     meta: JSON | None = None) -> MatchRunner:
+        """Start a match now. Seats of bots in ``absent`` (or, with ``absent_ok``, of bots not
+        connected) forfeit from the first move and are played by the fallback: a tournament
+        uses this so that a crashed or disqualified bot costs no time."""
         if not self.accepting:
             raise MatchRequestError("UNAVAILABLE", "the referee is shutting down")
         if not 2 <= len(bot_names) <= 5:
@@ -574,10 +582,15 @@ class Referee:
         if len(set(bot_names)) != len(bot_names):
             raise MatchRequestError("INVALID_ARGUMENT", "a bot can hold only one seat in a match")
         bots = []
+        missing: set[str] = set()
         for name in bot_names:
             bot = self.bots.get(name)
             if bot is None:
                 raise MatchRequestError("NOT_FOUND", f"no bot named {name!r} is registered")
+            if name in absent or (absent_ok and bot.connection is None):
+                missing.add(name)
+                bots.append(bot)
+                continue
             if bot.connection is None:
                 raise MatchRequestError("FAILED_PRECONDITION", f"bot {name!r} is not connected")
             if bot.free_slots <= 0:
@@ -593,8 +606,13 @@ class Referee:
             seed = secrets.randbits(64)
         match_id = f"m-{secrets.token_hex(6)}"
         runner = MatchRunner(self, match_id, bots, seed, tc)
+        runner.extra_meta = dict(meta or {})
         for seat in runner.seats:
-            seat.bot.seats[match_id] = seat
+            if seat.bot.name in missing:
+                seat.absent = True
+                runner.forfeit(seat, "absent: not connected or excluded when the match began")
+            else:
+                seat.bot.seats[match_id] = seat
         self.matches[match_id] = runner
         self._idle.clear()
         runner.task = asyncio.get_running_loop().create_task(runner.run(),

@@ -1,0 +1,185 @@
+"""Local tournaments: schedule, standings, and real bot subprocesses that misbehave."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from scout_arena.engine import deal_match
+from scout_arena.record import load_record, replay
+from scout_arena.tournament import (
+    BotSpec,
+    TournamentConfig,
+    compute_standings,
+    schedule,
+)
+
+RAWBOT = Path(__file__).parent / "bots" / "rawbot.py"
+CLI = [sys.executable, "-m", "scout_arena.cli", "tournament", "--no-progress"]
+
+
+def raw(mode: str) -> str:
+    return f"{sys.executable} {RAWBOT} {mode}"
+
+
+def config(*names: str, **kw: Any) -> TournamentConfig:
+    return TournamentConfig(tuple(BotSpec(n, "greedy") for n in names), **kw)
+
+
+def test_round_robin_schedule_seats_every_lineup_in_every_rotation() -> None:
+    items = schedule(config("a", "b", "c", "d", players=3, games=2))
+    lineups = Counter(frozenset(m.seats) for m in items)
+    assert set(lineups) == {frozenset(t) for t in itertools.combinations("abcd", 3)}
+    assert all(count == 2 * 3 for count in lineups.values())
+    assert len({m.key for m in items}) == len(items)
+
+
+def test_duplicate_deals_give_every_bot_of_the_table_every_hand() -> None:
+    items = schedule(config("a", "b", "c", "d", players=4, games=3))
+    by_seed: dict[int, list[tuple[str, ...]]] = {}
+    for m in items:
+        by_seed.setdefault(m.seed, []).append(m.seats)
+    assert len(by_seed) == 3
+    for seatings in by_seed.values():
+        for seat in range(4):
+            assert sorted(s[seat] for s in seatings) == ["a", "b", "c", "d"]
+
+
+def test_without_duplicate_deals_each_deal_is_played_once() -> None:
+    items = schedule(config("a", "b", "c", players=2, games=4, duplicate=False))
+    assert len(items) == 3 * 4
+    assert len({m.seed for m in items}) == len(items)
+
+
+def test_gauntlet_puts_the_candidate_at_every_table_against_every_field_lineup() -> None:
+    items = schedule(config("new", "x", "y", "z", players=3, games=1, gauntlet="new"))
+    assert all("new" in m.seats for m in items)
+    assert {frozenset(m.seats) - {"new"} for m in items} == {
+        frozenset(p) for p in itertools.combinations("xyz", 2)}
+
+
+def test_schedule_is_a_pure_function_of_the_configuration() -> None:
+    assert schedule(config("a", "b", "c", seed=5)) == schedule(config("a", "b", "c", seed=5))
+    assert schedule(config("a", "b", seed=5)) != schedule(config("a", "b", seed=6))
+
+
+def _record(names: list[str], totals: list[int], ranks: list[int],
+            forfeits: list[int] | None = None) -> dict[str, Any]:
+    return {"players": [{"seat": i, "name": n} for i, n in enumerate(names)], "totals": totals,
+            "ranks": ranks, "forfeits": forfeits or [],
+            "meta": {"seats": [{"timeouts": 1 if i in (forfeits or []) else 0,
+                                "illegal_actions": 0} for i in range(len(names))]}}
+
+
+def test_standings_count_shared_wins_as_shares_and_head_to_head_as_finishing_ahead() -> None:
+    records = [
+        _record(["a", "b", "c"], [10, 10, -5], [1, 1, 3]),
+        _record(["b", "c", "a"], [3, 4, 5], [3, 2, 1]),
+        _record(["c", "a", "b"], [9, -1, 0], [3, 1, 2], forfeits=[0]),
+    ]
+    stats, share = compute_standings(records, ["a", "b", "c"])
+    assert stats["a"].wins == 0.5 + 1 + 1
+    assert stats["b"].wins == 0.5
+    assert stats["a"].scores == [10, 5, -1]
+    assert stats["c"].forfeits == 1 and stats["c"].timeouts == 1
+    assert share["a"]["b"] == (0.5 + 1 + 1) / 3
+    assert share["b"]["a"] == (0.5 + 0 + 0) / 3
+    assert stats["a"].mu > stats["b"].mu > stats["c"].mu
+    mean, half = stats["a"].mean_score_ci()
+    assert mean == (10 + 5 - 1) / 3 and half > 0
+
+
+def _run(args: list[str], out: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args, "--out", str(out)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return [load_record(p) for p in sorted((out / "records").glob("*.json"))]
+
+
+def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goes_on(
+        tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    result = _run(["--bot", "good=greedy", "--bot", f"hang={raw('hang')}",
+                   "--bot", f"illegal={raw('illegal')}", "--bot", f"crash={raw('crash')}",
+                   "--bot", "ghost=/bin/sleep 60", "--players", "3", "--games", "1",
+                   "--concurrency", "3", "--seed", "4", "--decision-ms", "300",
+                   "--time-bank-ms", "300", "--connect-timeout", "5"], out)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["matches_finished"] == summary["matches_total"] == 10 * 3
+    rows = {row["bot"]: row for row in summary["standings"]}
+    assert summary["standings"][0]["bot"] == "good"
+    assert rows["good"]["forfeits"] == 0
+    assert rows["ghost"]["status"] == "never connected"
+    assert rows["crash"]["status"] == "crashed"
+    assert any("exited with status 3" in n for n in rows["crash"]["notes"])
+    assert rows["hang"]["timeouts"] >= 3
+    assert rows["illegal"]["illegal_actions"] >= 3
+    for name in ("hang", "illegal", "crash", "ghost"):
+        assert rows[name]["forfeits"] == rows[name]["matches"] == 18, name
+    records = _records(out)
+    assert len(records) == 30
+    for record in records:
+        replay(record)
+        seats = [p["name"] for p in record["players"]]
+        if "good" in seats:
+            assert record["ranks"][seats.index("good")] == 1
+    assert (out / "logs" / "crash.stderr.log").exists()
+    assert "good" in result.stdout and "Head to head" in result.stdout
+
+
+def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(
+        tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    args = [*CLI, "--bot", "a=greedy", "--bot", "b=random", "--players", "2", "--games", "40",
+            "--concurrency", "2", "--seed", "9", "--out", str(out)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list((out / "records").glob("*.json"))) < 6:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, _ = process.communicate(timeout=30)
+    assert process.returncode == 130
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    finished_before = {p.name: p.read_bytes() for p in (out / "records").glob("*.json")
+                       if json.loads(p.read_bytes())["finished"]}
+    assert 0 < summary["matches_finished"] == len(finished_before) < summary["matches_total"]
+
+    resumed = subprocess.run([*CLI, "--resume", str(out)], capture_output=True, text=True,
+                             timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is False
+    assert summary["matches_finished"] == summary["matches_total"] == 80
+    for name, content in finished_before.items():
+        assert (out / "records" / name).read_bytes() == content
+    finished = [r for r in _records(out) if r["finished"]]
+    keys = [r["meta"]["tournament_key"] for r in finished]
+    assert len(keys) == len(set(keys)) == 80
+
+
+def test_same_seed_and_deterministic_bots_reproduce_the_results(tmp_path: Path) -> None:
+    outcomes = []
+    for run in range(2):
+        out = tmp_path / f"run{run}"
+        result = _run(["--bot", "g1=greedy", "--bot", "g2=greedy", "--bot", "g3=greedy",
+                       "--players", "3", "--games", "2", "--concurrency", "3", "--seed", "21"],
+                      out)
+        assert result.returncode == 0, result.stderr
+        by_key = {r["meta"]["tournament_key"]: (r["seed"], r["totals"], r["rounds"])
+                  for r in _records(out)}
+        summary = json.loads((out / "summary.json").read_text())
+        outcomes.append((by_key, [(s["bot"], s["mu"], s["sigma"]) for s in summary["standings"]]))
+    assert outcomes[0] == outcomes[1]
+    seeds = {seed for seed, _, _ in outcomes[0][0].values()}
+    assert all(deal_match(3, s) for s in seeds)
