@@ -147,7 +147,7 @@ def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(
     while time.monotonic() < deadline and len(list((out / "records").glob("*.json"))) < 6:
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    stdout, _ = process.communicate(timeout=30)
+    process.communicate(timeout=30)
     assert process.returncode == 130
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True
