@@ -30,6 +30,9 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
+	$(BIN)/python bench/bots.py --json bench/results/bots.json
+	$(BIN)/python bench/referee.py --json bench/results/referee.json
+	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)

@@ -234,6 +234,7 @@ class Tournament:
         self.done: dict[str, JSON] = {}
         self.interrupted = False
         self.started = time.monotonic()
+        self.play_seconds = 0.0
 
     def _load_finished(self) -> None:
         if not self.records_dir.exists():
@@ -271,7 +272,11 @@ class Tournament:
         try:
             await self._launch_bots(server.address)
             await self._wait_connected(referee, stop)
-            await self._play(referee, stop)
+            play_started = time.monotonic()
+            try:
+                await self._play(referee, stop)
+            finally:
+                self.play_seconds = time.monotonic() - play_started
         finally:
             self.interrupted = stop.is_set()
             await server.stop()
@@ -474,6 +479,7 @@ class Tournament:
             "matches_finished": len(records),
             "interrupted": self.interrupted,
             "elapsed_s": round(elapsed, 2),
+            "play_s": round(self.play_seconds, 3),
             "standings": standings,
             "head_to_head": {a: {b: (None if math.isnan(v) else round(v, 4))
                                  for b, v in row.items() if b != a}
