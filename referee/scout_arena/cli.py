@@ -81,11 +81,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Starter-kit bots the demo adds when their build output exists (``make demo`` builds some).
+DEMO_KITS = (
+    ("go", "clients/go/bin/scout-bot", "{path}"),
+    ("typescript", "clients/typescript/dist/main.js", "node {path}"),
+    ("rust", "clients/rust/target/release/scout-bot", "{path}"),
+    ("java", "clients/java/target/scout-bot.jar", "java -jar {path}"),
+    ("cpp", "clients/cpp/build/scout-bot", "{path}"),
+)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    names = ["greedy", "random", "greedy", "random"]
-    seed = args.seed
-    state = play_match([make_bot(n, seed + i) for i, n in enumerate(names)], seed)
-    print(format_match(build_record(state, names)))
+    """A small tournament among the bundled Python bots and every starter kit that is built."""
+    import asyncio
+    import shlex
+
+    from rich.console import Console
+
+    from .tournament import BotSpec, Tournament, TournamentConfig, render_summary
+
+    root = Path(args.root).resolve()
+    bots = [BotSpec("python-greedy", "greedy"), BotSpec("python-random", "random")]
+    for name, rel, template in DEMO_KITS:
+        path = root / rel
+        if path.exists():
+            bots.append(BotSpec(name, template.format(path=shlex.quote(str(path)))))
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    players = min(4, len(bots))
+    console.print(f"Demo tournament: {', '.join(b.name for b in bots)}; {players}-player tables, "
+                  f"{args.games} duplicate deals per lineup")
+    config = TournamentConfig(tuple(bots), players=players, games=args.games,
+                              concurrency=args.concurrency, seed=args.seed)
+    summary = asyncio.run(Tournament(config, Path(args.out), console=console).run())
+    render_summary(summary, console)
+    first = summary["records"][0] if summary["records"] else "records/<match>.json"
+    console.print(f"records, logs and summary.json in {args.out}; replay one with "
+                  f"`scout-arena replay {args.out}/{first}`")
     return 0
 
 
@@ -226,8 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quiet", action="store_true", help="only validate")
     rep.set_defaults(func=cmd_replay)
 
-    demo = sub.add_parser("demo", help="play and print a 4-player match of the bundled bots")
+    demo = sub.add_parser("demo", help="a small tournament of the bundled bots and built kits")
     demo.add_argument("--seed", type=_seed, default=2026)
+    demo.add_argument("--games", type=int, default=3)
+    demo.add_argument("--concurrency", type=int, default=4)
+    demo.add_argument("--out", default="demo-out")
+    demo.add_argument("--root", default=".", help="repository root, where clients/ is")
     demo.set_defaults(func=cmd_demo)
 
     referee = sub.add_parser("referee", help="the gRPC referee server")
