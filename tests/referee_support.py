@@ -148,7 +148,7 @@ def card_pairs(message: Any) -> set[tuple[int, int]]:
         for descriptor, value in msg.ListFields():
             if descriptor.message_type is None:
                 continue
-            if descriptor.label == descriptor.LABEL_REPEATED:
+            if descriptor.is_repeated:  # protobuf 7 dropped FieldDescriptor.label
                 for item in value:
                     walk(item)
             else:

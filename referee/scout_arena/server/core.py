@@ -151,11 +151,13 @@ class MatchRunner:
         self.record: JSON | None = None
         self.spectator_log: list[matches_pb2.SpectatorEvent] = []
         self._changed = asyncio.Event()
+        self._closed = False  # set with the last spectator event (after the record is stored)
         self._next_request = 0
         self._history_pb: list[game_pb2.PublicAction] = []
         self.created_at = time.time()
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = {}
+        self._finishing = False
 
     # ----- public views -----------------------------------------------------------------
 
@@ -191,7 +193,7 @@ class MatchRunner:
             while sent < len(self.spectator_log):
                 yield self.spectator_log[sent]
                 sent += 1
-            if self.status is not MatchStatus.RUNNING:
+            if self._closed:
                 return
             await changed.wait()
 
@@ -422,10 +424,10 @@ class MatchRunner:
         self._publish(matches_pb2.SpectatorEvent(round_ended=ended))
 
     async def _finish(self, status: MatchStatus) -> None:
-        if self.status is not MatchStatus.RUNNING:
+        if self._finishing:
             return
+        self._finishing = True
         state = self.state
-        self.status = status
         forfeits = self.forfeited
         meta = {
             "match_id": self.match_id, "status": status.value,
@@ -441,6 +443,10 @@ class MatchRunner:
         self.record = build_record(state, self.names, match_id=self.match_id,
                                    forfeits=forfeits, notes=self.notes, meta=meta)
         await self.referee.store_record(self)
+        # The status changes only once the record is on disk: FINISHED means it can be read.
+        self.status = status
+        # Watchers stop on this flag, set just before the last event is published.
+        self._closed = True
         if status is MatchStatus.FINISHED:
             ended = arena_pb2.MatchEnded(
                 match_id=self.match_id, totals=state.scores,
