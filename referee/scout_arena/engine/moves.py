@@ -16,6 +16,20 @@ from .errors import IllegalAction, MalformedAction
 
 SET_BIT = 16
 NO_ACTIVE_SET = 0
+#: Largest hand the tables below cover without falling back to building actions on the fly.
+TABLE_SIZE = 64
+
+# Move generation hands out shared, immutable action values instead of building new ones for
+# every candidate: allocation was the largest cost of `legal_shows` and `legal_scouts`.
+_SHOWS: list[list[Show]] = [[Show(i, n) for n in range(TABLE_SIZE + 1)]
+                            for i in range(TABLE_SIZE)]
+_SCOUT_LISTS: dict[tuple[int, int], tuple[Scout, ...]] = {}
+
+
+def _show(start: int, length: int) -> Show:
+    if start < TABLE_SIZE and length <= TABLE_SIZE:
+        return _SHOWS[start][length]
+    return Show(start, length)
 
 
 def group_key(faces: Sequence[int]) -> int:
@@ -58,10 +72,12 @@ def legal_shows(faces: Sequence[int], beat: int) -> list[Show]:
     out: list[Show] = []
     append = out.append
     n = len(faces)
+    shows = _SHOWS if n <= TABLE_SIZE else None
     for i in range(n):
+        row = shows[i] if shows is not None else [Show(i, k) for k in range(n - i + 1)]
         f = faces[i]
         if 48 | f > beat:
-            append(Show(i, 1))
+            append(row[1])
         if i + 1 >= n:
             break
         g = faces[i + 1]
@@ -70,21 +86,21 @@ def legal_shows(faces: Sequence[int], beat: int) -> list[Show]:
             while j < n and faces[j] == f:
                 length = j - i + 1
                 if (length << 5 | SET_BIT | f) > beat:
-                    append(Show(i, length))
+                    append(row[length])
                 j += 1
         elif g == f + 1:
             j = i + 1
             while j < n and faces[j] == f + (j - i):
                 length = j - i + 1
                 if (length << 5 | f) > beat:
-                    append(Show(i, length))
+                    append(row[length])
                 j += 1
         elif g == f - 1:
             j = i + 1
             while j < n and faces[j] == f - (j - i):
                 length = j - i + 1
                 if (length << 5 | faces[j]) > beat:
-                    append(Show(i, length))
+                    append(row[length])
                 j += 1
     return out
 
@@ -122,12 +138,15 @@ def scout_ends(active_size: int) -> tuple[End, ...]:
 
 def legal_scouts(hand_size: int, active_size: int) -> list[Scout]:
     """Every distinct Scout: each end, both ways round, into every gap (no chip check here)."""
-    out: list[Scout] = []
-    for end in scout_ends(active_size):
-        for flip in (False, True):
-            for pos in range(hand_size + 1):
-                out.append(Scout(end, flip, pos))
-    return out
+    ends = 0 if active_size == 0 else (1 if active_size == 1 else 2)
+    key = (ends, hand_size)
+    cached = _SCOUT_LISTS.get(key)
+    if cached is None:
+        cached = tuple(Scout(end, flip, pos) for end in scout_ends(active_size)
+                       for flip in (False, True) for pos in range(hand_size + 1))
+        if hand_size <= TABLE_SIZE:
+            _SCOUT_LISTS[key] = cached
+    return list(cached)
 
 
 def scouted_card(active: Sequence[Card], scout: Scout) -> Card:
@@ -151,8 +170,7 @@ def legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card]) -> list[
             for pos in range(len(faces) + 1):
                 new_faces = [*faces[:pos], value, *faces[pos:]]
                 scout = Scout(end, flip, pos)
-                for show in legal_shows(new_faces, beat):
-                    out.append(ScoutAndShow(scout, show))
+                out.extend([ScoutAndShow(scout, show) for show in legal_shows(new_faces, beat)])
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from .actions import Action, End, Scout, ScoutAndShow, Show
 from .cards import Card, Hand, deal_match, deck_for, player_count_rules
@@ -61,8 +62,7 @@ class RoundResult:
     scores: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PublicAction:
+class PublicAction(NamedTuple):
     """An action as every seat saw it. A Scout's turn (flip) stays private: at the table the
     other players see which card was taken and where it went in, not which way up."""
 
@@ -254,10 +254,10 @@ class State:
             phase=self.phase,
             hand=Hand(self.hands[seat]),
             rotation_chosen=self.round_logs[-1].rotations[seat] is not None,
-            hand_sizes=tuple(len(h) for h in self.hands),
+            hand_sizes=tuple(map(len, self.hands)),
             active_set=tuple(self.active),
             active_owner=self.active_owner,
-            captured_counts=tuple(len(c) for c in self.captured),
+            captured_counts=tuple(map(len, self.captured)),
             scout_chips=tuple(self.scout_chips),
             scout_show_tokens=tuple(self.scout_show_tokens),
             scores=tuple(self.scores),

@@ -533,9 +533,13 @@ class Referee:
     async def _grace(self, bot: BotEntry) -> None:
         await asyncio.sleep(self.reconnect_grace_s)
         if bot.connection is None:
-            for seat in list(bot.seats.values()):
+            # The bot has left these matches: a later connection resumes none of them
+            # (Welcome{resumed: false}, nothing more about them) and gets only new matches.
+            for match_id, seat in list(bot.seats.items()):
                 seat.match.forfeit(seat, f"disconnected for more than "
                                          f"{self.reconnect_grace_s:g} s")
+                seat.absent = True
+                del bot.seats[match_id]
 
     def route(self, connection: BotConnection, message: arena_pb2.BotMessage) -> None:
         """Hand a bot's answer to the seat waiting for it, or tell the bot why not."""
