@@ -101,6 +101,7 @@ _REASON_TO_PROTO: dict[RoundEndReason, game_pb2.RoundEndReason.ValueType] = {
     RoundEndReason.HAND_EMPTIED: game_pb2.ROUND_END_REASON_HAND_EMPTIED,
     RoundEndReason.UNBEATEN_SHOW: game_pb2.ROUND_END_REASON_UNBEATEN_SHOW,
     RoundEndReason.NO_LEGAL_MOVE: game_pb2.ROUND_END_REASON_NO_LEGAL_MOVE,
+    RoundEndReason.ACTION_LIMIT: game_pb2.ROUND_END_REASON_ACTION_LIMIT,
 }
 _REASON_FROM_PROTO = _inverse(_REASON_TO_PROTO)
 

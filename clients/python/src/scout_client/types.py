@@ -81,6 +81,7 @@ class RoundEndReason(Enum):
     HAND_EMPTIED = "hand_emptied"
     UNBEATEN_SHOW = "unbeaten_show"
     NO_LEGAL_MOVE = "no_legal_move"
+    ACTION_LIMIT = "action_limit"
 
 
 class ErrorCode(Enum):
