@@ -12,7 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -480,6 +480,8 @@ class Referee:
         self._idle = asyncio.Event()
         self._idle.set()
         self.on_match_finished: list[Callable[[MatchRunner], None]] = []
+        self.on_connect: list[Callable[[BotEntry], None]] = []
+        self.authenticator: Callable[[str], Awaitable[str | None]] | None = None
 
     def register(self, name: str, token: str) -> BotEntry:
         if not name or not token:
@@ -501,6 +503,22 @@ class Referee:
             return None
         return entry if secrets.compare_digest(entry.token, token) else None
 
+    async def authenticate(self, token: str) -> BotEntry | None:
+        """The bot a token belongs to: the in-memory tokens, else the ``authenticator`` (the
+        ladder's, which looks up a hash in its database off the event loop)."""
+        if not token:
+            return None
+        entry = self.bot_for_token(token)
+        if entry is not None or self.authenticator is None:
+            return entry
+        name = await self.authenticator(token)
+        if name is None:
+            return None
+        entry = self.bots.get(name)
+        if entry is None:
+            entry = self.bots[name] = BotEntry(name, token="")
+        return entry
+
     # ----- connections --------------------------------------------------------------------
 
     def attach(self, connection: BotConnection) -> bool:
@@ -519,6 +537,8 @@ class Referee:
         bot.connection = connection
         for seat in list(bot.seats.values()):
             seat.match.resync(seat)
+        for callback in self.on_connect:
+            callback(bot)
         return bool(bot.seats)
 
     def detach(self, connection: BotConnection) -> None:

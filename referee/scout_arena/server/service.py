@@ -65,7 +65,7 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
         self, request_iterator: AsyncIterator[arena_pb2.BotMessage], context: Context
     ) -> None:
         """Uses context.read()/write() rather than iterators: measurably faster (grpc-notes)."""
-        bot = self.referee.bot_for_token(bearer_token(context))
+        bot = await self.referee.authenticate(bearer_token(context))
         if bot is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "unknown bot token: send metadata 'authorization: Bearer "
