@@ -8,7 +8,7 @@ import json
 import logging
 import secrets
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,9 +242,15 @@ class RefereeServer:
     """A grpc.aio server with the Arena and Matches services, health and reflection."""
 
     def __init__(self, referee: Referee, *, host: str = "127.0.0.1", port: int = 0,
-                 admin_token: str | None = None, tls: TlsConfig | None = None) -> None:
+                 admin_token: str | None = None, tls: TlsConfig | None = None,
+                 extra_services: Sequence[tuple[Callable[[grpc.aio.Server], None], str]] = (),
+                 ) -> None:
+        """``extra_services``: (function adding a servicer to the server, full service name),
+        for services that share this server (the ladder's)."""
         self.referee = referee
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        for add, _ in extra_services:
+            add(self.server)
         arena_pb2_grpc.add_ArenaServicer_to_server(ArenaServicer(referee), self.server)
         matches_pb2_grpc.add_MatchesServicer_to_server(MatchesServicer(referee, admin_token),
                                                       self.server)
@@ -253,6 +259,7 @@ class RefereeServer:
         names = (
             arena_pb2.DESCRIPTOR.services_by_name["Arena"].full_name,
             matches_pb2.DESCRIPTOR.services_by_name["Matches"].full_name,
+            *(name for _, name in extra_services),
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )
