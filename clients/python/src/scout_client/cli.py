@@ -119,8 +119,9 @@ def add_bot_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="PEM of the CA to trust (default: $SCOUT_CA_CERT)")
     parser.add_argument("--client-cert", metavar="FILE", help="PEM client certificate")
     parser.add_argument("--client-key", metavar="FILE", help="PEM key of the client certificate")
-    parser.add_argument("--max-concurrent", metavar="N", type=int, default=8,
-                        help="matches to play at once (default: 8)")
+    parser.add_argument("--max-concurrent", metavar="N", type=int,
+                        default=int(os.environ.get("SCOUT_CONCURRENCY") or 8),
+                        help="matches to play at once (default: $SCOUT_CONCURRENCY or 8)")
     parser.add_argument("--max-matches", metavar="N", type=int,
                         help="stop after this many matches have ended (default: never)")
     parser.add_argument("--seed", metavar="S", type=int,
