@@ -40,8 +40,28 @@ _REASON_TO_PB = {
 }
 
 
+# Immutable-by-convention message values, reused across requests (a repeated field copies them).
+_CARD_PB = {(a, b): game_pb2.Card(face=a, other=b)
+            for a in range(1, 11) for b in range(1, 11) if a != b}
+_SCOUTS_PB: dict[tuple[int, int], list[game_pb2.Scout]] = {}
+
+
 def cards_to_pb(cards: Sequence[Card]) -> list[game_pb2.Card]:
-    return [game_pb2.Card(face=c.face, other=c.other) for c in cards]
+    table = _CARD_PB
+    return [table.get(c) or game_pb2.Card(face=c.face, other=c.other) for c in cards]
+
+
+def legal_scouts_to_pb(obs: Observation) -> list[game_pb2.Scout]:
+    """The legal Scouts depend only on the hand size and the active set's size (when scouting
+    is allowed at all), so their messages are built once per shape."""
+    scouts = obs.legal_scouts()
+    if not scouts:
+        return []
+    key = (len(obs.hand), len(obs.active_set))
+    cached = _SCOUTS_PB.get(key)
+    if cached is None:
+        cached = _SCOUTS_PB[key] = [scout_to_pb(s) for s in scouts]
+    return cached
 
 
 def show_to_pb(show: Show) -> game_pb2.Show:
@@ -135,7 +155,7 @@ def decision_request(obs: Observation, match_id: str, request_id: int, deadline_
         request_id=request_id,
         observation=observation_to_pb(obs, match_id, history),
         legal_shows=[show_to_pb(s) for s in obs.legal_shows()],
-        legal_scouts=[scout_to_pb(s) for s in obs.legal_scouts()],
+        legal_scouts=legal_scouts_to_pb(obs),
         scout_and_show_available=obs.can_scout_and_show(),
         deadline_ms=deadline_ms,
         time_bank_ms=time_bank_ms,

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -74,11 +75,12 @@ class BotConnection:
         self.session_id = session_id
         self.max_matches = max_matches
         self.version = version
-        self.outbox: asyncio.Queue[arena_pb2.RefereeMessage | None] = asyncio.Queue()
+        self.outbox: asyncio.Queue[arena_pb2.RefereeMessage | bytes | None] = asyncio.Queue()
         self.superseded = False
+        self.accepts_batches = False
         self.handler_task: asyncio.Task[Any] | None = None
 
-    def send(self, message: arena_pb2.RefereeMessage) -> None:
+    def send(self, message: arena_pb2.RefereeMessage | bytes) -> None:
         self.outbox.put_nowait(message)
 
 
@@ -108,6 +110,12 @@ class OpenRequest:
 
 
 _FORFEIT = object()
+_TIMEOUT = object()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass(eq=False)
@@ -124,9 +132,34 @@ class Seat:
     timeouts: int = 0
     illegal: int = 0
     open: OpenRequest | None = None
-    answers: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    answers: deque[Any] = field(default_factory=deque)
+    waiter: asyncio.Future[None] | None = None
 
-    def send(self, message: arena_pb2.RefereeMessage) -> None:
+    def deliver(self, item: Any) -> None:
+        """An answer (or the forfeit signal) for the request this seat has open."""
+        self.answers.append(item)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_answer(self, limit: float) -> Any:
+        """The next delivered item, or `_TIMEOUT` at monotonic time ``limit``. A future and a
+        timer per wait: cheaper than wait_for, which makes a task every time."""
+        loop = asyncio.get_running_loop()
+        while not self.answers:
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                return _TIMEOUT
+            waiter = self.waiter = loop.create_future()
+            timer = loop.call_later(remaining, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self.waiter = None
+        return self.answers.popleft()
+
+    def send(self, message: arena_pb2.RefereeMessage | bytes) -> None:
         connection = self.bot.connection
         if connection is not None and not self.absent:
             connection.send(message)
@@ -212,8 +245,9 @@ class MatchRunner:
     # ----- messages to seats --------------------------------------------------------------
 
     def _broadcast(self, message: arena_pb2.RefereeMessage) -> None:
+        data = message.SerializeToString()
         for seat in self.seats:
-            seat.send(message)
+            seat.send(data)
 
     def match_start(self, seat: Seat, resumed: bool) -> arena_pb2.RefereeMessage:
         return arena_pb2.RefereeMessage(match_start=arena_pb2.MatchStart(
@@ -262,7 +296,7 @@ class MatchRunner:
         log.info("match %s: seat %d (%s) forfeits: %s", self.match_id, seat.index,
                  seat.bot.name, reason)
         if seat.open is not None:
-            seat.answers.put_nowait(_FORFEIT)
+            seat.deliver(_FORFEIT)
 
     # ----- asking for answers -------------------------------------------------------------
 
@@ -285,10 +319,8 @@ class MatchRunner:
         limit = sent_at + (decision_ms + seat.bank_ms) / 1000
         try:
             while True:
-                try:
-                    item = await asyncio.wait_for(seat.answers.get(),
-                                                  max(0.0, limit - time.monotonic()))
-                except TimeoutError:
+                item = await seat.next_answer(limit)
+                if item is _TIMEOUT:
                     seat.bank_ms = 0
                     seat.timeouts += 1
                     seat.open = None
@@ -322,8 +354,7 @@ class MatchRunner:
                 return value
         finally:
             seat.open = None
-            while not seat.answers.empty():
-                seat.answers.get_nowait()
+            seat.answers.clear()
 
     async def _rotation(self, seat: Seat) -> bool:
         state = self.state
@@ -593,7 +624,7 @@ class Referee:
                 why += f"; the open request is {request.request_id} ({request.kind})"
             seat.match._answer_result(seat, request_id, arena_pb2.ANSWER_STATUS_STALE, why)
             return
-        seat.answers.put_nowait((payload, time.monotonic()))
+        seat.deliver((payload, time.monotonic()))
 
     # ----- matches ------------------------------------------------------------------------
 

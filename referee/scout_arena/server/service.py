@@ -34,6 +34,7 @@ log = logging.getLogger("scout_arena.referee")
 MAX_BOT_MESSAGE_BYTES = 64 * 1024
 MAX_SEND_MESSAGE_BYTES = 4 * 1024 * 1024
 HELLO_TIMEOUT_S = 10.0
+WRITER_STOP_S = 1.0
 EOF: object = getattr(grpc.aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -53,6 +54,41 @@ def bearer_token(context: Context) -> str:
         if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
             return value[len("Bearer "):].strip()
     return ""
+
+
+MAX_BATCH = 256
+
+
+def encode(message: bytes | arena_pb2.RefereeMessage) -> bytes:
+    """Messages broadcast to several seats are serialized once, upstream, and travel as bytes."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def batch_bytes(parts: Sequence[bytes]) -> bytes:
+    """A serialized RefereeMessage{batch: RefereeBatch{messages: parts}}, built from the parts'
+    bytes without parsing them again (field 10 and field 1, both length-delimited)."""
+    inner = b"".join(b"\x0a" + _varint(len(p)) + p for p in parts)
+    return b"\x52" + _varint(len(inner)) + inner
+
+
+def add_arena_to_server(servicer: ArenaServicer, server: grpc.aio.Server) -> None:
+    """Like the generated add_ArenaServicer_to_server, but the response serializer lets
+    pre-serialized bytes through (see `encode`)."""
+    handler = grpc.method_handlers_generic_handler("scout.v1.Arena", {
+        "Play": grpc.stream_stream_rpc_method_handler(
+            servicer.Play, request_deserializer=arena_pb2.BotMessage.FromString,
+            response_serializer=encode),
+    })
+    server.add_generic_rpc_handlers((handler,))
 
 
 class ArenaServicer(arena_pb2_grpc.ArenaServicer):
@@ -97,6 +133,7 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                                    max(1, min(hello.max_concurrent_matches or 1, 1000)),
                                    hello.bot_version)
         connection.handler_task = asyncio.current_task()
+        connection.accepts_batches = hello.accepts_batches
         welcome = arena_pb2.Welcome(protocol_version=PROTOCOL_VERSION, bot_name=bot.name,
                                     session_id=connection.session_id)
         welcome_message = arena_pb2.RefereeMessage(welcome=welcome)
@@ -104,7 +141,9 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
         welcome.resumed = self.referee.attach(connection)
         welcome_message.welcome.CopyFrom(welcome)
         log.info("bot %s connected (session %s)", bot.name, connection.session_id)
-        writer = asyncio.get_running_loop().create_task(self._write(connection, context))
+        stopping = asyncio.Event()
+        writer = asyncio.get_running_loop().create_task(
+            self._write(connection, context, stopping))
         try:
             while True:
                 message = await context.read()
@@ -116,9 +155,13 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
             if not connection.superseded:
                 raise
         finally:
-            writer.cancel()
+            # Let a write in flight complete rather than cancel it: a write cancelled midway
+            # leaves grpc unable to send the call's status (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS)
+            # and the bot's call never ends. Only a bot that stopped reading makes us cancel.
+            stopping.set()
+            connection.outbox.put_nowait(None)
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
+                await asyncio.wait_for(writer, WRITER_STOP_S)
             self.referee.detach(connection)
             log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
         if connection.superseded:
@@ -126,14 +169,28 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                                 "superseded by a newer connection with the same token")
 
     @staticmethod
-    async def _write(connection: BotConnection,
-                     context: Context) -> None:
+    async def _write(connection: BotConnection, context: Context,
+                     stopping: asyncio.Event) -> None:
         outbox = connection.outbox
         while True:
             message = await outbox.get()
-            if message is None:
+            if message is None or stopping.is_set():
                 return
-            await context.write(message)
+            if not connection.accepts_batches or outbox.empty():
+                await context.write(message)
+                continue
+            # Everything already queued goes out as one batch: one write, one read.
+            parts = [encode(message)]
+            done = False
+            while not outbox.empty() and len(parts) < MAX_BATCH:
+                queued = outbox.get_nowait()
+                if queued is None:
+                    done = True
+                    break
+                parts.append(encode(queued))
+            await context.write(batch_bytes(parts))
+            if done:
+                return
 
 
 _STATUS = {
@@ -251,7 +308,7 @@ class RefereeServer:
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         for add, _ in extra_services:
             add(self.server)
-        arena_pb2_grpc.add_ArenaServicer_to_server(ArenaServicer(referee), self.server)
+        add_arena_to_server(ArenaServicer(referee), self.server)
         matches_pb2_grpc.add_MatchesServicer_to_server(MatchesServicer(referee, admin_token),
                                                       self.server)
         self.health = health_aio.HealthServicer()

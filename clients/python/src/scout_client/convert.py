@@ -512,6 +512,7 @@ def bot_message_to_proto(message: BotMessage) -> arena_pb2.BotMessage:
                 bot_version=message.bot_version,
                 protocol_version=message.protocol_version,
                 max_concurrent_matches=message.max_concurrent_matches,
+                accepts_batches=True,
             )
         )
     if isinstance(message, RotationChoice):

@@ -305,17 +305,22 @@ class _Runner:
         self, call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
     ) -> None:
         loop = asyncio.get_running_loop()
-        async for raw in call:
+        async for received in call:
             received_at = loop.time()
-            try:
-                message = convert.referee_message_from_proto(raw)
-            except ValueError as error:
-                log.warning("ignoring an unreadable message from the referee: %s", error)
-                continue
-            if message is None:
-                log.warning("ignoring a message from the referee with no body this SDK knows")
-                continue
-            self._receive(message, received_at)
+            # A batch (we accept them in Hello) is several messages in their queued order.
+            batch = (received.batch.messages if received.WhichOneof("body") == "batch"
+                     else (received,))
+            for raw in batch:
+                try:
+                    message = convert.referee_message_from_proto(raw)
+                except ValueError as error:
+                    log.warning("ignoring an unreadable message from the referee: %s", error)
+                    continue
+                if message is None:
+                    log.warning("ignoring a message from the referee with no body this SDK "
+                                "knows")
+                    continue
+                self._receive(message, received_at)
 
     def _receive(self, message: RefereeMessage, received_at: float) -> None:
         if isinstance(message, Welcome):

@@ -140,6 +140,7 @@ class Hello(_message.Message):
     BOT_VERSION_FIELD_NUMBER: _builtins.int
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     MAX_CONCURRENT_MATCHES_FIELD_NUMBER: _builtins.int
+    ACCEPTS_BATCHES_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The bot's display name."""
     bot_version: _builtins.str
@@ -148,6 +149,10 @@ class Hello(_message.Message):
     """The protocol version the bot speaks; this document is version 1."""
     max_concurrent_matches: _builtins.int
     """How many matches the bot will play at once over this stream (at least 1)."""
+    accepts_batches: _builtins.bool
+    """The bot understands RefereeMessage.batch: the referee may then deliver several queued
+    messages in one stream message, which costs both sides far less per message.
+    """
     def __init__(
         self,
         *,
@@ -155,10 +160,11 @@ class Hello(_message.Message):
         bot_version: _builtins.str = ...,
         protocol_version: _builtins.int = ...,
         max_concurrent_matches: _builtins.int = ...,
+        accepts_batches: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_version", b"bot_version", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batches", b"accepts_batches", "bot_name", b"bot_name", "bot_version", b"bot_version", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -241,6 +247,7 @@ class RefereeMessage(_message.Message):
     ROUND_ENDED_FIELD_NUMBER: _builtins.int
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -277,6 +284,10 @@ class RefereeMessage(_message.Message):
     def error(self) -> Global___ProtocolError:
         """A problem with a message that belongs to no request."""
 
+    @_builtins.property
+    def batch(self) -> Global___RefereeBatch:
+        """Several messages in the order they were queued (only to bots that accept batches)."""
+
     def __init__(
         self,
         *,
@@ -289,16 +300,41 @@ class RefereeMessage(_message.Message):
         round_ended: Global___RoundEnded | None = ...,
         match_ended: Global___MatchEnded | None = ...,
         error: Global___ProtocolError | None = ...,
+        batch: Global___RefereeBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "batch"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
 Global___RefereeMessage: _TypeAlias = RefereeMessage  # noqa: Y015
+
+@_typing.final
+class RefereeBatch(_message.Message):
+    """Messages delivered together; handle them in order as if they had come one by one."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___RefereeMessage]:
+        """The messages, oldest first; never nested batches."""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___RefereeMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefereeBatch: _TypeAlias = RefereeBatch  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):

@@ -1,0 +1,241 @@
+"""A trivial Scout Arena bot for benchmarks: a raw grpc.aio client, no SDK, no thinking.
+
+Run as ``.venv/bin/python bench/trivial_bot.py --address HOST:PORT --token TOKEN --name NAME``
+(``bench/referee.py`` starts several of these, each in its own process).
+
+It opens one ``Arena.Play`` stream, says Hello with a large ``max_concurrent_matches`` and then
+answers at once: every rotation with ``false``, every decision with the first legal Show, else
+the first legal Scout. It measures, per answer, the time from just before writing the answer to
+reading the ``AnswerResult`` for it (``time.monotonic``, which is one clock for every process on
+Linux), and counts what it receives.
+
+It is driven over stdin/stdout by one-line commands, so the benchmark can ask for figures of a
+time window without stopping the bot:
+
+* stdout ``R`` once the referee's Welcome came; ``E`` for each MatchEnded (with
+  ``--report-ends``); ``S {json}`` in answer to a stats command.
+* stdin ``stats T0 T1``: figures for the answers whose AnswerResult came in [T0, T1];
+  ``pause``: hold every answer back (the bot's matches stand still, costing the referee
+  nothing); ``resume``: send the held answers and answer at once again (both acknowledged
+  with ``P``); ``quit``: close the stream and exit.
+
+``Recorder`` and ``serve_commands`` are shared with the raw ping-pong clients of
+``bench/referee.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import json
+import sys
+import time
+from array import array
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2
+
+JSON = dict[str, Any]
+EOF: object = getattr(grpc.aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
+CLIENT_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+]
+
+
+class Recorder:
+    """Completion times and latencies (seconds) of answered requests, appended in time order."""
+
+    def __init__(self) -> None:
+        self.times = array("d")
+        self.latencies = array("d")
+
+    def add(self, done: float, latency: float) -> None:
+        self.times.append(done)
+        self.latencies.append(latency)
+
+    def window(self, t0: float, t1: float) -> tuple[int, list[int]]:
+        """How many completed in [t0, t1], and their latencies in whole microseconds."""
+        lo = bisect.bisect_left(self.times, t0)
+        hi = bisect.bisect_right(self.times, t1)
+        return hi - lo, [round(x * 1e6) for x in self.latencies[lo:hi]]
+
+
+async def serve_commands(stats: Callable[[float, float], JSON],
+                         other: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
+    """Answer ``stats T0 T1`` lines on stdin with ``S {json}`` on stdout until ``quit`` or
+    EOF; hand any other command line (split in words) to ``other``."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while True:
+        line = (await reader.readline()).decode().split()
+        if not line or line[0] == "quit":
+            return
+        if line[0] == "stats" and len(line) == 3:
+            figures = stats(float(line[1]), float(line[2]))
+            sys.stdout.write("S " + json.dumps(figures, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        elif other is not None:
+            await other(line)
+
+
+class TrivialBot:
+    """One Play stream; answers every request at once."""
+
+    def __init__(self, name: str, report_ends: bool) -> None:
+        self.name = name
+        self.report_ends = report_ends
+        self.decisions = Recorder()
+        self.rotations = Recorder()
+        self.received: Counter[str] = Counter()
+        self.problems: Counter[str] = Counter()
+        self.matches_ended = 0
+        self.pending: dict[tuple[str, int], tuple[float, bool]] = {}
+        self.paused = False
+        self.held: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]] = []
+        self.write_lock = asyncio.Lock()
+        self.call: grpc.aio.StreamStreamCall[arena_pb2.BotMessage,
+                                             arena_pb2.RefereeMessage] | None = None
+
+    def stats(self, t0: float, t1: float) -> JSON:
+        count, latencies = self.decisions.window(t0, t1)
+        rotations, _ = self.rotations.window(t0, t1)
+        return {"decisions": count, "latencies_us": latencies, "rotations": rotations,
+                "received": dict(self.received), "problems": dict(self.problems),
+                "matches_ended": self.matches_ended}
+
+    async def play(self, address: str, token: str, max_matches: int) -> None:
+        async with grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS) as channel:
+            stub = arena_pb2_grpc.ArenaStub(channel)
+            # wait_for_ready: the benchmark may start the bot before the referee listens.
+            call = stub.Play(None, metadata=(("authorization", f"Bearer {token}"),),
+                             wait_for_ready=True)
+            await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
+                bot_name=self.name, bot_version="bench-trivial", protocol_version=1,
+                max_concurrent_matches=max_matches, accepts_batches=True)))
+            welcome = await call.read()
+            if welcome is EOF or not isinstance(welcome, arena_pb2.RefereeMessage) \
+                    or welcome.WhichOneof("body") != "welcome":
+                raise SystemExit(f"{self.name}: no Welcome: {welcome!r}")
+            self.call = call
+            sys.stdout.write("R\n")
+            sys.stdout.flush()
+            await self._loop(call)
+
+    async def _answer(self, key: tuple[str, int], decision: bool,
+                      answer: arena_pb2.BotMessage) -> None:
+        if self.paused:
+            self.held.append((key, decision, answer))
+            return
+        assert self.call is not None
+        async with self.write_lock:
+            self.pending[key] = (time.monotonic(), decision)
+            await self.call.write(answer)
+
+    async def command(self, words: list[str]) -> None:
+        """``pause`` / ``resume`` (see the module docstring)."""
+        if words[0] == "pause":
+            self.paused = True
+        elif words[0] == "resume":
+            self.paused = False
+            held, self.held = self.held, []
+            for key, decision, answer in held:
+                await self._answer(key, decision, answer)
+        else:
+            return
+        sys.stdout.write("P\n")
+        sys.stdout.flush()
+
+    async def _loop(
+        self, call: grpc.aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
+    ) -> None:
+        received = self.received
+        while True:
+            read = await call.read()
+            if read is EOF:
+                return
+            assert isinstance(read, arena_pb2.RefereeMessage)
+            if read.WhichOneof("body") == "batch":
+                received["batch"] += 1
+                messages = list(read.batch.messages)
+            else:
+                messages = [read]
+            for message in messages:
+                kind = message.WhichOneof("body")
+                assert kind is not None
+                received[kind] += 1
+                await self._handle(message, kind)
+
+    async def _handle(self, message: arena_pb2.RefereeMessage, kind: str) -> None:
+        pending = self.pending
+        monotonic = time.monotonic
+        respond = self._answer
+        accepted = arena_pb2.ANSWER_STATUS_ACCEPTED
+        if kind == "decision_request":
+            request = message.decision_request
+            if request.legal_shows:
+                action = game_pb2.Action(show=request.legal_shows[0])
+            elif request.legal_scouts:
+                action = game_pb2.Action(scout=request.legal_scouts[0])
+            else:
+                action = game_pb2.Action(scout=game_pb2.Scout(end=game_pb2.END_LEFT))
+            answer = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
+                match_id=request.match_id, request_id=request.request_id, action=action))
+            await respond((request.match_id, request.request_id), True, answer)
+        elif kind == "rotation_request":
+            rotation = message.rotation_request
+            answer = arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
+                match_id=rotation.match_id, request_id=rotation.request_id, rotate=False))
+            await respond((rotation.match_id, rotation.request_id), False, answer)
+        elif kind == "answer_result":
+            now = monotonic()
+            result = message.answer_result
+            sent = pending.pop((result.match_id, result.request_id), None)
+            if result.status != accepted or sent is None:
+                self.problems[arena_pb2.AnswerStatus.Name(result.status)] += 1
+            elif sent[1]:
+                self.decisions.add(now, now - sent[0])
+            else:
+                self.rotations.add(now, now - sent[0])
+        elif kind == "match_ended":
+            self.matches_ended += 1
+            if self.report_ends:
+                sys.stdout.write("E\n")
+                sys.stdout.flush()
+        elif kind == "error":
+            self.problems["PROTOCOL_ERROR"] += 1
+
+
+async def run(args: argparse.Namespace) -> int:
+    bot = TrivialBot(args.name, args.report_ends)
+    player = asyncio.create_task(bot.play(args.address, args.token, args.max_matches))
+    commands = asyncio.create_task(serve_commands(bot.stats, bot.command))
+    done, _ = await asyncio.wait({player, commands}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (player, commands):
+        task.cancel()
+    await asyncio.gather(player, commands, return_exceptions=True)
+    if player in done and not player.cancelled() and player.exception() is not None:
+        print(f"{args.name}: {player.exception()!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True, help="referee HOST:PORT")
+    parser.add_argument("--token", required=True, help="the bot's token")
+    parser.add_argument("--name", default="trivial", help="bot name sent in Hello")
+    parser.add_argument("--max-matches", type=int, default=1000,
+                        help="max_concurrent_matches in Hello (the referee caps it at 1000)")
+    parser.add_argument("--report-ends", action="store_true",
+                        help="print E on stdout for every MatchEnded")
+    return asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
