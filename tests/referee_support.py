@@ -156,3 +156,70 @@ def card_pairs(message: Any) -> set[tuple[int, int]]:
 
     walk(message)
     return found
+
+
+class DroppingProxy:
+    """A loopback TCP proxy in its own thread that can cut every live connection at once, so
+    a test can take a bot's network away mid-match without touching either process."""
+
+    def __init__(self, upstream: str) -> None:
+        import socket
+        import threading
+
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.connections = 0
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets += [client, server]
+                self.connections += 1
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: Any, target: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, target):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def drop_all(self) -> None:
+        import socket
+
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.drop_all()

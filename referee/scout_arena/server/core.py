@@ -565,8 +565,11 @@ class Referee:
         if bot.grace_task is not None:
             bot.grace_task.cancel()
             bot.grace_task = None
+        reconnected = old is None
         bot.connection = connection
         for seat in list(bot.seats.values()):
+            if reconnected:
+                seat.match._note("reconnect", seat.index, "resumed with a full resync")
             seat.match.resync(seat)
         for callback in self.on_connect:
             callback(bot)
@@ -579,6 +582,9 @@ class Referee:
             return
         bot.connection = None
         if bot.seats:
+            for seat in bot.seats.values():
+                seat.match._note("disconnect", seat.index,
+                                 f"stream ended; {self.reconnect_grace_s:g} s to reconnect")
             bot.grace_task = asyncio.get_running_loop().create_task(self._grace(bot))
 
     async def _grace(self, bot: BotEntry) -> None:

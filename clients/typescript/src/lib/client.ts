@@ -1,0 +1,761 @@
+// Connects a Bot to a referee and plays until stopped.
+//
+// One channel and one Arena.Play stream carry every match the bot is seated in. Messages are
+// dispatched by match_id; each request is answered on its own, so one slow (async) decision
+// never holds up another match. Every request gets a timer that sends the fallback (taken from
+// the legal lists) shortly before deadline_ms + time_bank_ms runs out, so a slow, throwing or
+// confused bot loses a decision, not a strike. When the stream is lost the runner reconnects
+// with exponential backoff and the referee resumes the running matches; requests it sends again
+// (same request_id) are answered from memory rather than put to the bot twice. Rejections that
+// retrying cannot fix end the run with a ConnectionRejected error.
+
+import * as fs from "node:fs";
+import { performance } from "node:perf_hooks";
+import * as grpc from "@grpc/grpc-js";
+
+import {
+  FALLBACK_ROTATION,
+  actionMessage,
+  checkAction,
+  describeAction,
+  fallbackAction,
+  rotationMessage,
+} from "./answers";
+import { createLogger, type Logger } from "./log";
+import {
+  PROTOCOL_VERSION,
+  newArenaClient,
+  type Action,
+  type AnswerResult,
+  type ArenaClient,
+  type BotMessage,
+  type DecisionRequest,
+  type MatchEnded,
+  type MatchStart,
+  type ProtocolError,
+  type RawDecisionRequest,
+  type PublicEvent,
+  type RefereeMessage,
+  type RotationRequest,
+  type RoundEnded,
+  type Welcome,
+} from "./proto";
+import { backoffDelayMs, isRejection, statusName } from "./retry";
+
+/** Given to the bot with every request. */
+export interface RequestContext {
+  /** Aborted once the kit stops waiting for this answer (fallback sent, request closed, exit). */
+  readonly signal: AbortSignal;
+  /** Milliseconds left before the kit answers with the fallback instead. */
+  msLeft(): number;
+}
+
+/**
+ * A bot. Only `chooseAction` is required. Answers may be returned directly or as a Promise; an
+ * answer that is late, throws or is not in the legal lists is replaced by the fallback. The
+ * `on…` hooks are called in the order the referee sent the messages of a match.
+ */
+export interface Bot {
+  /** Your turn: return one of the request's legal moves (or a Scout & Show you built). */
+  chooseAction(request: DecisionRequest, context: RequestContext): Action | Promise<Action>;
+  /** Whether to rotate the dealt hand (default: never). */
+  chooseRotation?(request: RotationRequest, context: RequestContext): boolean | Promise<boolean>;
+  onMatchStart?(start: MatchStart): void;
+  onPublicEvent?(event: PublicEvent): void;
+  onRoundEnded?(round: RoundEnded): void;
+  onMatchEnded?(end: MatchEnded): void;
+}
+
+export interface RunOptions {
+  /** host:port of the referee. */
+  address: string;
+  /** The bot's token, sent as `authorization: Bearer <token>`. */
+  token: string;
+  /** Connect with TLS (implied by any certificate). */
+  tls?: boolean;
+  /** PEM files: a CA to trust instead of the system roots; a client certificate and key. */
+  caCert?: string;
+  clientCert?: string;
+  clientKey?: string;
+  /** Hello.bot_name (informational; the referee's name for the token is authoritative). */
+  botName?: string;
+  botVersion?: string;
+  /** Hello.max_concurrent_matches (default 8). */
+  concurrency?: number;
+  /** Send the fallback this long before the referee's limit (default 150 ms). */
+  safetyMarginMs?: number;
+  /** Count the time bank into the limit (default true); false falls back at deadline_ms. */
+  useTimeBank?: boolean;
+  /** Reconnect after a connection loss (default true). */
+  reconnect?: boolean;
+  /** Aborting it ends the run gracefully. */
+  signal?: AbortSignal;
+  logger?: Logger;
+}
+
+export interface RunSummary {
+  /** Matches that ended (MatchEnded received) during the run. */
+  matchesFinished: number;
+}
+
+/** The referee refused the bot for a reason reconnecting cannot fix. */
+export class ConnectionRejected extends Error {
+  constructor(
+    readonly code: grpc.status,
+    readonly details: string,
+    readonly protocolError?: ProtocolError,
+  ) {
+    let message = `the referee rejected the connection (${statusName(code)}): ${details || "no details"}`;
+    if (protocolError !== undefined && !message.includes(protocolError.message)) {
+      message += ` [${protocolError.code}: ${protocolError.message}]`;
+    }
+    super(message);
+    this.name = "ConnectionRejected";
+  }
+}
+
+/** The stream ended and `reconnect: false` was asked for. */
+export class ConnectionLost extends Error {
+  override name = "ConnectionLost";
+}
+
+export const KIT_VERSION = "0.1.0";
+const KEEPALIVE_MS = 25_000;
+const MAX_SEND_BYTES = 64 * 1024;
+const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
+const CLOSE_GRACE_MS = 1_000;
+const RESYNC_WINDOW_MS = 5_000;
+const ENDED_REMEMBERED = 1_024;
+
+/** Channel options: keepalive the referee permits (every >= 10 s, also without calls), its
+ * message limit, and a channel backoff no slower than our own. */
+export function channelOptions(): grpc.ChannelOptions {
+  return {
+    "grpc.keepalive_time_ms": KEEPALIVE_MS,
+    "grpc.keepalive_timeout_ms": 10_000,
+    "grpc.keepalive_permit_without_calls": 1,
+    "grpc.max_send_message_length": MAX_SEND_BYTES,
+    "grpc.max_receive_message_length": MAX_RECEIVE_BYTES,
+    "grpc.initial_reconnect_backoff_ms": 200,
+    "grpc.max_reconnect_backoff_ms": 5_000,
+  };
+}
+
+function channelCredentials(options: RunOptions): grpc.ChannelCredentials {
+  const tls =
+    Boolean(options.tls) || options.caCert !== undefined || options.clientCert !== undefined;
+  if (!tls) {
+    return grpc.credentials.createInsecure();
+  }
+  const read = (file: string | undefined): Buffer | null =>
+    file === undefined ? null : fs.readFileSync(file);
+  return grpc.credentials.createSsl(
+    read(options.caCert),
+    read(options.clientKey),
+    read(options.clientCert),
+  );
+}
+
+type RequestKind = "rotation" | "decision";
+
+/** One request, remembered until it is closed or its match ends. */
+interface Pending {
+  readonly key: string;
+  readonly kind: RequestKind;
+  readonly matchId: string;
+  readonly requestId: string;
+  /** performance.now() when the request arrived. */
+  readonly receivedAt: number;
+  /** performance.now() by which the kit answers with the fallback. */
+  expiresAt: number;
+  readonly fallback: BotMessage;
+  /** What was sent (or is to be sent on reconnect). */
+  answer?: BotMessage;
+  /** Number of the connection the answer went out on. */
+  sentOn?: number | undefined;
+  fallbackSent: boolean;
+  closed: boolean;
+  timer?: NodeJS.Timeout;
+  readonly abort: AbortController;
+}
+
+interface MatchState {
+  readonly matchId: string;
+  seat: number;
+  players: number;
+  /** False after a resumed Welcome until the referee confirms the match with a MatchStart. */
+  confirmed: boolean;
+}
+
+interface StreamEnd {
+  code: grpc.status;
+  details: string;
+}
+
+type Incoming =
+  | { kind: "rotation"; request: RotationRequest }
+  | { kind: "decision"; request: RawDecisionRequest };
+
+/** The request with its observation, or undefined when the referee sent none. */
+function asTurn(request: RawDecisionRequest): DecisionRequest | undefined {
+  const observation = request.observation;
+  return observation ? { ...request, observation } : undefined;
+}
+
+type PlayCall = grpc.ClientDuplexStream<BotMessage, RefereeMessage>;
+
+function sameMessage(a: BotMessage | undefined, b: BotMessage | undefined): boolean {
+  return a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b);
+}
+
+class Runner {
+  private readonly log: Logger;
+  private readonly client: ArenaClient;
+  private readonly marginMs: number;
+  private readonly useBank: boolean;
+  private readonly matches = new Map<string, MatchState>();
+  private readonly ended = new Set<string>();
+  private readonly requests = new Map<string, Pending>();
+  private call: PlayCall | undefined;
+  private connection = 0;
+  private welcomed = false;
+  private lastProtocolError: ProtocolError | undefined;
+  private stopping = false;
+  private wake: (() => void) | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  matchesFinished = 0;
+
+  constructor(
+    private readonly bot: Bot,
+    private readonly options: RunOptions,
+  ) {
+    this.log = options.logger ?? createLogger("scout-bot");
+    this.marginMs = Math.max(0, options.safetyMarginMs ?? 150);
+    this.useBank = options.useTimeBank ?? true;
+    this.client = newArenaClient(options.address, channelCredentials(options), channelOptions());
+  }
+
+  // --- connection ------------------------------------------------------------------------------
+
+  async run(): Promise<void> {
+    let attempt = 0;
+    try {
+      while (!this.stopping) {
+        const end = await this.session();
+        if (this.stopping) {
+          break;
+        }
+        if (isRejection(end.code, end.details)) {
+          throw new ConnectionRejected(end.code, end.details, this.lastProtocolError);
+        }
+        const problem = `${statusName(end.code)}${end.details ? `: ${end.details}` : ""}`;
+        if (this.options.reconnect === false) {
+          throw new ConnectionLost(`connection to the referee lost (${problem})`);
+        }
+        if (this.welcomed) {
+          attempt = 0;
+        }
+        const delay = backoffDelayMs(attempt);
+        attempt += 1;
+        this.log.warn(
+          `connection lost (${problem}); reconnecting in ${(delay / 1000).toFixed(2)} s`,
+        );
+        await this.sleep(delay);
+      }
+    } finally {
+      this.shutdown();
+    }
+  }
+
+  /** Ends the run: half-closes the stream, then hangs up after a short grace. */
+  stop(): void {
+    if (this.stopping) {
+      return;
+    }
+    this.stopping = true;
+    this.wake?.();
+    const call = this.call;
+    if (call !== undefined) {
+      try {
+        call.end();
+      } catch {
+        // already ended
+      }
+      setTimeout(() => call.cancel(), CLOSE_GRACE_MS).unref();
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    }).then(() => {
+      this.wake = undefined;
+    });
+  }
+
+  /** One Play stream, until it ends; resolves with its final status. */
+  private session(): Promise<StreamEnd> {
+    this.connection += 1;
+    this.welcomed = false;
+    this.lastProtocolError = undefined;
+    const metadata = new grpc.Metadata();
+    metadata.set("authorization", `Bearer ${this.options.token}`);
+    this.log.debug(`connecting to ${this.options.address} (connection ${this.connection})`);
+    const call = this.client.Play(metadata);
+    this.call = call;
+    return new Promise<StreamEnd>((resolve) => {
+      let finished = false;
+      const finish = (code: grpc.status, details: string): void => {
+        if (finished) {
+          return;
+        }
+        finished = true;
+        if (this.call === call) {
+          this.call = undefined;
+        }
+        resolve({ code, details });
+      };
+      call.on("data", (message: RefereeMessage) => this.receive(message, performance.now()));
+      call.on("error", (error: Partial<grpc.ServiceError>) =>
+        finish(error.code ?? grpc.status.UNKNOWN, error.details ?? error.message ?? ""),
+      );
+      call.on("status", (status: grpc.StatusObject) => finish(status.code, status.details));
+      call.write({
+        hello: {
+          botName: this.options.botName ?? "typescript-bot",
+          botVersion: this.options.botVersion ?? KIT_VERSION,
+          protocolVersion: PROTOCOL_VERSION,
+          maxConcurrentMatches: Math.max(1, this.options.concurrency ?? 8),
+        },
+      });
+    });
+  }
+
+  private shutdown(): void {
+    for (const pending of [...this.requests.values()]) {
+      this.close(pending);
+    }
+    clearTimeout(this.resyncTimer);
+    this.call?.cancel();
+    this.client.close();
+  }
+
+  // --- incoming messages -----------------------------------------------------------------------
+
+  private receive(message: RefereeMessage, receivedAt: number): void {
+    try {
+      this.dispatch(message, receivedAt);
+    } catch (error) {
+      this.log.error(`failed to handle a ${message.body ?? "bodiless"} message: ${String(error)}`);
+    }
+  }
+
+  private dispatch(message: RefereeMessage, receivedAt: number): void {
+    switch (message.body) {
+      case "welcome":
+        if (message.welcome) this.onWelcome(message.welcome);
+        return;
+      case "error":
+        if (message.error) {
+          this.lastProtocolError = message.error;
+          this.log.warn(
+            `protocol error from the referee: ${message.error.code}: ${message.error.message}`,
+          );
+        }
+        return;
+      case "matchStart":
+        if (message.matchStart) this.onMatchStart(message.matchStart);
+        return;
+      case "rotationRequest":
+        if (message.rotationRequest && this.isLive(message.rotationRequest.matchId)) {
+          this.openRequest({ kind: "rotation", request: message.rotationRequest }, receivedAt);
+        }
+        return;
+      case "decisionRequest":
+        if (message.decisionRequest && this.isLive(message.decisionRequest.matchId)) {
+          this.openRequest({ kind: "decision", request: message.decisionRequest }, receivedAt);
+        }
+        return;
+      case "answerResult":
+        if (message.answerResult) this.onAnswerResult(message.answerResult);
+        return;
+      case "publicEvent":
+        if (message.publicEvent && this.isLive(message.publicEvent.matchId)) {
+          this.hook("onPublicEvent", () => this.bot.onPublicEvent?.(message.publicEvent!));
+        }
+        return;
+      case "roundEnded":
+        if (message.roundEnded && this.isLive(message.roundEnded.matchId)) {
+          const round = message.roundEnded;
+          this.log.debug(
+            `match ${round.matchId}: round ${round.roundIndex} ended (${round.reason}), ` +
+              `totals ${round.totals.join(" ")}`,
+          );
+          this.hook("onRoundEnded", () => this.bot.onRoundEnded?.(round));
+        }
+        return;
+      case "matchEnded":
+        if (message.matchEnded) this.onMatchEnded(message.matchEnded);
+        return;
+      default:
+        // A newer referee may send bodies this kit does not know: ignore them (protocol §14).
+        this.log.debug("ignoring a message whose body this kit does not know");
+    }
+  }
+
+  private onWelcome(welcome: Welcome): void {
+    this.welcomed = true;
+    this.log.info(
+      `connected as ${JSON.stringify(welcome.botName)} (session ${welcome.sessionId}` +
+        `${welcome.resumed ? ", resumed" : ""})`,
+    );
+    if (welcome.protocolVersion !== PROTOCOL_VERSION) {
+      this.log.warn(
+        `the referee speaks protocol ${welcome.protocolVersion}, this kit ${PROTOCOL_VERSION}`,
+      );
+    }
+    if (this.matches.size === 0) {
+      return;
+    }
+    if (!welcome.resumed) {
+      // Back after the reconnect grace: the referee forfeited these seats and says no more.
+      this.log.warn(`the referee did not resume ${this.matches.size} running match(es)`);
+      for (const matchId of [...this.matches.keys()]) {
+        this.endMatch(matchId);
+      }
+      return;
+    }
+    // The referee resyncs every running match with MatchStart{resumed}; any match it does not
+    // mention ended while we were away (its MatchEnded was lost with the old stream).
+    for (const match of this.matches.values()) {
+      match.confirmed = false;
+    }
+    clearTimeout(this.resyncTimer);
+    this.resyncTimer = setTimeout(() => {
+      for (const match of [...this.matches.values()]) {
+        if (!match.confirmed) {
+          this.log.info(`match ${match.matchId}: not resumed by the referee; forgetting it`);
+          this.endMatch(match.matchId);
+        }
+      }
+    }, RESYNC_WINDOW_MS);
+    this.resyncTimer.unref();
+  }
+
+  /** False for a match that already ended (late messages about it are ignored). */
+  private isLive(matchId: string): boolean {
+    if (this.ended.has(matchId)) {
+      return false;
+    }
+    if (!this.matches.has(matchId)) {
+      // No MatchStart seen (e.g. this process restarted and took over): play it anyway.
+      this.matches.set(matchId, { matchId, seat: -1, players: 0, confirmed: true });
+    }
+    return true;
+  }
+
+  private onMatchStart(start: MatchStart): void {
+    if (this.ended.has(start.matchId)) {
+      return;
+    }
+    const known = this.matches.get(start.matchId);
+    this.matches.set(start.matchId, {
+      matchId: start.matchId,
+      seat: start.seat,
+      players: start.numPlayers,
+      confirmed: true,
+    });
+    if (start.resumed) {
+      this.log.info(
+        `match ${start.matchId} resumed (seat ${start.seat}, bank ${start.timeBankMs} ms, ` +
+          `${start.strikes} strike(s))${known ? "" : " — taken over without local state"}`,
+      );
+    } else {
+      this.log.info(
+        `match ${start.matchId} started: seat ${start.seat} of ${start.numPlayers} ` +
+          `(${start.playerNames.join(", ")}), ${start.numRounds} round(s), ` +
+          `${start.timeControl?.decisionMs ?? "?"} ms + ${start.timeBankMs} ms bank`,
+      );
+    }
+    this.hook("onMatchStart", () => this.bot.onMatchStart?.(start));
+  }
+
+  private onMatchEnded(end: MatchEnded): void {
+    if (this.ended.has(end.matchId)) {
+      return;
+    }
+    const match = this.matches.get(end.matchId);
+    const seat = match?.seat ?? -1;
+    const rank = seat >= 0 ? end.ranks[seat] : undefined;
+    const forfeited = end.forfeitedSeats.includes(seat) ? ", FORFEITED" : "";
+    this.log.info(
+      `match ${end.matchId} ended: totals ${end.totals.join(" ")}, ranks ${end.ranks.join(" ")}` +
+        (rank === undefined ? "" : ` (seat ${seat}: rank ${rank}${forfeited})`),
+    );
+    this.hook("onMatchEnded", () => this.bot.onMatchEnded?.(end));
+    this.matchesFinished += 1;
+    this.endMatch(end.matchId);
+  }
+
+  private endMatch(matchId: string): void {
+    this.matches.delete(matchId);
+    this.ended.add(matchId);
+    if (this.ended.size > ENDED_REMEMBERED) {
+      const oldest = this.ended.values().next();
+      if (!oldest.done) this.ended.delete(oldest.value);
+    }
+    for (const pending of [...this.requests.values()]) {
+      if (pending.matchId === matchId) {
+        this.close(pending);
+      }
+    }
+  }
+
+  private hook(name: string, call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      this.log.error(`the bot's ${name} threw: ${describeError(error)}`);
+    }
+  }
+
+  // --- requests --------------------------------------------------------------------------------
+
+  /** Time the kit allows from receipt to the fallback, in ms. */
+  private allowanceMs(deadlineMs: number, timeBankMs: number): number {
+    const total = deadlineMs + (this.useBank ? timeBankMs : 0);
+    return total - Math.min(this.marginMs, total / 2);
+  }
+
+  private openRequest(incoming: Incoming, receivedAt: number): void {
+    const { kind, request } = incoming;
+    const { matchId, requestId } = request;
+    const key = `${matchId}\u0000${requestId}`;
+    const where = `match ${matchId}, request ${requestId}`;
+    const expiresAt = receivedAt + this.allowanceMs(request.deadlineMs, request.timeBankMs);
+    const existing = this.requests.get(key);
+    if (existing !== undefined) {
+      // Sent again after a reconnect (same request_id): never ask the bot twice.
+      if (existing.answer !== undefined) {
+        if (existing.sentOn !== this.connection) {
+          this.log.info(`${where}: asked again after a reconnect; resending the answer`);
+          this.send(existing, existing.answer);
+        }
+      } else {
+        existing.expiresAt = Math.min(existing.expiresAt, expiresAt);
+        this.arm(existing);
+      }
+      return;
+    }
+    const fallback =
+      incoming.kind === "rotation"
+        ? rotationMessage(matchId, requestId, FALLBACK_ROTATION)
+        : actionMessage(matchId, requestId, fallbackAction(incoming.request));
+    const pending: Pending = {
+      key,
+      kind,
+      matchId,
+      requestId,
+      receivedAt,
+      expiresAt,
+      fallback,
+      fallbackSent: false,
+      closed: false,
+      abort: new AbortController(),
+    };
+    this.requests.set(key, pending);
+    this.log.debug(
+      `${where}: ${kind} request (deadline ${request.deadlineMs} ms, bank ${request.timeBankMs} ms)`,
+    );
+    if (expiresAt <= performance.now()) {
+      this.log.warn(`${where}: no time left to ask the bot; sending the fallback`);
+      this.sendFallback(pending);
+      return;
+    }
+    this.arm(pending);
+    const context: RequestContext = {
+      signal: pending.abort.signal,
+      msLeft: () => Math.max(0, pending.expiresAt - performance.now()),
+    };
+    let answer: Promise<unknown>;
+    try {
+      let value: unknown;
+      if (incoming.kind === "rotation") {
+        value = this.bot.chooseRotation?.(incoming.request, context) ?? FALLBACK_ROTATION;
+      } else {
+        const turn = asTurn(incoming.request);
+        if (turn === undefined) {
+          this.log.warn(`${where}: decision request without an observation; sending the fallback`);
+          this.sendFallback(pending);
+          return;
+        }
+        value = this.bot.chooseAction(turn, context);
+      }
+      answer = Promise.resolve(value);
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    answer.then(
+      (value) => this.onBotAnswer(pending, incoming, value),
+      (error: unknown) => {
+        if (pending.answer !== undefined || pending.closed) {
+          return;
+        }
+        const what = kind === "rotation" ? "chooseRotation" : "chooseAction";
+        this.log.error(
+          `${where}: the bot's ${what} threw; sending the fallback: ${describeError(error)}`,
+        );
+        this.sendFallback(pending);
+      },
+    );
+  }
+
+  private arm(pending: Pending): void {
+    clearTimeout(pending.timer);
+    const delay = Math.max(0, pending.expiresAt - performance.now());
+    pending.timer = setTimeout(() => {
+      if (pending.answer === undefined && !pending.closed) {
+        this.log.warn(
+          `match ${pending.matchId}, request ${pending.requestId}: the bot did not answer ` +
+            `within ${Math.round(pending.expiresAt - pending.receivedAt)} ms; sending the fallback`,
+        );
+        this.sendFallback(pending);
+      }
+    }, delay);
+  }
+
+  private onBotAnswer(pending: Pending, incoming: Incoming, value: unknown): void {
+    const where = `match ${pending.matchId}, request ${pending.requestId}`;
+    if (pending.closed || pending.answer !== undefined) {
+      this.log.debug(`${where}: the bot answered after the kit had answered; answer dropped`);
+      return;
+    }
+    if (incoming.kind === "rotation") {
+      if (typeof value !== "boolean") {
+        this.log.warn(`${where}: chooseRotation returned ${String(value)}, not a boolean`);
+      }
+      this.send(pending, rotationMessage(pending.matchId, pending.requestId, Boolean(value)));
+      return;
+    }
+    const turn = asTurn(incoming.request);
+    const checked =
+      turn === undefined
+        ? { ok: false as const, problem: "the request has no observation" }
+        : checkAction(turn, value);
+    if (!checked.ok) {
+      this.log.warn(`${where}: ${checked.problem}; sending the fallback instead`);
+      this.sendFallback(pending);
+      return;
+    }
+    this.log.debug(`${where}: ${describeAction(checked.value)}`);
+    this.send(pending, actionMessage(pending.matchId, pending.requestId, checked.value));
+  }
+
+  private sendFallback(pending: Pending): void {
+    pending.fallbackSent = true;
+    this.send(pending, pending.fallback);
+    pending.abort.abort(); // the kit no longer waits for the bot
+  }
+
+  private send(pending: Pending, answer: BotMessage): void {
+    pending.answer = answer;
+    clearTimeout(pending.timer);
+    const call = this.call;
+    if (call === undefined || this.stopping) {
+      pending.sentOn = undefined;
+      this.log.info(
+        `match ${pending.matchId}: not connected; request ${pending.requestId} is answered when ` +
+          "the referee asks again",
+      );
+      return;
+    }
+    try {
+      call.write(answer);
+      pending.sentOn = this.connection;
+    } catch (error) {
+      pending.sentOn = undefined;
+      this.log.warn(`could not send an answer: ${describeError(error)}`);
+    }
+  }
+
+  private close(pending: Pending): void {
+    pending.closed = true;
+    clearTimeout(pending.timer);
+    pending.abort.abort();
+    this.requests.delete(pending.key);
+  }
+
+  private onAnswerResult(result: AnswerResult): void {
+    const key = `${result.matchId}\u0000${result.requestId}`;
+    const pending = this.requests.get(key);
+    const where = `match ${result.matchId}, request ${result.requestId}`;
+    switch (result.status) {
+      case "ANSWER_STATUS_ACCEPTED":
+        if (pending !== undefined) this.close(pending);
+        return;
+      case "ANSWER_STATUS_ILLEGAL":
+      case "ANSWER_STATUS_MALFORMED": {
+        this.log.warn(
+          `${where}: answer ${result.status.slice(14)}: ${result.reason} (strikes ${result.strikes})`,
+        );
+        // The request stays open; the fallback is always legal. Send it once, in time.
+        if (
+          pending !== undefined &&
+          !pending.closed &&
+          !pending.fallbackSent &&
+          !sameMessage(pending.answer, pending.fallback) &&
+          performance.now() < pending.expiresAt
+        ) {
+          this.log.warn(`${where}: sending the fallback`);
+          this.sendFallback(pending);
+        }
+        return;
+      }
+      case "ANSWER_STATUS_TIMED_OUT":
+        this.log.warn(
+          `${where}: TIMED OUT — the referee played the fallback (strikes ${result.strikes}, ` +
+            `bank ${result.timeBankMs} ms)`,
+        );
+        if (pending !== undefined) this.close(pending);
+        return;
+      case "ANSWER_STATUS_STALE":
+        this.log.info(`${where}: answer STALE: ${result.reason}`);
+        if (pending !== undefined) this.close(pending);
+        return;
+      case "ANSWER_STATUS_UNKNOWN_MATCH":
+        this.log.info(`${where}: answer UNKNOWN_MATCH: ${result.reason}`);
+        return;
+      default:
+        this.log.debug(`${where}: answer status ${String(result.status)}`);
+    }
+  }
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? (error.stack ?? error.message) : String(error);
+}
+
+/**
+ * Plays `bot` on the referee until `options.signal` is aborted (resolves) or the referee rejects
+ * the bot (rejects with ConnectionRejected). Connection losses are retried with backoff.
+ */
+export async function runBot(bot: Bot, options: RunOptions): Promise<RunSummary> {
+  const runner = new Runner(bot, options);
+  const signal = options.signal;
+  const onAbort = (): void => runner.stop();
+  if (signal?.aborted) {
+    runner.stop();
+  }
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    await runner.run();
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+  return { matchesFinished: runner.matchesFinished };
+}

@@ -1,0 +1,28 @@
+// The kit's client library: everything a bot needs, in one import.
+
+export * from "./answers";
+export * from "./client";
+export * from "./groups";
+export { createLogger, silentLogger, type Level, type Logger } from "./log";
+export {
+  PROTOCOL_VERSION,
+  findProtoDir,
+  loadScoutProto,
+  type Action,
+  type AnswerResult,
+  type Card,
+  type DecisionRequest,
+  type End,
+  type MatchEnded,
+  type MatchStart,
+  type Observation,
+  type ProtocolError,
+  type PublicAction,
+  type PublicEvent,
+  type RotationRequest,
+  type RoundEnded,
+  type Scout,
+  type Show,
+  type Welcome,
+} from "./proto";
+export { backoffDelayMs, isRejection } from "./retry";
