@@ -46,6 +46,8 @@ SERVER_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_pings_without_data", 0),
+    # Two referees on one port would silently split the bots between them: fail to bind instead.
+    ("grpc.so_reuseport", 0),
 ]
 
 
@@ -89,6 +91,22 @@ def add_arena_to_server(servicer: ArenaServicer, server: grpc.aio.Server) -> Non
             response_serializer=encode),
     })
     server.add_generic_rpc_handlers((handler,))
+
+
+async def _let_writer_finish(writer: asyncio.Task[None]) -> None:
+    """Wait up to WRITER_STOP_S for a stream's writer to end, even if the handler is cancelled
+    meanwhile (superseded, shutdown). A write cancelled midway leaves grpc unable to send the
+    call's status (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS) and the bot's call never ends; only a
+    writer stuck on a bot that stopped reading is cancelled."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WRITER_STOP_S
+    while not writer.done() and (remaining := deadline - loop.time()) > 0:
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(writer), remaining)
+    if not writer.done():
+        writer.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await writer
 
 
 class ArenaServicer(arena_pb2_grpc.ArenaServicer):
@@ -155,13 +173,9 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
             if not connection.superseded:
                 raise
         finally:
-            # Let a write in flight complete rather than cancel it: a write cancelled midway
-            # leaves grpc unable to send the call's status (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS)
-            # and the bot's call never ends. Only a bot that stopped reading makes us cancel.
             stopping.set()
             connection.outbox.put_nowait(None)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(writer, WRITER_STOP_S)
+            await _let_writer_finish(writer)
             self.referee.detach(connection)
             log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
         if connection.superseded:

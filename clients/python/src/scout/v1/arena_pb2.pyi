@@ -69,11 +69,11 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     ERROR_CODE_UNSPECIFIED: _ErrorCode.ValueType  # 0
     """Not set."""
     ERROR_CODE_EXPECTED_HELLO: _ErrorCode.ValueType  # 1
-    """The first message was not a Hello, or a second Hello came."""
+    """The first message was not a Hello (the stream then ends)."""
     ERROR_CODE_UNSUPPORTED_PROTOCOL: _ErrorCode.ValueType  # 2
     """The bot speaks a protocol version the referee does not."""
     ERROR_CODE_BAD_MESSAGE: _ErrorCode.ValueType  # 3
-    """A message with no body, or one a bot may not send."""
+    """A message with no body, a second Hello, or one a bot may not send (the stream stays open)."""
     ERROR_CODE_RATE_LIMITED: _ErrorCode.ValueType  # 4
     """The bot sends faster than the referee accepts."""
 
@@ -83,11 +83,11 @@ class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
 ERROR_CODE_UNSPECIFIED: ErrorCode.ValueType  # 0
 """Not set."""
 ERROR_CODE_EXPECTED_HELLO: ErrorCode.ValueType  # 1
-"""The first message was not a Hello, or a second Hello came."""
+"""The first message was not a Hello (the stream then ends)."""
 ERROR_CODE_UNSUPPORTED_PROTOCOL: ErrorCode.ValueType  # 2
 """The bot speaks a protocol version the referee does not."""
 ERROR_CODE_BAD_MESSAGE: ErrorCode.ValueType  # 3
-"""A message with no body, or one a bot may not send."""
+"""A message with no body, a second Hello, or one a bot may not send (the stream stays open)."""
 ERROR_CODE_RATE_LIMITED: ErrorCode.ValueType  # 4
 """The bot sends faster than the referee accepts."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015

@@ -1,0 +1,763 @@
+package org.scoutarena.client;
+
+import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.TlsChannelCredentials;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import io.grpc.stub.MetadataUtils;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.scoutarena.scout.v1.Action;
+import org.scoutarena.scout.v1.ActionChoice;
+import org.scoutarena.scout.v1.AnswerResult;
+import org.scoutarena.scout.v1.ArenaGrpc;
+import org.scoutarena.scout.v1.BotMessage;
+import org.scoutarena.scout.v1.DecisionRequest;
+import org.scoutarena.scout.v1.Hello;
+import org.scoutarena.scout.v1.MatchEnded;
+import org.scoutarena.scout.v1.MatchStart;
+import org.scoutarena.scout.v1.ProtocolError;
+import org.scoutarena.scout.v1.PublicEvent;
+import org.scoutarena.scout.v1.RefereeMessage;
+import org.scoutarena.scout.v1.RotationChoice;
+import org.scoutarena.scout.v1.RotationRequest;
+import org.scoutarena.scout.v1.RoundEnded;
+import org.scoutarena.scout.v1.Welcome;
+
+/**
+ * Plays a {@link ScoutBot} on a Scout Arena referee over one {@code Arena/Play} stream.
+ *
+ * <p>One reader (gRPC's callback thread) routes every message by {@code match_id}; each match has
+ * a serial queue on a shared thread pool, so a slow decision in one match never delays reading or
+ * another match. Every request gets a deadline guard: if the bot has not answered shortly before
+ * {@code deadline_ms + time_bank_ms}, the documented fallback (always legal) is sent instead. When
+ * the stream is lost the client reconnects with exponential backoff (0.2 s doubling to 5 s, with
+ * jitter); the referee then resumes the running matches and re-sends open requests with the same
+ * {@code request_id}, which are answered without asking the bot twice. Rejections a retry cannot
+ * fix end {@link #run()} with {@link ConnectionRejectedException}.
+ */
+public final class ArenaClient {
+
+  /** The protocol version this client speaks. */
+  public static final int PROTOCOL_VERSION = 1;
+
+  private static final Logger log = Logger.getLogger(ArenaClient.class.getName());
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+  private static final Duration CLOSE_GRACE = Duration.ofSeconds(1);
+  private static final int ENDED_MATCHES_REMEMBERED = 1024;
+  private static final int NOT_SENT = -1;
+  private static final Set<Status.Code> NEVER_RETRY = Set.of(
+      Status.Code.UNAUTHENTICATED,
+      Status.Code.PERMISSION_DENIED,
+      Status.Code.INVALID_ARGUMENT,
+      Status.Code.FAILED_PRECONDITION,
+      Status.Code.UNIMPLEMENTED);
+
+  private final ScoutBot bot;
+  private final ManagedChannel channel;
+  private final boolean ownsChannel;
+  private final Metadata headers = new Metadata();
+  private final Hello hello;
+  private final int maxMatches;
+  private final int safetyMarginMs;
+  private final boolean useTimeBank;
+
+  private final ExecutorService workers = Executors.newCachedThreadPool(daemon("scout-bot"));
+  private final ScheduledExecutorService timers =
+      Executors.newSingleThreadScheduledExecutor(daemon("scout-clock"));
+  private final Map<String, MatchState> matches = new ConcurrentHashMap<>();
+  private final Map<RequestKey, PendingRequest> requests = new ConcurrentHashMap<>();
+  private final Set<String> ended = Collections.synchronizedSet(Collections.newSetFromMap(
+      new LinkedHashMap<>() {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+          return size() > ENDED_MATCHES_REMEMBERED;
+        }
+      }));
+  private final CompletableFuture<Void> stopped = new CompletableFuture<>();
+  private final CountDownLatch terminated = new CountDownLatch(1);
+  private final AtomicBoolean started = new AtomicBoolean();
+  private final AtomicInteger finished = new AtomicInteger();
+  private volatile Session session;
+  private int connections;
+
+  /** A client for {@code config}, on a channel of its own (plaintext or TLS, with keepalive). */
+  public ArenaClient(ClientConfig config, ScoutBot bot) throws IOException {
+    this(newChannel(config), true, config, bot);
+  }
+
+  /** A client on a channel the caller made and closes (tests, custom transports). */
+  public ArenaClient(ManagedChannel channel, ClientConfig config, ScoutBot bot) {
+    this(channel, false, config, bot);
+  }
+
+  private ArenaClient(ManagedChannel channel, boolean ownsChannel, ClientConfig config,
+      ScoutBot bot) {
+    this.bot = bot;
+    this.channel = channel;
+    this.ownsChannel = ownsChannel;
+    this.headers.put(AUTHORIZATION, "Bearer " + config.token());
+    this.hello = Hello.newBuilder()
+        .setBotName(config.botName() != null ? config.botName() : bot.name())
+        .setBotVersion(bot.version())
+        .setProtocolVersion(PROTOCOL_VERSION)
+        .setMaxConcurrentMatches(config.concurrency())
+        .build();
+    this.maxMatches = config.maxMatches();
+    this.safetyMarginMs = config.safetyMarginMs();
+    this.useTimeBank = config.useTimeBank();
+  }
+
+  /**
+   * A channel to {@code config.address()}: TLS when asked (trusting {@code caCert}, presenting
+   * {@code clientCert}), keepalive pings every 25 s also without calls (the referee permits one
+   * every 10 s or more), 16 MiB receive limit.
+   */
+  public static ManagedChannel newChannel(ClientConfig config) throws IOException {
+    ChannelCredentials credentials;
+    if (config.tls()) {
+      TlsChannelCredentials.Builder tls = TlsChannelCredentials.newBuilder();
+      if (config.caCert() != null) {
+        tls.trustManager(config.caCert().toFile());
+      }
+      if (config.clientCert() != null) {
+        tls.keyManager(config.clientCert().toFile(), config.clientKey().toFile());
+      }
+      credentials = tls.build();
+    } else {
+      credentials = InsecureChannelCredentials.create();
+    }
+    return Grpc.newChannelBuilder(config.address(), credentials)
+        .keepAliveTime(25, TimeUnit.SECONDS)
+        .keepAliveTimeout(10, TimeUnit.SECONDS)
+        .keepAliveWithoutCalls(true)
+        .maxInboundMessageSize(16 * 1024 * 1024)
+        .userAgent("scout-arena-java-kit")
+        .build();
+  }
+
+  /**
+   * Plays until {@link #stop()} or until {@code maxMatches} matches ended; returns the number of
+   * matches that ended. Reconnects on connection loss.
+   *
+   * @throws ConnectionRejectedException the referee refused the bot (do not retry)
+   * @throws InterruptedException the calling thread was interrupted
+   */
+  public int run() throws ConnectionRejectedException, InterruptedException {
+    if (!started.compareAndSet(false, true)) {
+      throw new IllegalStateException("run() can be called once");
+    }
+    try {
+      int attempt = 0;
+      while (!stopped.isDone()) {
+        Session current = open();
+        Status status = awaitEnd(current);
+        if (status == null) {
+          closeGracefully(current);
+          break;
+        }
+        if (isRejection(status)) {
+          throw new ConnectionRejectedException(status.getCode(), status.getDescription(),
+              current.lastError);
+        }
+        if (current.welcomed) {
+          attempt = 0;
+        }
+        Duration delay = Backoff.delay(attempt++, ThreadLocalRandom.current());
+        log.warning(String.format(Locale.ROOT, "connection lost (%s); reconnecting in %.2f s",
+            describe(status), delay.toMillis() / 1000.0));
+        if (sleepUnlessStopped(delay)) {
+          break;
+        }
+      }
+      return finished.get();
+    } finally {
+      shutdown();
+      terminated.countDown();
+    }
+  }
+
+  /** Asks {@link #run()} to close the stream and return; safe from any thread, e.g. a signal. */
+  public void stop() {
+    stopped.complete(null);
+  }
+
+  /** Waits until {@link #run()} has returned and released its threads; false on timeout. */
+  public boolean awaitTermination(Duration timeout) throws InterruptedException {
+    return terminated.await(timeout.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  /** Statuses a reconnect would only repeat: the bot's configuration must change first. */
+  static boolean isRejection(Status status) {
+    if (NEVER_RETRY.contains(status.getCode())) {
+      return true;
+    }
+    String details = status.getDescription() == null ? "" : status.getDescription();
+    return status.getCode() == Status.Code.ABORTED
+        && details.toLowerCase(Locale.ROOT).contains("superseded");
+  }
+
+  // --- connection ------------------------------------------------------------------------------
+
+  private Session open() {
+    Session next = new Session(++connections);
+    // The channel keeps its own (slow) reconnect backoff; ours governs, so retry the TCP connect
+    // now instead of failing fast on the channel's remembered failure.
+    channel.resetConnectBackoff();
+    ArenaGrpc.newStub(channel)
+        .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers))
+        .play(next);
+    next.send(BotMessage.newBuilder().setHello(hello).build());
+    session = next;
+    log.fine(() -> "connecting (attempt " + next.number + ")");
+    return next;
+  }
+
+  /** The status that ended {@code current}, or null when {@link #stop()} came first. */
+  private Status awaitEnd(Session current) throws InterruptedException {
+    try {
+      CompletableFuture.anyOf(current.done, stopped).get();
+    } catch (ExecutionException e) {
+      throw new IllegalStateException(e);
+    }
+    return stopped.isDone() ? null : current.done.getNow(Status.UNKNOWN);
+  }
+
+  private void closeGracefully(Session current) throws InterruptedException {
+    current.halfClose();
+    try {
+      current.done.get(CLOSE_GRACE.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (TimeoutException | ExecutionException e) {
+      log.fine("the referee did not end the call after the half-close; cancelling");
+    } finally {
+      current.cancel("the bot is stopping");
+    }
+  }
+
+  /** True when stopped during the wait. */
+  private boolean sleepUnlessStopped(Duration delay) throws InterruptedException {
+    try {
+      stopped.get(delay.toMillis(), TimeUnit.MILLISECONDS);
+      return true;
+    } catch (TimeoutException e) {
+      return false;
+    } catch (ExecutionException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private void shutdown() throws InterruptedException {
+    session = null;
+    workers.shutdownNow(); // interrupts bots still thinking; their answers are not needed
+    timers.shutdownNow();
+    if (ownsChannel) {
+      channel.shutdownNow();
+      channel.awaitTermination(2, TimeUnit.SECONDS);
+    }
+  }
+
+  /** One line: the status code, its description, and the root cause if there is one. */
+  static String describe(Status status) {
+    if (status.isOk()) {
+      return "the referee ended the stream";
+    }
+    StringBuilder text = new StringBuilder(status.getCode().toString());
+    String details = status.getDescription();
+    if (details != null && !details.isBlank()) {
+      text.append(": ").append(details.lines().findFirst().orElse(""));
+    }
+    Throwable root = status.getCause();
+    while (root != null && root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    if (root != null) {
+      String cause = root.getMessage() == null ? root.getClass().getSimpleName()
+          : root.getMessage();
+      if (details == null || !details.contains(cause)) {
+        text.append(" (").append(cause.length() > 160 ? cause.substring(0, 160) + "…" : cause)
+            .append(')');
+      }
+    }
+    return text.toString().replaceAll("\\s+", " ").trim();
+  }
+
+  // --- incoming messages -----------------------------------------------------------------------
+
+  private void receive(Session from, RefereeMessage message, long receivedAt) {
+    switch (message.getBodyCase()) {
+      case WELCOME -> onWelcome(from, message.getWelcome());
+      case ERROR -> onProtocolError(from, message.getError());
+      case MATCH_START -> onMatchStart(message.getMatchStart());
+      case ROTATION_REQUEST -> onRotationRequest(message.getRotationRequest(), receivedAt);
+      case DECISION_REQUEST -> onDecisionRequest(message.getDecisionRequest(), receivedAt);
+      case ANSWER_RESULT -> onAnswerResult(message.getAnswerResult());
+      case PUBLIC_EVENT -> {
+        PublicEvent event = message.getPublicEvent();
+        hook(event.getMatchId(), "onEvent", () -> bot.onEvent(event));
+      }
+      case ROUND_ENDED -> {
+        RoundEnded roundEnded = message.getRoundEnded();
+        hook(roundEnded.getMatchId(), "onRoundEnd", () -> bot.onRoundEnd(roundEnded));
+      }
+      case MATCH_ENDED -> onMatchEnded(message.getMatchEnded());
+      // A body added to the protocol after this kit was built: ignore it (PROTOCOL.md §14).
+      case BODY_NOT_SET -> log.fine("ignoring a referee message with a body this kit does not know");
+    }
+  }
+
+  private void onWelcome(Session from, Welcome welcome) {
+    from.welcomed = true;
+    log.info(() -> "connected as '" + welcome.getBotName() + "' (session "
+        + welcome.getSessionId() + (welcome.getResumed() ? ", resumed" : "") + ")");
+    if (welcome.getProtocolVersion() != PROTOCOL_VERSION) {
+      log.warning("the referee speaks protocol " + welcome.getProtocolVersion() + ", this kit "
+          + PROTOCOL_VERSION);
+    }
+    if (!welcome.getResumed() && !matches.isEmpty()) {
+      // Reconnected after the grace: the referee forfeited these seats and says no more of them.
+      List<String> lost = List.copyOf(matches.keySet());
+      log.warning("the referee did not resume " + lost.size() + " running match(es): " + lost);
+      lost.forEach(this::forgetMatch);
+    }
+  }
+
+  private void onProtocolError(Session from, ProtocolError error) {
+    from.lastError = error.getCode() + ": " + error.getMessage();
+    log.warning("protocol error from the referee: " + from.lastError);
+  }
+
+  private void onMatchStart(MatchStart start) {
+    MatchState match = match(start.getMatchId());
+    if (match == null) {
+      return;
+    }
+    match.seat = start.getSeat();
+    if (start.getResumed()) {
+      log.info(() -> "match " + start.getMatchId() + " resumed (seat " + start.getSeat()
+          + ", bank " + start.getTimeBankMs() + " ms, strikes " + start.getStrikes() + ")");
+    } else {
+      log.info(() -> "match " + start.getMatchId() + " started: seat " + start.getSeat() + " of "
+          + start.getNumPlayers() + " " + start.getPlayerNamesList() + ", "
+          + start.getNumRounds() + " rounds, decision " + start.getTimeControl().getDecisionMs()
+          + " ms, bank " + start.getTimeControl().getTimeBankMs() + " ms");
+    }
+    hook(start.getMatchId(), "onMatchStart", () -> bot.onMatchStart(start));
+  }
+
+  private void onMatchEnded(MatchEnded matchEnded) {
+    String matchId = matchEnded.getMatchId();
+    MatchState match = matches.get(matchId);
+    if (match == null) {
+      return;
+    }
+    hook(matchId, "onMatchEnd", () -> bot.onMatchEnd(matchEnded));
+    forgetMatch(matchId);
+    int seat = match.seat;
+    String rank = seat >= 0 && seat < matchEnded.getRanksCount()
+        ? ", our rank " + matchEnded.getRanks(seat) : "";
+    log.info(() -> "match " + matchId + " ended: totals " + matchEnded.getTotalsList() + ", ranks "
+        + matchEnded.getRanksList() + rank
+        + (matchEnded.getForfeitedSeatsCount() > 0
+            ? ", forfeited seats " + matchEnded.getForfeitedSeatsList() : ""));
+    if (finished.incrementAndGet() == maxMatches) {
+      log.info(() -> maxMatches + " match(es) ended; stopping");
+      stop();
+    }
+  }
+
+  private void onRotationRequest(RotationRequest request, long receivedAt) {
+    RotationChoice.Builder choice = RotationChoice.newBuilder()
+        .setMatchId(request.getMatchId())
+        .setRequestId(request.getRequestId());
+    BotMessage fallback = BotMessage.newBuilder().setRotation(choice.setRotate(false)).build();
+    openRequest(request.getMatchId(), request.getRequestId(), "chooseRotation",
+        request.getDeadlineMs(), request.getTimeBankMs(), receivedAt, fallback,
+        () -> BotMessage.newBuilder()
+            .setRotation(choice.setRotate(bot.chooseRotation(request)))
+            .build());
+  }
+
+  private void onDecisionRequest(DecisionRequest request, long receivedAt) {
+    String where = "match " + request.getMatchId() + ", request " + request.getRequestId();
+    BotMessage fallback = actionChoice(request, Moves.fallback(request));
+    openRequest(request.getMatchId(), request.getRequestId(), "act", request.getDeadlineMs(),
+        request.getTimeBankMs(), receivedAt, fallback, () -> {
+          Action action = bot.act(request);
+          var problem = Moves.problem(action, request);
+          if (problem.isPresent()) {
+            log.warning(where + ": act returned an action the referee would refuse ("
+                + problem.get() + "); sending the fallback");
+            return fallback;
+          }
+          return actionChoice(request, action);
+        });
+  }
+
+  private static BotMessage actionChoice(DecisionRequest request, Action action) {
+    return BotMessage.newBuilder()
+        .setAction(ActionChoice.newBuilder()
+            .setMatchId(request.getMatchId())
+            .setRequestId(request.getRequestId())
+            .setAction(action))
+        .build();
+  }
+
+  private void onAnswerResult(AnswerResult result) {
+    PendingRequest pending = requests.get(new RequestKey(result.getMatchId(),
+        result.getRequestId()));
+    String where = "match " + result.getMatchId() + ", request " + result.getRequestId();
+    switch (result.getStatus()) {
+      case ANSWER_STATUS_ACCEPTED -> {
+        if (pending != null) {
+          pending.close();
+        }
+      }
+      case ANSWER_STATUS_ILLEGAL, ANSWER_STATUS_MALFORMED -> {
+        log.warning(where + ": answer " + shortName(result) + ": " + result.getReason()
+            + " (strikes: " + result.getStrikes() + ")");
+        if (pending != null && pending.retryWithFallback()) {
+          log.warning(where + ": the request stays open; sent the fallback");
+        }
+      }
+      case ANSWER_STATUS_TIMED_OUT -> {
+        if (pending != null) {
+          pending.close();
+          pending.cancelTask();
+        }
+        log.warning(where + ": TIMED_OUT: the referee played the fallback (strikes: "
+            + result.getStrikes() + ", bank " + result.getTimeBankMs() + " ms)");
+      }
+      case ANSWER_STATUS_STALE -> log.info(where + ": answer STALE (ignored by the referee): "
+          + result.getReason());
+      case ANSWER_STATUS_UNKNOWN_MATCH -> log.warning(where + ": answer UNKNOWN_MATCH: "
+          + result.getReason());
+      default -> log.fine(where + ": answer status " + result.getStatusValue());
+    }
+  }
+
+  private static String shortName(AnswerResult result) {
+    return result.getStatus().name().replace("ANSWER_STATUS_", "");
+  }
+
+  // --- matches and requests --------------------------------------------------------------------
+
+  /** The state of a running match, created on first sight; null for a match that ended. */
+  private MatchState match(String matchId) {
+    if (ended.contains(matchId)) {
+      return null;
+    }
+    return matches.computeIfAbsent(matchId, id -> new MatchState(new SerialExecutor(workers)));
+  }
+
+  private void forgetMatch(String matchId) {
+    ended.add(matchId);
+    matches.remove(matchId);
+    requests.entrySet().removeIf(entry -> {
+      if (!entry.getKey().matchId().equals(matchId)) {
+        return false;
+      }
+      entry.getValue().close();
+      entry.getValue().cancelTask();
+      return true;
+    });
+  }
+
+  private void hook(String matchId, String name, Runnable call) {
+    MatchState match = match(matchId);
+    if (match == null) {
+      return;
+    }
+    submit(match, () -> {
+      try {
+        call.run();
+      } catch (RuntimeException | Error e) {
+        log.log(Level.WARNING, "match " + matchId + ": the bot's " + name + " raised", e);
+      }
+    });
+  }
+
+  private static void submit(MatchState match, Runnable task) {
+    try {
+      match.serial.execute(task);
+    } catch (RejectedExecutionException e) {
+      log.fine("shutting down; dropped a task");
+    }
+  }
+
+  private void openRequest(String matchId, long requestId, String what, int deadlineMs,
+      int timeBankMs, long receivedAt, BotMessage fallback, Supplier<BotMessage> ask) {
+    MatchState match = match(matchId);
+    if (match == null) {
+      return;
+    }
+    RequestKey key = new RequestKey(matchId, requestId);
+    String where = "match " + matchId + ", request " + requestId;
+    PendingRequest known = requests.get(key);
+    if (known != null) {
+      // The referee asks again after a reconnect: resend an answer the old stream lost, or let
+      // the bot (still thinking, under the original clock) finish.
+      if (known.resendIfUnsent()) {
+        log.info(where + ": re-sent the answer after the reconnect");
+      }
+      return;
+    }
+    long limitMs = Integer.toUnsignedLong(deadlineMs)
+        + (useTimeBank ? Integer.toUnsignedLong(timeBankMs) : 0) - safetyMarginMs;
+    long expiresAt = receivedAt + TimeUnit.MILLISECONDS.toNanos(limitMs);
+    PendingRequest pending = new PendingRequest(fallback, expiresAt);
+    requests.put(key, pending);
+    if (limitMs <= 0) {
+      log.warning(where + ": no time left to ask the bot (deadline " + deadlineMs + " ms, bank "
+          + timeBankMs + " ms); sending the fallback");
+      pending.answer(fallback);
+      return;
+    }
+    long delayNanos = expiresAt - System.nanoTime();
+    pending.guard = timers.schedule(() -> {
+      if (pending.answer(fallback)) {
+        log.warning(where + ": the bot's " + what + " did not return within " + limitMs
+            + " ms; sent the fallback");
+        pending.cancelTask();
+      }
+    }, delayNanos, TimeUnit.NANOSECONDS);
+    FutureTask<Void> task = new FutureTask<>(() -> {
+      if (pending.isAnswered()) {
+        return;
+      }
+      long started = System.nanoTime();
+      BotMessage answer;
+      try {
+        answer = ask.get();
+      } catch (RuntimeException | Error e) {
+        log.log(Level.WARNING, where + ": the bot's " + what + " raised; sending the fallback", e);
+        answer = fallback;
+      }
+      BotMessage chosen = answer;
+      if (pending.answer(chosen)) {
+        log.fine(() -> where + ": " + what + " -> " + summary(chosen) + " in "
+            + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started) + " ms");
+      }
+    }, null);
+    pending.task = task;
+    submit(match, task);
+  }
+
+  private static String summary(BotMessage message) {
+    return switch (message.getBodyCase()) {
+      case ROTATION -> "rotate=" + message.getRotation().getRotate();
+      case ACTION -> Moves.brief(message.getAction().getAction());
+      default -> message.getBodyCase().toString();
+    };
+  }
+
+  private static ThreadFactory daemon(String prefix) {
+    AtomicInteger count = new AtomicInteger();
+    return runnable -> {
+      Thread thread = new Thread(runnable, prefix + "-" + count.incrementAndGet());
+      thread.setDaemon(true);
+      return thread;
+    };
+  }
+
+  private record RequestKey(String matchId, long requestId) {}
+
+  private static final class MatchState {
+    final SerialExecutor serial;
+    volatile int seat = -1;
+
+    MatchState(SerialExecutor serial) {
+      this.serial = serial;
+    }
+  }
+
+  /** One request until its match ends: its answer, where that went, and its guard. */
+  private final class PendingRequest {
+    private final BotMessage fallback;
+    private final long expiresAt;
+    private BotMessage answer;
+    private int sentOn = NOT_SENT;
+    private boolean closed;
+    private boolean fallbackSent;
+    volatile ScheduledFuture<?> guard;
+    volatile Future<?> task;
+
+    PendingRequest(BotMessage fallback, long expiresAt) {
+      this.fallback = fallback;
+      this.expiresAt = expiresAt;
+    }
+
+    synchronized boolean isAnswered() {
+      return answer != null || closed;
+    }
+
+    /** Sends {@code message} unless the request has an answer already; true when it was sent. */
+    boolean answer(BotMessage message) {
+      synchronized (this) {
+        if (answer != null || closed) {
+          return false;
+        }
+        answer = message;
+        fallbackSent = message.equals(fallback);
+        deliver();
+      }
+      ScheduledFuture<?> timer = guard;
+      if (timer != null) {
+        timer.cancel(false);
+      }
+      return true;
+    }
+
+    /** After ILLEGAL/MALFORMED the request stays open: the fallback is always legal. */
+    synchronized boolean retryWithFallback() {
+      if (closed || fallbackSent || System.nanoTime() >= expiresAt) {
+        return false;
+      }
+      answer = fallback;
+      fallbackSent = true;
+      deliver();
+      return true;
+    }
+
+    /** After a reconnect: re-sends an answer that did not go out on the current stream. */
+    synchronized boolean resendIfUnsent() {
+      Session current = session;
+      if (answer == null || closed || current == null || sentOn == current.number) {
+        return false;
+      }
+      deliver();
+      return true;
+    }
+
+    synchronized void close() {
+      closed = true;
+      ScheduledFuture<?> timer = guard;
+      if (timer != null) {
+        timer.cancel(false);
+      }
+    }
+
+    void cancelTask() {
+      Future<?> running = task;
+      if (running != null) {
+        running.cancel(true);
+      }
+    }
+
+    /** Sends the answer on the current stream if it has been welcomed (caller holds the lock). */
+    private void deliver() {
+      Session current = session;
+      if (current != null && current.welcomed && current.send(answer)) {
+        sentOn = current.number;
+      } else {
+        sentOn = NOT_SENT; // answered when the referee re-sends the request after a reconnect
+        log.info("not connected; the answer goes out when the referee asks again");
+      }
+    }
+  }
+
+  /** One {@code Play} call: the request stream, and how the call ended. */
+  private final class Session implements ClientResponseObserver<BotMessage, RefereeMessage> {
+    final int number;
+    final CompletableFuture<Status> done = new CompletableFuture<>();
+    volatile boolean welcomed;
+    volatile String lastError;
+    private ClientCallStreamObserver<BotMessage> requestStream;
+    private boolean closed;
+
+    Session(int number) {
+      this.number = number;
+    }
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<BotMessage> stream) {
+      this.requestStream = stream;
+    }
+
+    synchronized boolean send(BotMessage message) {
+      if (closed) {
+        return false;
+      }
+      try {
+        requestStream.onNext(message);
+        return true;
+      } catch (RuntimeException e) {
+        log.log(Level.FINE, "send failed", e);
+        return false;
+      }
+    }
+
+    synchronized void halfClose() {
+      if (!closed) {
+        closed = true;
+        requestStream.onCompleted();
+      }
+    }
+
+    synchronized void cancel(String why) {
+      closed = true;
+      if (!done.isDone()) {
+        requestStream.cancel(why, null);
+      }
+    }
+
+    private synchronized void markClosed() {
+      closed = true;
+    }
+
+    @Override
+    public void onNext(RefereeMessage message) {
+      long receivedAt = System.nanoTime();
+      try {
+        receive(this, message, receivedAt);
+      } catch (RuntimeException e) {
+        log.log(Level.SEVERE, "failed to handle a message from the referee: " + message, e);
+      }
+    }
+
+    @Override
+    public void onError(Throwable error) {
+      markClosed();
+      done.complete(Status.fromThrowable(error));
+    }
+
+    @Override
+    public void onCompleted() {
+      markClosed();
+      done.complete(Status.OK);
+    }
+  }
+}

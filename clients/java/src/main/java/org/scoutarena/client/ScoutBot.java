@@ -1,0 +1,54 @@
+package org.scoutarena.client;
+
+import org.scoutarena.scout.v1.Action;
+import org.scoutarena.scout.v1.DecisionRequest;
+import org.scoutarena.scout.v1.MatchEnded;
+import org.scoutarena.scout.v1.MatchStart;
+import org.scoutarena.scout.v1.PublicEvent;
+import org.scoutarena.scout.v1.RotationRequest;
+import org.scoutarena.scout.v1.RoundEnded;
+
+/**
+ * A bot's logic. {@link ArenaClient} handles the connection, the clocks and the protocol and calls
+ * these methods; implement the two decisions, and optionally the hooks.
+ *
+ * <p>Threading: calls about one match are made one at a time, in the order the referee sent the
+ * messages; calls about different matches can run at the same time on different threads, so keep
+ * per-match state in a concurrent map keyed by {@code match_id}. A call that has not returned
+ * shortly before the referee's limit (deadline + time bank) is answered with the documented
+ * fallback and its thread is interrupted; what it returns later is dropped. An exception or an
+ * answer that is not in the legal lists is replaced by the fallback (no strike).
+ */
+public interface ScoutBot {
+
+  /** Whether to rotate the dealt hand ({@code request.getHand()}) 180° for this round. */
+  boolean chooseRotation(RotationRequest request);
+
+  /**
+   * The action for this turn. Any entry of {@code getLegalShowsList()} or
+   * {@code getLegalScoutsList()} wrapped with {@link Moves#show} / {@link Moves#scout} is legal.
+   */
+  Action act(DecisionRequest request);
+
+  /** Display name sent in Hello (informational; the referee's registered name wins). */
+  default String name() {
+    return getClass().getSimpleName();
+  }
+
+  /** Version sent in Hello, for the referee's logs. */
+  default String version() {
+    return "1.0.0";
+  }
+
+  /** A match begins, or is resumed after a reconnect ({@code isResumed()}: drop its old state). */
+  default void onMatchStart(MatchStart start) {}
+
+  /** An action of any seat, the bot's own included. */
+  default void onEvent(PublicEvent event) {}
+
+  /** A round ended; all hands are revealed. */
+  default void onRoundEnd(RoundEnded roundEnded) {}
+
+  /** A match ended; forget its state. */
+  default void onMatchEnd(MatchEnded matchEnded) {}
+}

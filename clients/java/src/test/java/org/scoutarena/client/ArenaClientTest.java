@@ -1,0 +1,371 @@
+package org.scoutarena.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.scoutarena.client.GroupsTest.cards;
+import static org.scoutarena.client.GroupsTest.show;
+
+import com.google.protobuf.UnknownFieldSet;
+import io.grpc.Context;
+import io.grpc.Contexts;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
+import io.grpc.Status;
+import io.grpc.inprocess.InProcessChannelBuilder;
+import io.grpc.inprocess.InProcessServerBuilder;
+import io.grpc.stub.StreamObserver;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.scoutarena.scout.v1.Action;
+import org.scoutarena.scout.v1.AnswerResult;
+import org.scoutarena.scout.v1.AnswerStatus;
+import org.scoutarena.scout.v1.ArenaGrpc;
+import org.scoutarena.scout.v1.BotMessage;
+import org.scoutarena.scout.v1.DecisionRequest;
+import org.scoutarena.scout.v1.End;
+import org.scoutarena.scout.v1.MatchEnded;
+import org.scoutarena.scout.v1.MatchStart;
+import org.scoutarena.scout.v1.Observation;
+import org.scoutarena.scout.v1.RefereeMessage;
+import org.scoutarena.scout.v1.RotationRequest;
+import org.scoutarena.scout.v1.Scout;
+import org.scoutarena.scout.v1.Welcome;
+
+/** The client against a scripted in-process referee: the test thread plays the referee. */
+class ArenaClientTest {
+
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+  private static final Context.Key<String> SEEN_AUTHORIZATION = Context.key("authorization");
+
+  /** One Play call as the fake referee sees it. */
+  record Stream(String authorization, BlockingQueue<BotMessage> in,
+      StreamObserver<RefereeMessage> out, CompletableFuture<Void> closed) {
+
+    BotMessage next() throws InterruptedException {
+      BotMessage message = in.poll(5, TimeUnit.SECONDS);
+      assertNotNull(message, "expected a message from the bot");
+      return message;
+    }
+
+    void send(RefereeMessage message) {
+      out.onNext(message);
+    }
+  }
+
+  private final BlockingQueue<Stream> streams = new LinkedBlockingQueue<>();
+  private final ExecutorService runner = Executors.newSingleThreadExecutor();
+  private Server server;
+  private ManagedChannel channel;
+
+  @BeforeEach
+  void startFakeReferee() throws Exception {
+    String name = InProcessServerBuilder.generateName();
+    ArenaGrpc.ArenaImplBase arena = new ArenaGrpc.ArenaImplBase() {
+      @Override
+      public StreamObserver<BotMessage> play(StreamObserver<RefereeMessage> out) {
+        Stream stream = new Stream(SEEN_AUTHORIZATION.get(), new LinkedBlockingQueue<>(), out,
+            new CompletableFuture<>());
+        streams.add(stream);
+        return new StreamObserver<>() {
+          @Override
+          public void onNext(BotMessage message) {
+            stream.in.add(message);
+          }
+
+          @Override
+          public void onError(Throwable t) {
+            stream.closed.complete(null);
+          }
+
+          @Override
+          public void onCompleted() {
+            stream.closed.complete(null);
+            out.onCompleted();
+          }
+        };
+      }
+    };
+    ServerInterceptor auth = new ServerInterceptor() {
+      @Override
+      public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+          ServerCallHandler<Q, R> next) {
+        String value = headers.get(AUTHORIZATION);
+        if (!"Bearer good".equals(value)) {
+          call.close(Status.UNAUTHENTICATED.withDescription("unknown bot token"), new Metadata());
+          return new ServerCall.Listener<>() {};
+        }
+        return Contexts.interceptCall(Context.current().withValue(SEEN_AUTHORIZATION, value),
+            call, headers, next);
+      }
+    };
+    server = InProcessServerBuilder.forName(name)
+        .addService(ServerInterceptors.intercept(arena, auth))
+        .build()
+        .start();
+    channel = InProcessChannelBuilder.forName(name).build();
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    runner.shutdownNow();
+    channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+  }
+
+  private Future<Integer> play(ScoutBot bot, String token, String... flags) throws Exception {
+    List<String> args = new java.util.ArrayList<>(List.of("--address", "in-process", "--token",
+        token, "--bot-name", "tester", "--concurrency", "3"));
+    args.addAll(List.of(flags));
+    ArenaClient client = new ArenaClient(channel, ClientConfig.parse(args, Map.of()), bot);
+    return runner.submit(client::run);
+  }
+
+  private static ScoutBot bot(Function<DecisionRequest, Action> act) {
+    return new ScoutBot() {
+      @Override
+      public boolean chooseRotation(RotationRequest request) {
+        return true;
+      }
+
+      @Override
+      public Action act(DecisionRequest request) {
+        return act.apply(request);
+      }
+    };
+  }
+
+  private static RefereeMessage welcome(boolean resumed) {
+    return RefereeMessage.newBuilder().setWelcome(Welcome.newBuilder().setProtocolVersion(1)
+        .setBotName("tester").setSessionId("s-1").setResumed(resumed)).build();
+  }
+
+  private static RefereeMessage matchStart(String matchId, boolean resumed) {
+    return RefereeMessage.newBuilder().setMatchStart(MatchStart.newBuilder().setMatchId(matchId)
+        .setSeat(0).addPlayerNames("tester").addPlayerNames("other").setNumPlayers(2)
+        .setNumRounds(2).setResumed(resumed).setTimeBankMs(10000)).build();
+  }
+
+  /** A decision on hand faces 4 4 9 with shows (0,1), (0,2), (1,1), (2,1). */
+  private static DecisionRequest decision(String matchId, long requestId, int deadlineMs,
+      int bankMs) {
+    return DecisionRequest.newBuilder().setMatchId(matchId).setRequestId(requestId)
+        .setObservation(Observation.newBuilder().setMatchId(matchId)
+            .addAllHand(cards("4/1 4/2 9/3")))
+        .addLegalShows(show(0, 1)).addLegalShows(show(0, 2)).addLegalShows(show(1, 1))
+        .addLegalShows(show(2, 1))
+        .setDeadlineMs(deadlineMs).setTimeBankMs(bankMs)
+        .build();
+  }
+
+  private static RefereeMessage wrap(DecisionRequest request) {
+    return RefereeMessage.newBuilder().setDecisionRequest(request).build();
+  }
+
+  private static RefereeMessage result(String matchId, long requestId, AnswerStatus status) {
+    return RefereeMessage.newBuilder().setAnswerResult(AnswerResult.newBuilder()
+        .setMatchId(matchId).setRequestId(requestId).setStatus(status)).build();
+  }
+
+  private static RefereeMessage matchEnded(String matchId) {
+    return RefereeMessage.newBuilder().setMatchEnded(MatchEnded.newBuilder().setMatchId(matchId)
+        .addTotals(3).addTotals(1).addRanks(1).addRanks(2).setRecordId(matchId)).build();
+  }
+
+  private Stream handshake(boolean resumed) throws Exception {
+    Stream stream = streams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(stream, "the bot should open Play");
+    assertEquals("Bearer good", stream.authorization());
+    BotMessage hello = stream.next();
+    assertTrue(hello.hasHello(), "the first message must be Hello");
+    stream.send(welcome(resumed));
+    return stream;
+  }
+
+  @Test
+  void playsAMatchAndStopsAfterMaxMatches() throws Exception {
+    Future<Integer> run = play(bot(request -> Moves.show(0, 2)), "good", "--max-matches", "1");
+    Stream stream = streams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(stream);
+    BotMessage hello = stream.next();
+    assertEquals("tester", hello.getHello().getBotName());
+    assertEquals(1, hello.getHello().getProtocolVersion());
+    assertEquals(3, hello.getHello().getMaxConcurrentMatches());
+    stream.send(welcome(false));
+    // A body from a newer protocol revision: ignored.
+    stream.send(RefereeMessage.newBuilder().setUnknownFields(UnknownFieldSet.newBuilder()
+        .addField(99, UnknownFieldSet.Field.newBuilder().addVarint(1).build()).build()).build());
+    stream.send(matchStart("m-1", false));
+    stream.send(RefereeMessage.newBuilder().setRotationRequest(RotationRequest.newBuilder()
+        .setMatchId("m-1").setRequestId(1).addAllHand(cards("4/1 4/2 9/3"))
+        .setDeadlineMs(1000).setTimeBankMs(1000)).build());
+    BotMessage rotation = stream.next();
+    assertEquals("m-1", rotation.getRotation().getMatchId());
+    assertEquals(1, rotation.getRotation().getRequestId());
+    assertTrue(rotation.getRotation().getRotate());
+    stream.send(result("m-1", 1, AnswerStatus.ANSWER_STATUS_ACCEPTED));
+
+    stream.send(wrap(decision("m-1", 2, 1000, 1000)));
+    BotMessage action = stream.next();
+    assertEquals(2, action.getAction().getRequestId());
+    assertEquals(Moves.show(0, 2), action.getAction().getAction());
+    stream.send(result("m-1", 2, AnswerStatus.ANSWER_STATUS_ACCEPTED));
+
+    stream.send(matchEnded("m-1"));
+    assertEquals(1, run.get(5, TimeUnit.SECONDS));
+    stream.closed().get(5, TimeUnit.SECONDS); // the bot half-closed or cancelled its stream
+  }
+
+  @Test
+  void sendsTheFallbackBeforeDeadlinePlusBank() throws Exception {
+    CompletableFuture<Boolean> interrupted = new CompletableFuture<>();
+    Future<Integer> run = play(bot(request -> {
+      try {
+        Thread.sleep(10_000);
+        interrupted.complete(false);
+      } catch (InterruptedException e) {
+        interrupted.complete(true);
+      }
+      return Moves.show(2, 1);
+    }), "good", "--safety-margin-ms", "400");
+    Stream stream = handshake(false);
+    stream.send(matchStart("m-1", false));
+    long sent = System.nanoTime();
+    stream.send(wrap(decision("m-1", 5, 600, 400)));
+    BotMessage action = stream.next();
+    long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sent);
+    assertEquals(Moves.show(0, 1), action.getAction().getAction(), "legal_shows[0]");
+    // limit = 600 + 400 - 400 = 600 ms: well before the referee's 1000 ms
+    assertTrue(elapsedMs >= 550 && elapsedMs < 1000, "fallback after " + elapsedMs + " ms");
+    assertTrue(interrupted.get(5, TimeUnit.SECONDS), "the late bot is interrupted");
+    assertNull(stream.in().poll(300, TimeUnit.MILLISECONDS), "nothing else is sent");
+    run.cancel(true);
+  }
+
+  @Test
+  void replacesUnlistedAnswersAndRetriesRejectedOnesWithTheFallback() throws Exception {
+    Scout scout = Scout.newBuilder().setEnd(End.END_LEFT).setInsertAt(1).build();
+    AtomicInteger calls = new AtomicInteger();
+    Future<Integer> run = play(bot(request -> calls.incrementAndGet() == 1
+        ? Moves.show(1, 2) // not listed: the client sends legal_shows[0] instead
+        : Moves.scoutAndShow(scout, show(0, 2))), "good");
+    Stream stream = handshake(false);
+    stream.send(matchStart("m-1", false));
+    stream.send(wrap(decision("m-1", 1, 1000, 0)));
+    assertEquals(Moves.show(0, 1), stream.next().getAction().getAction());
+    stream.send(result("m-1", 1, AnswerStatus.ANSWER_STATUS_ACCEPTED));
+
+    DecisionRequest combo = decision("m-1", 2, 1000, 0).toBuilder().clearLegalShows()
+        .setObservation(decision("m-1", 2, 1000, 0).getObservation().toBuilder()
+            .addAllActiveSet(cards("5/3 5/7")))
+        .addLegalScouts(Scout.newBuilder().setEnd(End.END_LEFT).setInsertAt(0))
+        .addLegalScouts(scout)
+        .setScoutAndShowAvailable(true)
+        .build();
+    stream.send(wrap(combo));
+    assertTrue(stream.next().getAction().getAction().hasScoutAndShow());
+    stream.send(RefereeMessage.newBuilder().setAnswerResult(AnswerResult.newBuilder()
+        .setMatchId("m-1").setRequestId(2).setStatus(AnswerStatus.ANSWER_STATUS_ILLEGAL)
+        .setReason("does not beat").setStrikes(1)).build());
+    BotMessage retry = stream.next();
+    assertEquals(2, retry.getAction().getRequestId());
+    assertEquals(Moves.fallback(combo), retry.getAction().getAction());
+    run.cancel(true);
+  }
+
+  @Test
+  void reconnectsAndResendsALostAnswerWithoutAskingTheBotAgain() throws Exception {
+    AtomicInteger calls = new AtomicInteger();
+    Future<Integer> run = play(bot(request -> {
+      calls.incrementAndGet();
+      return Moves.show(0, 2);
+    }), "good");
+    Stream first = handshake(false);
+    first.send(matchStart("m-1", false));
+    first.send(wrap(decision("m-1", 9, 5000, 5000)));
+    assertEquals(Moves.show(0, 2), first.next().getAction().getAction());
+    first.out().onError(Status.UNAVAILABLE.withDescription("referee restarting")
+        .asRuntimeException()); // the answer is "lost"
+
+    Stream second = handshake(true);
+    second.send(matchStart("m-1", true));
+    second.send(wrap(decision("m-1", 9, 3000, 5000))); // the open request, re-sent
+    BotMessage again = second.next();
+    assertEquals(9, again.getAction().getRequestId());
+    assertEquals(Moves.show(0, 2), again.getAction().getAction());
+    assertEquals(1, calls.get(), "the bot is asked once");
+    assertFalse(run.isDone());
+    run.cancel(true);
+  }
+
+  @Test
+  void anUnknownTokenEndsRunWithARejection() throws Exception {
+    Future<Integer> run = play(bot(Moves::fallback), "bad");
+    ExecutionException error = org.junit.jupiter.api.Assertions.assertThrows(
+        ExecutionException.class, () -> run.get(5, TimeUnit.SECONDS));
+    ConnectionRejectedException rejected =
+        assertInstanceOf(ConnectionRejectedException.class, error.getCause());
+    assertEquals(Status.Code.UNAUTHENTICATED, rejected.code());
+    assertTrue(rejected.getMessage().contains("unknown bot token"));
+  }
+
+  @Test
+  void supersededEndsRunWithARejection() throws Exception {
+    Future<Integer> run = play(bot(Moves::fallback), "good");
+    Stream stream = handshake(false);
+    stream.out().onError(Status.ABORTED
+        .withDescription("superseded by a newer connection with the same token")
+        .asRuntimeException());
+    ExecutionException error = org.junit.jupiter.api.Assertions.assertThrows(
+        ExecutionException.class, () -> run.get(5, TimeUnit.SECONDS));
+    assertEquals(Status.Code.ABORTED,
+        assertInstanceOf(ConnectionRejectedException.class, error.getCause()).code());
+  }
+
+  @Test
+  void whichStatusesAreFinal() {
+    assertTrue(ArenaClient.isRejection(Status.UNAUTHENTICATED));
+    assertTrue(ArenaClient.isRejection(Status.INVALID_ARGUMENT));
+    assertTrue(ArenaClient.isRejection(Status.FAILED_PRECONDITION));
+    assertTrue(ArenaClient.isRejection(Status.ABORTED.withDescription(
+        "superseded by a newer connection with the same token")));
+    assertFalse(ArenaClient.isRejection(Status.ABORTED.withDescription("something else")));
+    assertFalse(ArenaClient.isRejection(Status.UNAVAILABLE));
+    assertFalse(ArenaClient.isRejection(Status.CANCELLED));
+    assertFalse(ArenaClient.isRejection(Status.DEADLINE_EXCEEDED));
+    assertFalse(ArenaClient.isRejection(Status.RESOURCE_EXHAUSTED));
+    assertFalse(ArenaClient.isRejection(Status.OK));
+  }
+
+  @Test
+  void describesAnEndedStreamOnOneLine() {
+    assertEquals("the referee ended the stream", ArenaClient.describe(Status.OK));
+    assertEquals("UNAVAILABLE: io exception (Connection refused)", ArenaClient.describe(
+        Status.UNAVAILABLE.withDescription("io exception\nChannel Pipeline: [SslHandler#0]")
+            .withCause(new java.io.IOException("outer",
+                new java.net.ConnectException("Connection refused")))));
+    assertEquals("CANCELLED", ArenaClient.describe(Status.CANCELLED));
+  }
+}
