@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -82,12 +83,30 @@ def batch_bytes(parts: Sequence[bytes]) -> bytes:
     return b"\x52" + _varint(len(inner)) + inner
 
 
+class Unreadable:
+    """What arrives in place of a BotMessage whose bytes do not parse: the handler ends the call
+    with INVALID_ARGUMENT instead of grpc logging a traceback per hostile message."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def abort_text(self) -> str:
+        return f"a message could not be read as a scout.v1.BotMessage ({self.error})"
+
+
+def read_bot_message(data: bytes) -> arena_pb2.BotMessage | Unreadable:
+    try:
+        return arena_pb2.BotMessage.FromString(data)
+    except DecodeError as exc:
+        return Unreadable(str(exc))
+
+
 def add_arena_to_server(servicer: ArenaServicer, server: grpc.aio.Server) -> None:
     """Like the generated add_ArenaServicer_to_server, but the response serializer lets
     pre-serialized bytes through (see `encode`)."""
     handler = grpc.method_handlers_generic_handler("scout.v1.Arena", {
         "Play": grpc.stream_stream_rpc_method_handler(
-            servicer.Play, request_deserializer=arena_pb2.BotMessage.FromString,
+            servicer.Play, request_deserializer=read_bot_message,
             response_serializer=encode),
     })
     server.add_generic_rpc_handlers((handler,))
@@ -133,6 +152,8 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
             return
         if first is EOF:
             return
+        if isinstance(first, Unreadable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, first.abort_text())
         assert isinstance(first, arena_pb2.BotMessage)
         if first.WhichOneof("body") != "hello":
             await context.write(arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
@@ -167,6 +188,8 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                 message = await context.read()
                 if message is EOF:
                     break
+                if isinstance(message, Unreadable):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message.abort_text())
                 assert isinstance(message, arena_pb2.BotMessage)
                 self.referee.route(connection, message)
         except asyncio.CancelledError:
