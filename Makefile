@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest bench proto clean
+.PHONY: demo test lint typecheck pytest postgres bench proto clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -13,7 +13,15 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test]'
 	touch $@
 
+# The demo tournament adds every starter kit that is built; these two build in seconds.
+DEMO_KITS := typescript go
+
 demo: $(STAMP)
+	@for kit in $(DEMO_KITS); do \
+		$(MAKE) --no-print-directory -C clients/$$kit build >/dev/null 2>&1 \
+			&& echo "built the $$kit starter kit" \
+			|| echo "could not build the $$kit starter kit; the demo goes on without it"; \
+	done
 	$(BIN)/scout-arena demo
 
 test: $(STAMP) lint typecheck pytest
@@ -24,8 +32,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
-	$(BIN)/pytest
+# The ladder's storage tests run against SQLite and a throwaway PostgreSQL on 127.0.0.1:55432
+# (.ci/postgres.sh installs, creates and starts it as needed, and prints its URL).
+postgres:
+	bash .ci/postgres.sh
+
+pytest: $(STAMP) postgres
+	SCOUT_TEST_POSTGRES_URL=$$(bash .ci/postgres.sh --url) $(BIN)/pytest
 
 bench: $(STAMP)
 	mkdir -p bench/results

@@ -1,0 +1,116 @@
+// The Scout Arena C++ client: connects to the referee, plays every match the bot is seated in,
+// keeps the clocks, and reconnects when the connection drops.
+//
+//   scout::Options options = ...;                    // e.g. from scout::parse_options
+//   scout::Client client(options, [] { return std::make_unique<MyBot>(); });
+//   int exit_code = client.run();                     // blocks; client.stop() from another thread
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scout/log.hpp"
+#include "scout/v1/arena.pb.h"
+#include "scout/v1/game.pb.h"
+
+namespace scout {
+
+inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr const char* kKitVersion = "0.1.0";
+
+/// Connection and runner settings. See parse_options for the environment/flag names.
+struct Options {
+    std::string address;      // SCOUT_ADDRESS / --address (required)
+    std::string token;        // SCOUT_TOKEN / --token (required)
+    bool tls = false;         // SCOUT_TLS=1 / --tls (implied by any certificate)
+    std::string ca_cert;      // SCOUT_CA_CERT / --ca-cert: PEM file of a CA to trust
+    std::string client_cert;  // --client-cert: PEM client certificate (mutual TLS)
+    std::string client_key;   // --client-key: PEM client key (mutual TLS)
+    std::string bot_name = "cpp-example";  // SCOUT_BOT_NAME / --name (informational)
+    std::string bot_version = kKitVersion;
+    int concurrency = 8;      // SCOUT_CONCURRENCY / --concurrency: max_concurrent_matches
+    int margin_ms = 200;      // --margin-ms: send the fallback this long before deadline + bank
+    bool safety_fallback = true;  // --no-fallback: never answer for the bot (testing TIMED_OUT)
+    int slow_ms = 0;          // --slow-ms: delay every decision by this much (testing deadlines)
+    int max_matches = 0;      // --max-matches: stop after this many matches (0: never)
+    LogLevel log_level = LogLevel::Info;  // -v / -q
+};
+
+struct ParsedOptions {
+    Options options;
+    bool help = false;   // --help was given: print usage() and exit 0
+    std::string error;   // non-empty: a one-line start-up error
+};
+
+/// Reads SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY
+/// through `getenv`, then applies the flags in `args` (argv without the program name), which
+/// override them. Flags take "--flag value" or "--flag=value".
+ParsedOptions parse_options(const std::vector<std::string>& args,
+                            const std::function<const char*(const char*)>& getenv);
+
+std::string usage(const std::string& program);
+
+/// The bot's logic. The kit creates one Bot per match (so per-match state needs no locking)
+/// and calls it from that match's worker thread, in the order the referee sent the messages;
+/// different matches run in parallel. act/rotate should return well inside deadline_ms: if they
+/// have not returned shortly before deadline + bank, the kit sends the documented fallback.
+/// Answers that are surely illegal (not in the legal lists) are replaced by the fallback too, and
+/// an exception counts as no answer.
+class Bot {
+public:
+    virtual ~Bot() = default;
+    /// Your turn: return an Action. Any entry of legal_shows / legal_scouts may be returned as is.
+    virtual v1::Action act(const v1::DecisionRequest& request) = 0;
+    /// Start of a round: return true to rotate the dealt hand. Default: do not rotate.
+    virtual bool rotate(const v1::RotationRequest& /*request*/) { return false; }
+    // Optional hooks.
+    virtual void on_match_start(const v1::MatchStart& /*start*/) {}
+    virtual void on_event(const v1::PublicEvent& /*event*/) {}
+    virtual void on_round_end(const v1::RoundEnded& /*ended*/) {}
+    virtual void on_match_end(const v1::MatchEnded& /*ended*/) {}
+};
+
+using BotFactory = std::function<std::unique_ptr<Bot>()>;
+using ActFunction = std::function<v1::Action(const v1::DecisionRequest&)>;
+
+/// A Bot made of a single decision function (rotation: never rotate).
+class FunctionBot : public Bot {
+public:
+    explicit FunctionBot(ActFunction act) : act_(std::move(act)) {}
+    v1::Action act(const v1::DecisionRequest& request) override { return act_(request); }
+
+private:
+    ActFunction act_;
+};
+
+class Client {
+public:
+    Client(Options options, BotFactory factory);
+    ~Client();
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    /// Connects and plays until stop() is called (returns 0), max_matches matches have ended
+    /// (returns 0), or the referee rejects the bot for a reason a reconnect cannot fix
+    /// (UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION, ABORTED "superseded", ...):
+    /// logs one line and returns 1. Connection losses are retried with backoff.
+    int run();
+
+    /// Thread-safe; may be called from any thread (e.g. a signal-waiting thread).
+    void stop();
+
+    /// False if some bot call was still running when run() returned (the process should then
+    /// exit without waiting for it).
+    bool workers_finished() const;
+
+    class Impl;
+
+private:
+    std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace scout

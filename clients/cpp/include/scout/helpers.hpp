@@ -1,0 +1,69 @@
+// Pure helpers (no I/O, no threads): card groups, the documented fallback, answer checks,
+// reconnect backoff and status classification. Unit-tested in test/unit_tests.cpp.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "scout/v1/arena.pb.h"
+#include "scout/v1/game.pb.h"
+
+namespace scout {
+
+using Hand = google::protobuf::RepeatedPtrField<v1::Card>;
+
+/// True if `faces` is a set (all equal, a single card included) or a run (2+ faces stepping by
+/// exactly +1 or exactly -1).
+bool is_group(const std::vector<int>& faces);
+
+/// True if every face is equal (a single card is a set).
+bool is_set(const std::vector<int>& faces);
+
+/// The engine's strength formula: 32*length + (16 if set) + lowest face. A group beats another
+/// iff its strength is higher. 0 for an empty group.
+int group_strength(const std::vector<int>& faces);
+
+/// Faces of hand[start : start+length]; empty if the range is outside the hand.
+std::vector<int> faces_at(const Hand& hand, int start, int length);
+
+/// Strength of a Show against `hand` (computed from the faces at its positions), or -1 if the
+/// positions are outside the hand.
+int show_strength(const Hand& hand, const v1::Show& show);
+
+/// The referee's documented fallback: the first legal Show, else Scout{END_LEFT, false, 0}.
+v1::Action fallback_action(const v1::DecisionRequest& request);
+
+bool same_show(const v1::Show& a, const v1::Show& b);
+bool same_scout(const v1::Scout& a, const v1::Scout& b);
+
+/// Why `action` would surely be rejected for `request` (not among the legal lists, Scout & Show
+/// not available, Show part out of range), or nullopt if it may be sent. The Show part of a
+/// Scout & Show is only range-checked: the referee has the last word on it.
+std::optional<std::string> check_action(const v1::Action& action,
+                                        const v1::DecisionRequest& request);
+
+/// Short text form of an action for logs, e.g. "show(3,2)" or "scout(L,flip,4)".
+std::string describe(const v1::Action& action);
+
+/// Reconnect delay before attempt `attempt` (0-based): 200 ms doubling up to 5 s, scaled by a
+/// jitter factor 0.5 + 0.5*unit_random (unit_random in [0, 1)).
+std::chrono::milliseconds backoff_delay(int attempt, double unit_random);
+
+/// How long the bot may take for a request before the kit sends the fallback itself:
+/// deadline + bank - margin (never negative). With use_bank=false the bank is not drawn on.
+std::chrono::milliseconds answer_budget(std::uint32_t deadline_ms, std::uint32_t time_bank_ms,
+                                        int margin_ms, bool use_bank = true);
+
+/// Statuses that reconnecting cannot fix: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
+/// FAILED_PRECONDITION, UNIMPLEMENTED and ABORTED "superseded ...". Everything else
+/// (UNAVAILABLE, CANCELLED, INTERNAL, DEADLINE_EXCEEDED, OK, ...) is worth a reconnect.
+bool is_permanent_rejection(grpc::StatusCode code, const std::string& details);
+
+/// "UNAUTHENTICATED", "UNAVAILABLE", ...
+std::string status_code_name(grpc::StatusCode code);
+
+}  // namespace scout

@@ -1,0 +1,779 @@
+// The runner behind scout::Client.
+//
+// Threads:
+//   - run() thread: owns the Play stream; reads it and routes every message (never blocks on the
+//     bot). Reconnects with backoff when the stream ends.
+//   - one worker thread per running match: calls the Bot for that match's messages, in order.
+//   - a watchdog thread: sends the documented fallback for any request the bot has not answered
+//     `margin_ms` before deadline + bank, and cancels the call if a graceful stop stalls.
+// Writes to the stream are serialised by stream_mutex_. Request/match bookkeeping is guarded by
+// mutex_. mutex_ is never held while taking stream_mutex_ or context_mutex_ (or while writing).
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "scout/client.hpp"
+#include "scout/helpers.hpp"
+#include "scout/v1/arena.grpc.pb.h"
+
+namespace scout {
+
+using Clock = std::chrono::steady_clock;
+using Stream = grpc::ClientReaderWriter<v1::BotMessage, v1::RefereeMessage>;
+
+namespace {
+
+constexpr int kKeepaliveMs = 25'000;
+constexpr int kKeepaliveTimeoutMs = 10'000;
+constexpr int kMaxSendBytes = 64 * 1024;
+constexpr int kMaxReceiveBytes = 16 * 1024 * 1024;
+constexpr auto kCloseGrace = std::chrono::seconds(1);
+constexpr auto kWorkerGrace = std::chrono::seconds(1);
+constexpr std::size_t kEndedRemembered = 1024;
+
+using Key = std::pair<std::string, std::uint64_t>;
+
+/// What the runner remembers of one request until its match ends.
+struct Pending {
+    Clock::time_point received;
+    Clock::time_point expires;  // when the kit sends the fallback itself
+    v1::BotMessage fallback;
+    std::optional<v1::BotMessage> answer;  // what we decided to send (bot's answer or fallback)
+    std::uint64_t sent_on = 0;             // connection the answer was written on (0: not yet)
+    bool fallback_sent = false;
+    bool closed = false;  // ACCEPTED or TIMED_OUT
+};
+
+/// One running match: its bot and the queue its worker drains.
+struct Match {
+    std::string id;
+    std::unique_ptr<Bot> bot;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<v1::RefereeMessage> inbox;
+    bool closed = false;  // no more messages; the worker exits once the inbox is empty
+
+    void push(v1::RefereeMessage message) {
+        {
+            std::lock_guard lock(mutex);
+            inbox.push_back(std::move(message));
+        }
+        cv.notify_one();
+    }
+    void close(bool drop) {
+        {
+            std::lock_guard lock(mutex);
+            closed = true;
+            if (drop) inbox.clear();
+        }
+        cv.notify_one();
+    }
+    std::optional<v1::RefereeMessage> pop() {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return closed || !inbox.empty(); });
+        if (inbox.empty()) return std::nullopt;
+        v1::RefereeMessage message = std::move(inbox.front());
+        inbox.pop_front();
+        return message;
+    }
+};
+
+const std::string& match_id_of(const v1::RefereeMessage& m) {
+    switch (m.body_case()) {
+        case v1::RefereeMessage::kMatchStart: return m.match_start().match_id();
+        case v1::RefereeMessage::kRotationRequest: return m.rotation_request().match_id();
+        case v1::RefereeMessage::kDecisionRequest: return m.decision_request().match_id();
+        case v1::RefereeMessage::kAnswerResult: return m.answer_result().match_id();
+        case v1::RefereeMessage::kPublicEvent: return m.public_event().match_id();
+        case v1::RefereeMessage::kRoundEnded: return m.round_ended().match_id();
+        case v1::RefereeMessage::kMatchEnded: return m.match_ended().match_id();
+        default: break;
+    }
+    static const std::string empty;
+    return empty;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::ostringstream data;
+    data << in.rdbuf();
+    return data.str();
+}
+
+template <class T>
+std::string join(const google::protobuf::RepeatedField<T>& values) {
+    std::ostringstream out;
+    out << "[";
+    for (int i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values.Get(i);
+    out << "]";
+    return out.str();
+}
+
+std::string answer_status_name(v1::AnswerStatus status) {
+    const std::string& name = v1::AnswerStatus_Name(status);
+    return name.empty() ? std::to_string(static_cast<int>(status))
+                        : name.substr(std::string("ANSWER_STATUS_").size());
+}
+
+v1::BotMessage action_message(const std::string& match_id, std::uint64_t request_id,
+                              v1::Action action) {
+    v1::BotMessage message;
+    auto* choice = message.mutable_action();
+    choice->set_match_id(match_id);
+    choice->set_request_id(request_id);
+    *choice->mutable_action() = std::move(action);
+    return message;
+}
+
+v1::BotMessage rotation_message(const std::string& match_id, std::uint64_t request_id,
+                                bool rotate) {
+    v1::BotMessage message;
+    auto* choice = message.mutable_rotation();
+    choice->set_match_id(match_id);
+    choice->set_request_id(request_id);
+    choice->set_rotate(rotate);
+    return message;
+}
+
+std::string where(const Key& key) {
+    return "match " + key.first + ", request " + std::to_string(key.second);
+}
+
+}  // namespace
+
+class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
+public:
+    Impl(Options options, BotFactory factory)
+        : options_(std::move(options)), factory_(std::move(factory)) {}
+
+    int run();
+    void stop();
+    bool workers_finished() {
+        std::lock_guard lock(mutex_);
+        return live_workers_ == 0;
+    }
+
+private:
+    std::shared_ptr<grpc::Channel> make_channel() const;
+    grpc::Status session(v1::Arena::Stub& stub, bool& welcomed);
+    std::uint64_t write(const v1::BotMessage& message);
+    void deliver(const Key& key, const v1::BotMessage& message);
+
+    void dispatch(v1::RefereeMessage message, Clock::time_point received);
+    void on_welcome(const v1::Welcome& welcome);
+    void on_answer_result(const v1::AnswerResult& result);
+    void route(v1::RefereeMessage message, Clock::time_point received);
+    bool open_request_locked(const Key& key, std::uint32_t deadline_ms, std::uint32_t bank_ms,
+                             v1::BotMessage fallback, Clock::time_point received,
+                             std::optional<v1::BotMessage>& resend);
+    void end_match_locked(const std::string& match_id, bool drop);
+
+    void work(const std::shared_ptr<Match>& match);
+    void answer_request(Match& match, const v1::RefereeMessage& message);
+    void watchdog();
+
+    Options options_;
+    BotFactory factory_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> welcomed_{false};  // a Welcome came on the current stream
+    std::atomic<std::uint64_t> connection_{0};
+
+    // The live stream, guarded by stream_mutex_ (timed, so that stop() cannot hang behind a
+    // write stuck on flow control), and its call context, guarded by context_mutex_.
+    std::timed_mutex stream_mutex_;
+    Stream* stream_ = nullptr;
+    bool writes_done_ = false;
+    std::mutex context_mutex_;
+    grpc::ClientContext* context_ = nullptr;
+
+    // Bookkeeping, guarded by mutex_; cv_ wakes the watchdog, backoff waits and slow bots.
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::map<std::string, std::shared_ptr<Match>> matches_;
+    std::map<Key, Pending> pending_;
+    std::set<std::string> ended_;
+    std::deque<std::string> ended_order_;
+    std::optional<Clock::time_point> cancel_at_;
+    std::optional<v1::ProtocolError> last_error_;
+    int finished_ = 0;
+    int live_workers_ = 0;
+    bool watchdog_exit_ = false;
+};
+
+// --- connection ---------------------------------------------------------------------------------
+
+std::shared_ptr<grpc::Channel> Client::Impl::make_channel() const {
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (options_.tls) {
+        grpc::SslCredentialsOptions ssl;
+        if (!options_.ca_cert.empty()) ssl.pem_root_certs = read_file(options_.ca_cert);
+        if (!options_.client_cert.empty()) {
+            ssl.pem_cert_chain = read_file(options_.client_cert);
+            ssl.pem_private_key = read_file(options_.client_key);
+        }
+        credentials = grpc::SslCredentials(ssl);
+    } else {
+        credentials = grpc::InsecureChannelCredentials();
+    }
+    grpc::ChannelArguments args;
+    // Keepalive the referee permits (>= 10 s), also while no match runs.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetMaxSendMessageSize(kMaxSendBytes);
+    args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+    args.SetUserAgentPrefix(std::string("scout-arena-cpp/") + kKitVersion);
+    return grpc::CreateCustomChannel(options_.address, credentials, args);
+}
+
+int Client::Impl::run() {
+    set_log_level(options_.log_level);
+    std::shared_ptr<grpc::Channel> channel;
+    try {
+        channel = make_channel();
+    } catch (const std::exception& error) {
+        log_error("cannot set up the connection: ", error.what());
+        return 1;
+    }
+    auto stub = v1::Arena::NewStub(channel);
+    std::thread watchdog_thread([this] { watchdog(); });
+
+    std::mt19937_64 rng(std::random_device{}());
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    int exit_code = 0;
+    int attempt = 0;
+    while (!stopping_) {
+        bool welcomed = false;
+        const grpc::Status status = session(*stub, welcomed);
+        if (stopping_) break;
+        const std::string code = status_code_name(status.error_code());
+        const std::string& details = status.error_message();
+        if (is_permanent_rejection(status.error_code(), details)) {
+            std::string line = "the referee rejected the connection (" + code + "): " +
+                               (details.empty() ? "no details" : details);
+            std::lock_guard lock(mutex_);
+            if (last_error_ && line.find(last_error_->message()) == std::string::npos) {
+                line += " [" + v1::ErrorCode_Name(last_error_->code()) + ": " +
+                        last_error_->message() + "]";
+            }
+            log_error(line);
+            exit_code = 1;
+            break;
+        }
+        if (welcomed) attempt = 0;
+        const auto delay = backoff_delay(attempt++, unit(rng));
+        log_warning("connection lost (", code, details.empty() ? "" : ": ", details,
+                    "); reconnecting in ", delay.count() / 1000.0, " s");
+        std::unique_lock lock(mutex_);
+        cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
+    }
+
+    // Shut down: the watchdog, then the match workers (a bot call that does not return within
+    // the grace is left behind; workers_finished() then says so).
+    std::unique_lock lock(mutex_);
+    watchdog_exit_ = true;
+    for (auto& [id, match] : matches_) match->close(/*drop=*/true);
+    matches_.clear();
+    cv_.notify_all();
+    lock.unlock();
+    watchdog_thread.join();
+    lock.lock();
+    cv_.wait_for(lock, kWorkerGrace, [&] { return live_workers_ == 0; });
+    if (live_workers_ > 0) log_warning(live_workers_, " bot call(s) still running at exit");
+    // On a rejection the error above is the one line a launcher shows.
+    log(exit_code == 0 ? LogLevel::Info : LogLevel::Debug, "stopped after ", finished_,
+        " match(es)");
+    return exit_code;
+}
+
+void Client::Impl::stop() {
+    if (stopping_.exchange(true)) return;
+    {
+        // Half-close: the referee then ends the call; the watchdog cancels it if it does not.
+        std::unique_lock lock(stream_mutex_, std::chrono::milliseconds(200));
+        if (lock.owns_lock() && stream_ != nullptr && !writes_done_) {
+            writes_done_ = true;
+            stream_->WritesDone();
+        }
+    }
+    std::lock_guard lock(mutex_);
+    cancel_at_ = Clock::now() + kCloseGrace;
+    cv_.notify_all();
+}
+
+grpc::Status Client::Impl::session(v1::Arena::Stub& stub, bool& welcomed) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + options_.token);
+    {
+        std::lock_guard lock(mutex_);
+        last_error_.reset();
+    }
+    std::unique_ptr<Stream> stream = stub.Play(&context);
+    {
+        std::lock_guard lock(context_mutex_);
+        context_ = &context;
+    }
+    {
+        std::lock_guard lock(stream_mutex_);
+        stream_ = stream.get();
+        writes_done_ = false;
+        ++connection_;
+    }
+    if (stopping_) context.TryCancel();
+    log_debug("connecting to ", options_.address, " (connection ", connection_.load(), ")");
+
+    v1::BotMessage hello;
+    hello.mutable_hello()->set_bot_name(options_.bot_name);
+    hello.mutable_hello()->set_bot_version(options_.bot_version);
+    hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+    hello.mutable_hello()->set_max_concurrent_matches(
+        static_cast<std::uint32_t>(std::max(1, options_.concurrency)));
+    hello.mutable_hello()->set_accepts_batches(true);  // RefereeMessage.batch is handled below
+    write(hello);
+
+    welcomed_ = false;
+    v1::RefereeMessage message;
+    while (stream->Read(&message)) {
+        const auto received = Clock::now();
+        if (message.has_batch()) {
+            // Several queued messages in one: handle them in order, as if they came one by one.
+            log_debug("received a batch of ", message.batch().messages_size(), " messages");
+            for (auto& inner : *message.mutable_batch()->mutable_messages()) {
+                if (inner.has_batch()) continue;  // never nested, says the protocol
+                dispatch(std::move(inner), received);
+            }
+        } else {
+            dispatch(std::move(message), received);
+        }
+        message.Clear();
+    }
+    welcomed = welcomed_;
+    {
+        std::lock_guard lock(stream_mutex_);  // no Write is in progress after this
+        stream_ = nullptr;
+    }
+    grpc::Status status = stream->Finish();
+    {
+        std::lock_guard lock(context_mutex_);
+        context_ = nullptr;
+    }
+    return status;
+}
+
+std::uint64_t Client::Impl::write(const v1::BotMessage& message) {
+    std::lock_guard lock(stream_mutex_);
+    if (stream_ == nullptr || writes_done_) return 0;
+    if (!stream_->Write(message)) return 0;  // the stream is broken; the reader will see it end
+    return connection_.load();
+}
+
+void Client::Impl::deliver(const Key& key, const v1::BotMessage& message) {
+    const std::uint64_t connection = write(message);
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return;
+    it->second.sent_on = connection;
+    if (connection == 0) {
+        log_info(where(key), ": not connected; the answer goes out when the referee asks again");
+    }
+}
+
+// --- incoming messages --------------------------------------------------------------------------
+
+void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point received) {
+    switch (message.body_case()) {
+        case v1::RefereeMessage::kWelcome:
+            welcomed_ = true;
+            on_welcome(message.welcome());
+            break;
+        case v1::RefereeMessage::kError: {
+            const auto& error = message.error();
+            log_warning("protocol error from the referee: ", v1::ErrorCode_Name(error.code()),
+                        ": ", error.message());
+            std::lock_guard lock(mutex_);
+            last_error_ = error;
+            break;
+        }
+        case v1::RefereeMessage::kAnswerResult:
+            on_answer_result(message.answer_result());
+            break;
+        case v1::RefereeMessage::kMatchStart:
+        case v1::RefereeMessage::kRotationRequest:
+        case v1::RefereeMessage::kDecisionRequest:
+        case v1::RefereeMessage::kPublicEvent:
+        case v1::RefereeMessage::kRoundEnded:
+        case v1::RefereeMessage::kMatchEnded:
+            route(std::move(message), received);
+            break;
+        case v1::RefereeMessage::kBatch:  // unpacked by session(); never nested
+        case v1::RefereeMessage::BODY_NOT_SET:
+            // A newer referee may send message kinds this kit does not know: ignore them.
+            log_debug("ignoring a referee message with no body this kit knows");
+            break;
+    }
+}
+
+void Client::Impl::on_welcome(const v1::Welcome& welcome) {
+    log_info("connected to the referee as '", welcome.bot_name(), "' (session ",
+             welcome.session_id(), welcome.resumed() ? ", resumed" : "", ")");
+    if (welcome.protocol_version() != kProtocolVersion) {
+        log_warning("the referee speaks protocol ", welcome.protocol_version(), ", this kit ",
+                    kProtocolVersion);
+    }
+    if (welcome.resumed()) return;
+    std::lock_guard lock(mutex_);
+    if (matches_.empty()) return;
+    // Reconnected after the grace: the referee forfeited these seats and will say no more.
+    std::vector<std::string> lost;
+    for (const auto& entry : matches_) lost.push_back(entry.first);
+    for (const auto& id : lost) {
+        log_warning("match ", id, " was not resumed by the referee (its reconnect grace ran "
+                    "out, or it restarted); dropping it");
+        end_match_locked(id, /*drop=*/true);
+    }
+}
+
+void Client::Impl::on_answer_result(const v1::AnswerResult& result) {
+    const Key key{result.match_id(), result.request_id()};
+    std::optional<v1::BotMessage> retry;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = pending_.find(key);
+        Pending* pending = it == pending_.end() ? nullptr : &it->second;
+        const std::string status = answer_status_name(result.status());
+        switch (result.status()) {
+            case v1::ANSWER_STATUS_ACCEPTED:
+                if (pending != nullptr) {
+                    pending->closed = true;
+                    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        Clock::now() - pending->received);
+                    log_debug(where(key), ": accepted after ", took.count(), " ms");
+                }
+                break;
+            case v1::ANSWER_STATUS_ILLEGAL:
+            case v1::ANSWER_STATUS_MALFORMED:
+                log_warning(where(key), ": ", status, ": ", result.reason(),
+                            " (strikes: ", result.strikes(), ")");
+                // The request stays open; the fallback is always legal.
+                if (pending != nullptr && !pending->closed && !pending->fallback_sent &&
+                    Clock::now() < pending->expires) {
+                    pending->fallback_sent = true;
+                    pending->answer = pending->fallback;
+                    retry = pending->fallback;
+                    log_warning(where(key), ": sending the fallback instead");
+                }
+                break;
+            case v1::ANSWER_STATUS_TIMED_OUT:
+                if (pending != nullptr) pending->closed = true;
+                log_warning(where(key), ": TIMED_OUT: the referee played the fallback (strikes: ",
+                            result.strikes(), ", bank: ", result.time_bank_ms(), " ms)");
+                break;
+            case v1::ANSWER_STATUS_STALE:
+            case v1::ANSWER_STATUS_UNKNOWN_MATCH:
+            default:
+                log_info(where(key), ": ", status,
+                         result.reason().empty() ? "" : ": ", result.reason());
+                break;
+        }
+    }
+    if (retry) deliver(key, *retry);
+}
+
+void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received) {
+    const std::string match_id = match_id_of(message);
+    std::optional<v1::BotMessage> resend;
+    Key key;
+    {
+        std::lock_guard lock(mutex_);
+        if (ended_.count(match_id) != 0) {
+            log_debug("match ", match_id, ": ignoring a message after the match ended");
+            return;
+        }
+        bool forward = true;
+        if (message.has_rotation_request()) {
+            const auto& r = message.rotation_request();
+            key = {match_id, r.request_id()};
+            forward = open_request_locked(key, r.deadline_ms(), r.time_bank_ms(),
+                                          rotation_message(match_id, r.request_id(), false),
+                                          received, resend);
+        } else if (message.has_decision_request()) {
+            const auto& r = message.decision_request();
+            key = {match_id, r.request_id()};
+            forward = open_request_locked(
+                key, r.deadline_ms(), r.time_bank_ms(),
+                action_message(match_id, r.request_id(), fallback_action(r)), received, resend);
+        }
+
+        auto it = matches_.find(match_id);
+        if (it == matches_.end()) {
+            auto match = std::make_shared<Match>();
+            match->id = match_id;
+            try {
+                match->bot = factory_();
+            } catch (const std::exception& error) {
+                log_error("match ", match_id, ": the bot factory threw: ", error.what());
+            }
+            it = matches_.emplace(match_id, match).first;
+            ++live_workers_;
+            std::thread([self = shared_from_this(), match] { self->work(match); }).detach();
+        }
+        const std::shared_ptr<Match> match = it->second;
+
+        if (message.has_match_start()) {
+            const auto& start = message.match_start();
+            if (start.resumed()) {
+                log_info("match ", match_id, " resumed (seat ", start.seat(), ", bank ",
+                         start.time_bank_ms(), " ms, ", start.strikes(), " strikes)");
+            } else {
+                std::ostringstream names;
+                for (int i = 0; i < start.player_names_size(); ++i) {
+                    names << (i ? ", " : "") << start.player_names(i);
+                }
+                log_info("match ", match_id, " started: seat ", start.seat(), " of ",
+                         start.num_players(), " [", names.str(), "], ", start.num_rounds(),
+                         " rounds, ", start.time_control().decision_ms(), " ms + ",
+                         start.time_control().time_bank_ms(), " ms bank");
+            }
+        } else if (message.has_match_ended()) {
+            const auto& ended = message.match_ended();
+            log_info("match ", match_id, " ended: totals ", join(ended.totals()), ", ranks ",
+                     join(ended.ranks()),
+                     ended.forfeited_seats_size() ? ", forfeited " : "",
+                     ended.forfeited_seats_size() ? join(ended.forfeited_seats()) : "");
+            match->push(std::move(message));
+            end_match_locked(match_id, /*drop=*/false);
+            ++finished_;
+            if (options_.max_matches > 0 && finished_ >= options_.max_matches) {
+                log_info("played ", finished_, " match(es); stopping");
+                std::thread([self = shared_from_this()] { self->stop(); }).detach();
+            }
+            return;
+        }
+        if (forward) match->push(std::move(message));
+    }
+    if (resend) deliver(key, *resend);
+}
+
+bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms,
+                                       std::uint32_t bank_ms, v1::BotMessage fallback,
+                                       Clock::time_point received,
+                                       std::optional<v1::BotMessage>& resend) {
+    const auto expires = received + answer_budget(deadline_ms, bank_ms, options_.margin_ms);
+    auto it = pending_.find(key);
+    if (it != pending_.end()) {
+        // The referee asks again after a reconnect (same request_id).
+        Pending& pending = it->second;
+        if (!pending.answer) {
+            pending.expires = std::min(pending.expires, expires);  // the bot is still on it
+            cv_.notify_all();
+        } else if (!pending.closed && pending.sent_on != connection_.load()) {
+            log_info(where(key), ": resending the answer lost with the old connection");
+            resend = pending.answer;
+        } else {
+            log_debug(where(key), ": ignoring a repeated request");
+        }
+        return false;
+    }
+    Pending pending;
+    pending.received = received;
+    pending.expires = expires;
+    pending.fallback = std::move(fallback);
+    pending_.emplace(key, std::move(pending));
+    cv_.notify_all();
+    return true;
+}
+
+void Client::Impl::end_match_locked(const std::string& match_id, bool drop) {
+    auto it = matches_.find(match_id);
+    if (it != matches_.end()) {
+        it->second->close(drop);
+        matches_.erase(it);
+    }
+    for (auto p = pending_.lower_bound(Key{match_id, 0});
+         p != pending_.end() && p->first.first == match_id;) {
+        p = pending_.erase(p);
+    }
+    if (ended_.insert(match_id).second) ended_order_.push_back(match_id);
+    while (ended_order_.size() > kEndedRemembered) {
+        ended_.erase(ended_order_.front());
+        ended_order_.pop_front();
+    }
+}
+
+// --- per-match workers --------------------------------------------------------------------------
+
+void Client::Impl::work(const std::shared_ptr<Match>& match) {
+    while (auto message = match->pop()) {
+        Bot* bot = match->bot.get();
+        try {
+            switch (message->body_case()) {
+                case v1::RefereeMessage::kMatchStart:
+                    if (bot) bot->on_match_start(message->match_start());
+                    break;
+                case v1::RefereeMessage::kRotationRequest:
+                case v1::RefereeMessage::kDecisionRequest:
+                    answer_request(*match, *message);
+                    break;
+                case v1::RefereeMessage::kPublicEvent:
+                    if (bot) bot->on_event(message->public_event());
+                    break;
+                case v1::RefereeMessage::kRoundEnded:
+                    if (bot) bot->on_round_end(message->round_ended());
+                    break;
+                case v1::RefereeMessage::kMatchEnded:
+                    if (bot) bot->on_match_end(message->match_ended());
+                    break;
+                default:
+                    break;
+            }
+        } catch (const std::exception& error) {
+            log_error("match ", match->id, ": the bot threw: ", error.what());
+        } catch (...) {
+            log_error("match ", match->id, ": the bot threw");
+        }
+    }
+    std::lock_guard lock(mutex_);
+    --live_workers_;
+    cv_.notify_all();
+}
+
+void Client::Impl::answer_request(Match& match, const v1::RefereeMessage& message) {
+    const bool rotation = message.has_rotation_request();
+    const std::uint64_t request_id = rotation ? message.rotation_request().request_id()
+                                              : message.decision_request().request_id();
+    const Key key{match.id, request_id};
+    Clock::time_point received;
+    {
+        std::unique_lock lock(mutex_);
+        auto it = pending_.find(key);
+        if (it == pending_.end() || it->second.answer || it->second.closed) return;
+        received = it->second.received;
+        if (!rotation && options_.slow_ms > 0) {  // testing aid: think slowly
+            cv_.wait_for(lock, std::chrono::milliseconds(options_.slow_ms),
+                         [&] { return stopping_.load(); });
+        }
+    }
+
+    std::optional<v1::BotMessage> answer;
+    try {
+        if (match.bot == nullptr) throw std::runtime_error("no bot for this match");
+        if (rotation) {
+            const auto& request = message.rotation_request();
+            answer = rotation_message(match.id, request_id, match.bot->rotate(request));
+        } else {
+            const auto& request = message.decision_request();
+            v1::Action action = match.bot->act(request);
+            if (const auto problem = check_action(action, request)) {
+                log_warning(where(key), ": the bot returned ", describe(action), ", but ",
+                            *problem, "; sending the fallback");
+            } else {
+                answer = action_message(match.id, request_id, std::move(action));
+            }
+        }
+    } catch (const std::exception& error) {
+        log_error(where(key), ": the bot threw (", error.what(), "); sending the fallback");
+    } catch (...) {
+        log_error(where(key), ": the bot threw; sending the fallback");
+    }
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - received).count();
+
+    v1::BotMessage to_send;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = pending_.find(key);
+        if (it == pending_.end()) return;  // the match ended meanwhile
+        Pending& pending = it->second;
+        if (pending.closed || pending.answer) {
+            log_warning(where(key), ": the bot answered ", took, " ms after the request, too late (",
+                        pending.answer ? "the kit had sent the fallback"
+                                       : "the referee had timed the request out",
+                        "); answer dropped");
+            return;
+        }
+        if (!answer) pending.fallback_sent = true;
+        pending.answer = answer ? *answer : pending.fallback;
+        to_send = *pending.answer;
+    }
+    log_debug(where(key), ": answering ", took, " ms after the request");
+    deliver(key, to_send);
+}
+
+// --- deadlines ----------------------------------------------------------------------------------
+
+void Client::Impl::watchdog() {
+    std::unique_lock lock(mutex_);
+    while (!watchdog_exit_) {
+        const auto now = Clock::now();
+        if (cancel_at_ && now >= *cancel_at_) {
+            cancel_at_.reset();
+            lock.unlock();
+            {
+                std::lock_guard context_lock(context_mutex_);
+                if (context_ != nullptr) context_->TryCancel();
+            }
+            lock.lock();
+            continue;
+        }
+        std::optional<Clock::time_point> next = cancel_at_;
+        std::vector<std::pair<Key, v1::BotMessage>> due;
+        if (options_.safety_fallback) {
+            for (auto& [key, pending] : pending_) {
+                if (pending.answer || pending.closed) continue;
+                if (pending.expires <= now) {
+                    pending.answer = pending.fallback;
+                    pending.fallback_sent = true;
+                    due.emplace_back(key, pending.fallback);
+                } else if (!next || pending.expires < *next) {
+                    next = pending.expires;
+                }
+            }
+        }
+        if (!due.empty()) {
+            lock.unlock();
+            for (const auto& [key, message] : due) {
+                log_warning(where(key), ": the bot has not answered in time; sending the fallback");
+                deliver(key, message);
+            }
+            lock.lock();
+            continue;
+        }
+        if (next) {
+            cv_.wait_until(lock, *next);
+        } else {
+            cv_.wait(lock);
+        }
+    }
+}
+
+// --- public API ---------------------------------------------------------------------------------
+
+Client::Client(Options options, BotFactory factory)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(factory))) {}
+
+Client::~Client() = default;
+
+int Client::run() { return impl_->run(); }
+
+void Client::stop() { impl_->stop(); }
+
+bool Client::workers_finished() const { return impl_->workers_finished(); }
+
+}  // namespace scout

@@ -1,0 +1,357 @@
+// Unit tests of the pure helpers and of the example strategy. No framework: each TEST is a
+// function; CHECK records a failure and goes on. Exit status 0 iff every check passed.
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scout/client.hpp"
+#include "scout/helpers.hpp"
+#include "strategy.hpp"
+
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+std::vector<std::pair<const char*, void (*)()>>& registry() {
+    static std::vector<std::pair<const char*, void (*)()>> tests;
+    return tests;
+}
+struct Register {
+    Register(const char* name, void (*fn)()) { registry().emplace_back(name, fn); }
+};
+
+#define TEST(name)                                  \
+    void name();                                    \
+    const Register register_##name(#name, &name);   \
+    void name()
+
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        ++g_checks;                                                                       \
+        if (!(cond)) {                                                                    \
+            ++g_failures;                                                                 \
+            std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK failed: " #cond "\n"; \
+        }                                                                                 \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                       \
+    do {                                                                                     \
+        ++g_checks;                                                                          \
+        const auto& va = (a);                                                                \
+        const auto& vb = (b);                                                                \
+        if (!(va == vb)) {                                                                   \
+            ++g_failures;                                                                    \
+            std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK_EQ failed: " #a " == " #b \
+                      << " (" << va << " vs " << vb << ")\n";                                \
+        }                                                                                    \
+    } while (0)
+
+namespace v1 = scout::v1;
+using namespace std::chrono_literals;
+
+v1::Show show(int start, int length) {
+    v1::Show s;
+    s.set_start(start);
+    s.set_length(length);
+    return s;
+}
+
+v1::Scout scout_move(v1::End end, bool flip, int insert_at) {
+    v1::Scout s;
+    s.set_end(end);
+    s.set_flip(flip);
+    s.set_insert_at(insert_at);
+    return s;
+}
+
+/// A DecisionRequest with the given hand faces (others = face%10+1), legal shows and scouts.
+v1::DecisionRequest request(const std::vector<int>& faces, const std::vector<v1::Show>& shows,
+                            const std::vector<v1::Scout>& scouts = {}) {
+    v1::DecisionRequest r;
+    r.set_match_id("m-1");
+    r.set_request_id(7);
+    for (int f : faces) {
+        auto* card = r.mutable_observation()->add_hand();
+        card->set_face(f);
+        card->set_other(f % 10 + 1);
+    }
+    for (const auto& s : shows) *r.add_legal_shows() = s;
+    for (const auto& s : scouts) *r.add_legal_scouts() = s;
+    return r;
+}
+
+/// Every (start, length) of the hand that is a group: the legal shows of a clear table.
+std::vector<v1::Show> all_groups(const std::vector<int>& faces) {
+    std::vector<v1::Show> shows;
+    const int n = static_cast<int>(faces.size());
+    for (int start = 0; start < n; ++start) {
+        for (int length = 1; start + length <= n; ++length) {
+            std::vector<int> g(faces.begin() + start, faces.begin() + start + length);
+            if (scout::is_group(g)) shows.push_back(show(start, length));
+        }
+    }
+    return shows;
+}
+
+std::function<const char*(const char*)> env(std::map<std::string, std::string> vars) {
+    auto store = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+    return [store](const char* name) -> const char* {
+        auto it = store->find(name);
+        return it == store->end() ? nullptr : it->second.c_str();
+    };
+}
+
+// --- groups and strength ---------------------------------------------------------------------
+
+TEST(groups) {
+    CHECK(scout::is_group({5}));
+    CHECK(scout::is_group({5, 5, 5}));
+    CHECK(scout::is_group({3, 4, 5}));
+    CHECK(scout::is_group({8, 7, 6}));
+    CHECK(!scout::is_group({}));
+    CHECK(!scout::is_group({3, 5}));
+    CHECK(!scout::is_group({3, 4, 4}));
+    CHECK(!scout::is_group({4, 5, 4}));
+    CHECK(scout::is_set({2}));
+    CHECK(!scout::is_set({2, 3}));
+}
+
+TEST(strength_formula) {
+    CHECK_EQ(scout::group_strength({5, 5, 5}), 32 * 3 + 16 + 5);  // 117, from PROTOCOL.md §5.4
+    CHECK_EQ(scout::group_strength({3, 4, 5, 6}), 131);
+    CHECK_EQ(scout::group_strength({6, 6}), 86);
+    CHECK_EQ(scout::group_strength({}), 0);
+    // More cards beat fewer; set beats run at equal size; then the higher lowest face.
+    CHECK(scout::group_strength({1, 2, 3}) > scout::group_strength({10, 10}));
+    CHECK(scout::group_strength({2, 2}) > scout::group_strength({9, 10}));
+    CHECK(scout::group_strength({4, 5}) > scout::group_strength({4, 3}));
+    CHECK(scout::group_strength({7}) > scout::group_strength({6}));
+}
+
+TEST(faces_and_show_strength) {
+    const auto r = request({9, 2, 6, 2, 7}, {});
+    const auto& hand = r.observation().hand();
+    CHECK(scout::faces_at(hand, 1, 3) == (std::vector<int>{2, 6, 2}));
+    CHECK(scout::faces_at(hand, 4, 2).empty());
+    CHECK(scout::faces_at(hand, -1, 1).empty());
+    CHECK(scout::faces_at(hand, 0, 0).empty());
+    CHECK_EQ(scout::show_strength(hand, show(0, 1)), 32 + 16 + 9);
+    CHECK_EQ(scout::show_strength(hand, show(3, 3)), -1);
+}
+
+// --- fallback and answer checks ----------------------------------------------------------------
+
+TEST(fallback_is_first_show_else_left_scout) {
+    auto with_shows = request({1, 2, 3}, {show(0, 1), show(0, 2)});
+    auto a = scout::fallback_action(with_shows);
+    CHECK(a.has_show());
+    CHECK(scout::same_show(a.show(), show(0, 1)));
+
+    auto no_shows = request({1, 2, 3}, {}, {scout_move(v1::END_LEFT, false, 0)});
+    a = scout::fallback_action(no_shows);
+    CHECK(a.has_scout());
+    CHECK(scout::same_scout(a.scout(), scout_move(v1::END_LEFT, false, 0)));
+}
+
+TEST(check_action) {
+    auto r = request({1, 2, 3}, {show(0, 1), show(1, 2)},
+                     {scout_move(v1::END_LEFT, false, 0), scout_move(v1::END_LEFT, true, 3)});
+    v1::Action a;
+    CHECK(scout::check_action(a, r).has_value());  // empty
+    *a.mutable_show() = show(1, 2);
+    CHECK(!scout::check_action(a, r).has_value());
+    *a.mutable_show() = show(0, 3);
+    CHECK(scout::check_action(a, r).has_value());
+    *a.mutable_scout() = scout_move(v1::END_LEFT, true, 3);
+    CHECK(!scout::check_action(a, r).has_value());
+    *a.mutable_scout() = scout_move(v1::END_RIGHT, true, 3);
+    CHECK(scout::check_action(a, r).has_value());
+
+    auto* both = a.mutable_scout_and_show();
+    *both->mutable_scout() = scout_move(v1::END_LEFT, false, 0);
+    *both->mutable_show() = show(2, 2);  // the hand has 4 cards after the Scout
+    CHECK(scout::check_action(a, r).has_value());  // not available
+    r.set_scout_and_show_available(true);
+    CHECK(!scout::check_action(a, r).has_value());
+    *both->mutable_show() = show(3, 2);  // positions 3-4 of a 4-card hand
+    CHECK(scout::check_action(a, r).has_value());
+    *both->mutable_show() = show(0, 1);
+    *both->mutable_scout() = scout_move(v1::END_RIGHT, false, 0);
+    CHECK(scout::check_action(a, r).has_value());  // scout part not listed
+}
+
+TEST(describe) {
+    v1::Action a;
+    *a.mutable_show() = show(3, 2);
+    CHECK_EQ(scout::describe(a), std::string("show(3,2)"));
+    *a.mutable_scout() = scout_move(v1::END_RIGHT, true, 4);
+    CHECK_EQ(scout::describe(a), std::string("scout(R,flip,4)"));
+}
+
+// --- timing and reconnects ---------------------------------------------------------------------
+
+TEST(backoff) {
+    CHECK_EQ(scout::backoff_delay(0, 0.999999).count(), 199);
+    CHECK_EQ(scout::backoff_delay(0, 0.0).count(), 100);
+    CHECK_EQ(scout::backoff_delay(1, 0.999999).count(), 399);
+    CHECK_EQ(scout::backoff_delay(4, 0.999999).count(), 3199);
+    CHECK_EQ(scout::backoff_delay(5, 0.999999).count(), 4999);  // capped at 5 s
+    CHECK_EQ(scout::backoff_delay(100, 0.0).count(), 2500);
+    for (int attempt = 0; attempt < 40; ++attempt) {
+        CHECK(scout::backoff_delay(attempt, 0.5) <= 5000ms);
+        CHECK(scout::backoff_delay(attempt + 1, 0.5) >= scout::backoff_delay(attempt, 0.5));
+    }
+}
+
+TEST(answer_budget) {
+    CHECK_EQ(scout::answer_budget(1000, 10000, 100).count(), 10900);
+    CHECK_EQ(scout::answer_budget(1000, 10000, 100, false).count(), 900);
+    CHECK_EQ(scout::answer_budget(0, 0, 100).count(), 0);  // resent request, time spent
+    CHECK_EQ(scout::answer_budget(50, 0, 100).count(), 0);
+}
+
+TEST(rejections) {
+    using grpc::StatusCode;
+    CHECK(scout::is_permanent_rejection(StatusCode::UNAUTHENTICATED, "unknown bot token"));
+    CHECK(scout::is_permanent_rejection(StatusCode::INVALID_ARGUMENT, ""));
+    CHECK(scout::is_permanent_rejection(StatusCode::FAILED_PRECONDITION, ""));
+    CHECK(scout::is_permanent_rejection(
+        StatusCode::ABORTED, "superseded by a newer connection with the same token"));
+    CHECK(!scout::is_permanent_rejection(StatusCode::ABORTED, "something else"));
+    CHECK(!scout::is_permanent_rejection(StatusCode::UNAVAILABLE, ""));
+    CHECK(!scout::is_permanent_rejection(StatusCode::CANCELLED, ""));
+    CHECK(!scout::is_permanent_rejection(StatusCode::OK, ""));
+    CHECK_EQ(scout::status_code_name(StatusCode::UNAUTHENTICATED), std::string("UNAUTHENTICATED"));
+}
+
+// --- launch convention -------------------------------------------------------------------------
+
+TEST(options_from_environment) {
+    const auto parsed = scout::parse_options(
+        {}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}, {"SCOUT_TLS", "1"},
+                 {"SCOUT_CA_CERT", "ca.pem"}, {"SCOUT_BOT_NAME", "me"},
+                 {"SCOUT_CONCURRENCY", "3"}}));
+    CHECK(parsed.error.empty());
+    CHECK_EQ(parsed.options.address, std::string("h:1"));
+    CHECK_EQ(parsed.options.token, std::string("t"));
+    CHECK(parsed.options.tls);
+    CHECK_EQ(parsed.options.ca_cert, std::string("ca.pem"));
+    CHECK_EQ(parsed.options.bot_name, std::string("me"));
+    CHECK_EQ(parsed.options.concurrency, 3);
+}
+
+TEST(options_flags_override) {
+    const auto parsed = scout::parse_options(
+        {"--address", "x:2", "--token=tok", "--concurrency", "5", "--slow-ms=1500",
+         "--no-fallback", "--max-matches", "2", "-v"},
+        env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}));
+    CHECK(parsed.error.empty());
+    CHECK_EQ(parsed.options.address, std::string("x:2"));
+    CHECK_EQ(parsed.options.token, std::string("tok"));
+    CHECK_EQ(parsed.options.concurrency, 5);
+    CHECK_EQ(parsed.options.slow_ms, 1500);
+    CHECK(!parsed.options.safety_fallback);
+    CHECK_EQ(parsed.options.max_matches, 2);
+    CHECK(parsed.options.log_level == scout::LogLevel::Debug);
+    CHECK(!parsed.options.tls);
+    CHECK_EQ(parsed.options.concurrency, 5);
+}
+
+TEST(options_defaults_and_errors) {
+    auto parsed = scout::parse_options({}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}));
+    CHECK(parsed.error.empty());
+    CHECK_EQ(parsed.options.concurrency, 8);
+    CHECK(!parsed.options.tls);
+    CHECK(parsed.options.safety_fallback);
+
+    CHECK(!scout::parse_options({}, env({{"SCOUT_TOKEN", "t"}})).error.empty());
+    CHECK(!scout::parse_options({}, env({{"SCOUT_ADDRESS", "h:1"}})).error.empty());
+    CHECK(!scout::parse_options({"--bogus"}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}))
+               .error.empty());
+    CHECK(!scout::parse_options({"--concurrency", "0"},
+                                env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}))
+               .error.empty());
+    CHECK(!scout::parse_options({}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"},
+                                         {"SCOUT_CONCURRENCY", "many"}}))
+               .error.empty());
+    CHECK(!scout::parse_options({"--token"}, env({{"SCOUT_ADDRESS", "h:1"}})).error.empty());
+    CHECK(!scout::parse_options({"--client-cert", "c.pem"},
+                                env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}))
+               .error.empty());
+    parsed = scout::parse_options({"--ca-cert", "ca.pem"},
+                                  env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}));
+    CHECK(parsed.error.empty());
+    CHECK(parsed.options.tls);  // a CA implies TLS
+    parsed = scout::parse_options({}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"},
+                                           {"SCOUT_TLS", "0"}}));
+    CHECK(!parsed.options.tls);
+    CHECK(scout::parse_options({"--help"}, env({})).help);
+}
+
+// --- the example strategy ------------------------------------------------------------------------
+
+TEST(strategy_prefers_longest_show) {
+    // PROTOCOL.md §15 step 7: faces 9 2 6 2 7 5 2 1 3 4 6 1, clear table. The 2-card runs are
+    // 2-1 (positions 6-7, strength 65) and 3-4 (positions 8-9, strength 67): take 3-4.
+    const std::vector<int> faces{9, 2, 6, 2, 7, 5, 2, 1, 3, 4, 6, 1};
+    const auto a = choose_action(request(faces, all_groups(faces)));
+    CHECK(a.has_show());
+    CHECK_EQ(a.show().start(), 8);
+    CHECK_EQ(a.show().length(), 2);
+}
+
+TEST(strategy_set_beats_run_then_higher_lowest) {
+    // faces 3 4 . 4 4 . 8 9 : run 3-4 (67), set 4-4 (84), run 8-9 (72) -> the set.
+    std::vector<int> faces{3, 4, 1, 4, 4, 1, 8, 9};
+    auto a = choose_action(request(faces, {show(0, 2), show(3, 2), show(6, 2)}));
+    CHECK(a.has_show());
+    CHECK_EQ(a.show().start(), 3);
+    // Only runs: 8-9 beats 3-4 (higher lowest face).
+    a = choose_action(request(faces, {show(0, 2), show(6, 2)}));
+    CHECK_EQ(a.show().start(), 6);
+    // Singles: the highest face.
+    a = choose_action(request(faces, {show(0, 1), show(7, 1), show(6, 1)}));
+    CHECK_EQ(a.show().start(), 7);
+}
+
+TEST(strategy_scouts_when_no_show) {
+    const auto a = choose_action(request(
+        {1, 2, 3}, {}, {scout_move(v1::END_LEFT, true, 2), scout_move(v1::END_RIGHT, false, 0)}));
+    CHECK(a.has_scout());
+    CHECK(scout::same_scout(a.scout(), scout_move(v1::END_LEFT, true, 2)));
+}
+
+TEST(strategy_answers_are_always_listed) {
+    // A pseudo-random sweep: whatever the hand, the example answer passes check_action.
+    unsigned seed = 12345;
+    const auto next = [&] { return (seed = seed * 1103515245u + 12345u) >> 16; };
+    for (int round = 0; round < 200; ++round) {
+        std::vector<int> faces;
+        const int n = 1 + static_cast<int>(next() % 12);
+        for (int i = 0; i < n; ++i) faces.push_back(1 + static_cast<int>(next() % 10));
+        auto shows = all_groups(faces);
+        std::vector<v1::Scout> scouts;
+        if (next() % 2) {
+            shows.erase(shows.begin(), shows.begin() + static_cast<long>(next() % shows.size()));
+            for (int at = 0; at <= n; ++at) scouts.push_back(scout_move(v1::END_LEFT, false, at));
+        }
+        const auto r = request(faces, shows, scouts);
+        const auto a = choose_action(r);
+        CHECK(!scout::check_action(a, r).has_value());
+    }
+}
+
+}  // namespace
+
+int main() {
+    for (const auto& [name, fn] : registry()) {
+        const int before = g_failures;
+        fn();
+        std::cout << (g_failures == before ? "ok   " : "FAIL ") << name << "\n";
+    }
+    std::cout << g_checks << " checks, " << g_failures << " failures\n";
+    return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,170 @@
+"""Conformance: every starter kit builds from proto/ and plays real matches on the referee.
+
+Each kit is built once per session with its own Makefile (the same command its README gives),
+then plays 2- to 5-player matches at mixed tables with the Python bots, misses deadlines on
+purpose, and survives its connection being cut mid-match.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from referee_support import (
+    DroppingProxy,
+    RefereeProcess,
+    create_match,
+    fetch_record,
+    running_referee,
+    start_bot,
+    stop,
+    wait_connected,
+    wait_finished,
+)
+from scout_arena.record import replay
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Kit:
+    name: str
+    build: tuple[str, ...]
+    command: tuple[str, ...]
+    #: Flags that make the kit answer 700 ms late without its own safety fallback.
+    miss_deadline: tuple[str, ...]
+
+
+KITS = {
+    "go": Kit("go", ("make", "-C", "clients/go", "build"), ("clients/go/bin/scout-bot",),
+              ("--slow-ms", "700")),
+    "typescript": Kit("typescript", ("make", "-C", "clients/typescript", "build"),
+                      ("node", "clients/typescript/dist/main.js"), ("--slow-ms", "700")),
+    "rust": Kit("rust", ("make", "-C", "clients/rust", "build"),
+                ("clients/rust/target/release/scout-bot",),
+                ("--slow-ms", "700", "--no-fallback")),
+    "java": Kit("java", ("make", "-C", "clients/java", "build"),
+                ("java", "-jar", "clients/java/target/scout-bot.jar"),
+                ("--slow-ms", "700", "--safety-margin-ms", "-2000")),
+    "cpp": Kit("cpp", ("make", "-C", "clients/cpp", "build"), ("clients/cpp/build/scout-bot",),
+               ("--slow-ms", "700", "--no-fallback")),
+}
+TOKENS = {name: f"{name}-token" for name in KITS} | {"py-greedy": "pyg", "py-random": "pyr"}
+
+
+@pytest.fixture(scope="session")
+def built_kits() -> dict[str, str]:
+    """Build every kit; map kit name -> build log. A kit that fails to build fails its tests."""
+    results = {}
+    for kit in KITS.values():
+        done = subprocess.run(kit.build, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        results[kit.name] = "" if done.returncode == 0 else (
+            f"`{' '.join(kit.build)}` failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}")
+    return results
+
+
+def require(built_kits: dict[str, str], name: str) -> Kit:
+    assert not built_kits[name], built_kits[name]
+    return KITS[name]
+
+
+def start_kit(referee: RefereeProcess, kit: Kit, *extra: str, address: str | None = None,
+              log_dir: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "SCOUT_ADDRESS": address or referee.address,
+           "SCOUT_TOKEN": TOKENS[kit.name], "SCOUT_BOT_NAME": kit.name,
+           "SCOUT_CONCURRENCY": "8"}
+    log = (log_dir / f"{kit.name}-{time.monotonic_ns()}.log").open("w")
+    process = subprocess.Popen([*kit.command, *extra], cwd=ROOT, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, text=True)
+    referee.bots.append(process)
+    return process
+
+
+@pytest.fixture
+def referee(tmp_path: Path) -> Iterator[RefereeProcess]:
+    with running_referee(tmp_path, TOKENS, "--reconnect-grace", "15") as process:
+        yield process
+
+
+def test_every_kit_builds_from_proto(built_kits: dict[str, str]) -> None:
+    failed = {name: log for name, log in built_kits.items() if log}
+    assert not failed, "\n\n".join(failed.values())
+
+
+def test_kits_play_two_to_five_player_matches_at_mixed_tables(
+        built_kits: dict[str, str], referee: RefereeProcess, tmp_path: Path) -> None:
+    for name in KITS:
+        start_kit(referee, require(built_kits, name), log_dir=tmp_path)
+    start_bot(referee, "greedy", "pyg")
+    start_bot(referee, "random", "pyr")
+    wait_connected(referee, [*KITS, "py-greedy", "py-random"], timeout=60)
+    tables = [
+        ["go", "py-greedy"], ["typescript", "rust"], ["java", "cpp"],
+        ["rust", "py-random", "go"], ["cpp", "typescript", "py-greedy"],
+        ["java", "go", "typescript", "py-random"], ["cpp", "rust", "py-greedy", "java"],
+        ["go", "typescript", "rust", "java", "cpp"],
+        ["py-greedy", "cpp", "java", "py-random", "typescript"],
+    ]
+    channel, stub = referee.matches_stub()
+    with channel:
+        infos = [create_match(stub, table, seed=1000 + i) for i, table in enumerate(tables)]
+        for info, table in zip(infos, tables, strict=True):
+            finished = wait_finished(stub, info.match_id, timeout=180)
+            record = fetch_record(stub, info.match_id)
+            assert finished.status == 2, (table, finished)
+            assert record["notes"] == [] and record["forfeits"] == [], (table, record["notes"])
+            replay(record)
+            assert [p["name"] for p in record["players"]] == table
+
+
+@pytest.mark.parametrize("name", list(KITS))
+def test_kit_that_misses_its_deadline_on_purpose_times_out_and_is_played_by_fallback(
+        name: str, built_kits: dict[str, str], referee: RefereeProcess, tmp_path: Path) -> None:
+    kit = require(built_kits, name)
+    start_kit(referee, kit, *kit.miss_deadline, log_dir=tmp_path)
+    start_bot(referee, "greedy", "pyg")
+    wait_connected(referee, [name, "py-greedy"], timeout=60)
+    channel, stub = referee.matches_stub()
+    with channel:
+        info = create_match(stub, [name, "py-greedy"], seed=77, decision_ms=150, time_bank_ms=200)
+        wait_finished(stub, info.match_id, timeout=120)
+        record = fetch_record(stub, info.match_id)
+    kinds = [n["kind"] for n in record["notes"] if n["seat"] == 0]
+    assert kinds[:3] == ["timeout"] * 3 and "forfeit" in kinds, record["notes"]
+    assert record["forfeits"] == [0] and record["ranks"][0] == 2
+    replay(record)
+
+
+@pytest.mark.parametrize("name", list(KITS))
+def test_kit_reconnects_after_its_connection_is_cut_and_finishes_the_match(
+        name: str, built_kits: dict[str, str], referee: RefereeProcess, tmp_path: Path) -> None:
+    kit = require(built_kits, name)
+    proxy = DroppingProxy(referee.address)
+    try:
+        start_kit(referee, kit, "--slow-ms", "60", address=proxy.address, log_dir=tmp_path)
+        start_bot(referee, "greedy", "pyg")
+        wait_connected(referee, [name, "py-greedy"], timeout=60)
+        channel, stub = referee.matches_stub()
+        with channel:
+            info = create_match(stub, [name, "py-greedy"], seed=5, decision_ms=2000,
+                                time_bank_ms=5000)
+            time.sleep(1.0)
+            proxy.drop_all()
+            finished = wait_finished(stub, info.match_id, timeout=120)
+            record = fetch_record(stub, info.match_id)
+        assert finished.status == 2
+        assert proxy.connections >= 2, "the kit never reconnected"
+        kinds = [n["kind"] for n in record["notes"] if n["seat"] == 0]
+        assert "disconnect" in kinds and "reconnect" in kinds, record["notes"]
+        assert record["forfeits"] == [], record["notes"]
+        replay(record)
+    finally:
+        proxy.close()
+        for process in referee.bots:
+            stop(process)
