@@ -147,7 +147,7 @@ def test_kit_reconnects_after_its_connection_is_cut_and_finishes_the_match(
     kit = require(built_kits, name)
     proxy = DroppingProxy(referee.address)
     try:
-        start_kit(referee, kit, "--slow-ms", "60", address=proxy.address, log_dir=tmp_path)
+        start_kit(referee, kit, "--slow-ms", "200", address=proxy.address, log_dir=tmp_path)
         start_bot(referee, "greedy", "pyg")
         wait_connected(referee, [name, "py-greedy"], timeout=60)
         channel, stub = referee.matches_stub()

@@ -1,0 +1,58 @@
+package scout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Reconnect backoff of the launch convention: 0.2 s doubling up to 5 s, with jitter.
+const (
+	BackoffInitial = 200 * time.Millisecond
+	BackoffMax     = 5 * time.Second
+)
+
+// BackoffDelay returns how long to wait before reconnect attempt (0-based): BackoffInitial
+// doubling up to BackoffMax, scaled by a jitter factor between 0.5 and 1 taken from
+// rand01 (a number in [0, 1), e.g. rand.Float64), so many bots of one host do not reconnect in
+// lockstep.
+func BackoffDelay(attempt int, rand01 func() float64) time.Duration {
+	step := BackoffMax
+	if attempt < 5 { // 0.2 s << 5 already exceeds 5 s
+		step = min(BackoffMax, BackoffInitial<<max(attempt, 0))
+	}
+	return time.Duration(float64(step) * (0.5 + 0.5*rand01()))
+}
+
+// IsRejection reports whether a Play call that ended with code and details is a refusal that
+// reconnecting cannot fix: a bad token, a client that breaks the protocol, or another process
+// that took over the token (ABORTED "superseded"; reconnecting would take it back and forth).
+func IsRejection(code codes.Code, details string) bool {
+	switch code {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument,
+		codes.FailedPrecondition, codes.Unimplemented:
+		return true
+	case codes.Aborted:
+		return strings.Contains(strings.ToLower(details), "superseded")
+	}
+	return false
+}
+
+// RejectedError is returned by Run when the referee refused the bot for a reason that
+// reconnecting cannot fix.
+type RejectedError struct {
+	Code    codes.Code
+	Details string
+	// ProtocolError is the referee's last ProtocolError on the stream, if any.
+	ProtocolError string
+}
+
+func (e *RejectedError) Error() string {
+	msg := fmt.Sprintf("the referee rejected the connection (%s): %s", e.Code, e.Details)
+	if e.ProtocolError != "" && !strings.Contains(msg, e.ProtocolError) {
+		msg += " [" + e.ProtocolError + "]"
+	}
+	return msg
+}

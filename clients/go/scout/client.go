@@ -1,0 +1,855 @@
+package scout
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	scoutv1 "github.com/scout-arena/scout-arena/clients/go/gen/scoutv1"
+)
+
+const (
+	// The referee refuses bot messages above 64 KiB; failing locally gives a clearer error.
+	maxSendBytes = 64 << 10
+	// Observations carry a round's history; 16 MiB leaves ample room.
+	maxReceiveBytes = 16 << 20
+	// Ping every 25 s: the referee permits one every >= 10 s, and NATs drop idle streams.
+	keepaliveTime    = 25 * time.Second
+	keepaliveTimeout = 10 * time.Second
+	// On stop, how long to wait for the referee to end the call after the half-close.
+	closeGrace = time.Second
+	// How many finished match ids to remember, to ignore late messages about them.
+	endedRemembered = 1024
+	// Answers queued for the stream writer; more than a few per match never happen.
+	outboxSize = 1024
+	// How often to say so while the referee cannot be reached.
+	waitWarning = 15 * time.Second
+)
+
+// Run connects to the referee described by cfg and plays every match the referee seats the bot
+// in, answering with bot, until ctx is cancelled (then it closes the stream and returns nil).
+//
+// When the stream is lost it reconnects with exponential backoff (0.2 s doubling to 5 s, with
+// jitter) and the referee resumes the running matches. It returns a *RejectedError when the
+// referee refuses the bot for a reason reconnecting cannot fix (unknown token, protocol
+// mismatch, another process took over the token), and another error when cfg is unusable.
+func Run(ctx context.Context, cfg Config, bot Bot) error {
+	if bot == nil {
+		return errors.New("scout: Run needs a Bot")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	opts, err := dialOptions(&cfg, logger)
+	if err != nil {
+		return err
+	}
+	debug := logger.Enabled(ctx, slog.LevelDebug)
+	if debug {
+		// Log every TCP connect, which shows the channel's reconnect backoff at work. Options
+		// given in cfg.DialOptions come later and win.
+		opts = append([]grpc.DialOption{grpc.WithContextDialer(loggingDialer(logger))}, opts...)
+	}
+	conn, err := grpc.NewClient(cfg.Address, opts...)
+	if err != nil {
+		return fmt.Errorf("scout: cannot use address %q: %w", cfg.Address, err)
+	}
+	defer conn.Close()
+	c := newClient(cfg, bot, scoutv1.NewArenaClient(conn))
+	c.resetBackoff = conn.ResetConnectBackoff
+	if debug {
+		go logConnectivity(ctx, conn, c.log)
+	}
+	return c.run(ctx)
+}
+
+// loggingCreds logs failed TLS handshakes, which the channel otherwise only retries: a wrong
+// CA or server name would leave the bot waiting without a word.
+type loggingCreds struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (l loggingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := l.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil && ctx.Err() == nil {
+		l.log.Warn("TLS handshake with the referee failed", "authority", authority, "err", err)
+	}
+	return conn, info, err
+}
+
+func (l loggingCreds) Clone() credentials.TransportCredentials {
+	return loggingCreds{l.TransportCredentials.Clone(), l.log}
+}
+
+func loggingDialer(log *slog.Logger) func(context.Context, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			log.Debug("connect failed; the channel retries with backoff", "address", addr, "err", err)
+		} else {
+			log.Debug("connected", "address", addr)
+		}
+		return conn, err
+	}
+}
+
+// logConnectivity logs the channel's state changes (connecting, transient failure with its
+// backoff, ready) at debug level.
+func logConnectivity(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger) {
+	state := conn.GetState()
+	for conn.WaitForStateChange(ctx, state) {
+		state = conn.GetState()
+		log.Debug("channel state", "state", state.String())
+	}
+}
+
+func dialOptions(cfg *Config, log *slog.Logger) ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if cfg.useTLS() {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.CACertFile != "" {
+			pem, err := os.ReadFile(cfg.CACertFile)
+			if err != nil {
+				return nil, fmt.Errorf("scout: CA certificate: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("scout: no PEM certificate in %s", cfg.CACertFile)
+			}
+			tc.RootCAs = pool
+		}
+		if cfg.ClientCertFile != "" {
+			pair, err := tls.LoadX509KeyPair(cfg.ClientCertFile, cfg.ClientKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("scout: client certificate: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		creds = loggingCreds{credentials.NewTLS(tc), log}
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true,
+		}),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallSendMsgSize(maxSendBytes),
+			grpc.MaxCallRecvMsgSize(maxReceiveBytes),
+		),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: BackoffInitial, Multiplier: 2, Jitter: 0.2, MaxDelay: BackoffMax,
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithUserAgent("scout-arena-go/" + cfg.BotVersion),
+	}
+	return append(opts, cfg.DialOptions...), nil
+}
+
+type reqKey struct {
+	match string
+	id    uint64
+}
+
+// pending is what the client remembers of one request until its match ends, so that a
+// request resent after a reconnect is answered without asking the bot twice.
+type pending struct {
+	key          reqKey
+	expires      time.Time // when the client must have answered
+	fallback     *scoutv1.BotMessage
+	answer       *scoutv1.BotMessage // the last answer sent (or to send)
+	sentOn       int                 // number of the session the answer went out on; 0: none
+	fallbackSent bool
+	closed       bool
+	cancel       context.CancelFunc
+}
+
+type inbound struct {
+	msg *scoutv1.RefereeMessage
+	at  time.Time
+}
+
+type match struct {
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	inbox  queue
+}
+
+// session is one Play stream.
+type session struct {
+	no       int
+	out      chan *scoutv1.BotMessage
+	closing  chan struct{} // closed to half-close the stream after the queued answers
+	done     chan struct{} // closed when the session is over
+	welcomed atomic.Bool
+}
+
+type client struct {
+	cfg   Config
+	bot   Bot
+	obs   Observer
+	arena scoutv1.ArenaClient
+	log   *slog.Logger
+	hello *scoutv1.BotMessage
+	// resetBackoff makes the channel try to connect now rather than at the end of its own
+	// backoff step (our reconnect loop already waited).
+	resetBackoff func()
+
+	root context.Context // parent of every match; cancelled when run returns
+	wg   sync.WaitGroup  // match workers and request goroutines
+
+	mu            sync.Mutex
+	sess          *session // the live session, if any
+	sessions      int
+	protocolError string // the current session's last ProtocolError
+	matches       map[string]*match
+	ended         map[string]struct{}
+	endedOrder    []string
+	requests      map[reqKey]*pending
+}
+
+func newClient(cfg Config, bot Bot, arena scoutv1.ArenaClient) *client {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	obs, _ := bot.(Observer)
+	return &client{
+		cfg:   cfg,
+		bot:   bot,
+		obs:   obs,
+		arena: arena,
+		log:   logger,
+		hello: &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Hello{Hello: &scoutv1.Hello{
+			BotName:              cfg.BotName,
+			BotVersion:           cfg.BotVersion,
+			ProtocolVersion:      ProtocolVersion,
+			MaxConcurrentMatches: uint32(cfg.MaxConcurrentMatches),
+		}}},
+		matches:  make(map[string]*match),
+		ended:    make(map[string]struct{}),
+		requests: make(map[reqKey]*pending),
+	}
+}
+
+// --- connection ------------------------------------------------------------------------------
+
+func (c *client) run(ctx context.Context) error {
+	root, stop := context.WithCancel(ctx)
+	c.root = root
+	defer func() {
+		stop()
+		c.wg.Wait()
+	}()
+	attempt := 0
+	for {
+		welcomed, err := c.session(ctx)
+		if ctx.Err() != nil {
+			c.log.Info("stopped")
+			return nil
+		}
+		if rejected, ok := errors.AsType[*RejectedError](err); ok {
+			return rejected
+		}
+		if welcomed {
+			attempt = 0
+		}
+		delay := BackoffDelay(attempt, rand.Float64)
+		attempt++
+		c.log.Warn("connection to the referee lost; reconnecting",
+			"problem", err, "in", delay.Round(time.Millisecond), "attempt", attempt)
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			c.log.Info("stopped")
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// session runs one Play stream until the referee ends it (its status, as an error) or ctx is
+// cancelled (the stream is half-closed, then cancelled, and the error is nil).
+func (c *client) session(ctx context.Context) (welcomed bool, err error) {
+	c.mu.Lock()
+	c.sessions++
+	s := &session{
+		no:      c.sessions,
+		out:     make(chan *scoutv1.BotMessage, outboxSize),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	c.protocolError = ""
+	c.mu.Unlock()
+
+	// The stream outlives ctx by the close grace, so it is not derived from ctx's cancellation.
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	streamCtx = metadata.AppendToOutgoingContext(streamCtx, "authorization", "Bearer "+c.cfg.Token)
+	c.log.Debug("connecting", "address", c.cfg.Address, "session", s.no)
+	if c.resetBackoff != nil {
+		c.resetBackoff()
+	}
+	// WaitForReady: while the referee is unreachable, the call waits for the channel, which
+	// retries on its own backoff (0.2 s doubling to 5 s, with jitter) and connects as soon as
+	// the referee is back, instead of failing fast with the last connection error.
+	opened := make(chan struct{})
+	go func() {
+		waiting := time.NewTicker(waitWarning)
+		defer waiting.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				cancel()
+				return
+			case <-opened:
+				return
+			case <-waiting.C:
+				c.log.Warn("still waiting to reach the referee (is it up? check the address and TLS settings)",
+					"address", c.cfg.Address, "tls", c.cfg.useTLS())
+			}
+		}
+	}()
+	stream, err := c.arena.Play(streamCtx, grpc.WaitForReady(true))
+	close(opened)
+	if err != nil {
+		return false, c.classify(err)
+	}
+	s.out <- c.hello // first, before any answer can be queued
+	c.mu.Lock()
+	c.sess = s
+	c.mu.Unlock()
+
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.write(stream, s)
+	}()
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- c.read(stream, s) }()
+
+	var readErr error
+	readerEnded := false
+	select {
+	case readErr = <-readerDone:
+		readerEnded = true
+	case <-ctx.Done():
+		close(s.closing)
+		select {
+		case readErr = <-readerDone:
+			readerEnded = true
+		case <-time.After(closeGrace):
+		}
+	}
+	c.mu.Lock()
+	if c.sess == s {
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	close(s.done)
+	cancel()
+	<-writerDone
+	if !readerEnded {
+		<-readerDone
+	}
+	if ctx.Err() != nil {
+		return s.welcomed.Load(), nil
+	}
+	return s.welcomed.Load(), c.classify(readErr)
+}
+
+// classify turns how a stream ended into a *RejectedError or a plain error to reconnect after.
+func (c *client) classify(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return errors.New("the referee ended the stream")
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	if IsRejection(st.Code(), st.Message()) {
+		c.mu.Lock()
+		pe := c.protocolError
+		c.mu.Unlock()
+		return &RejectedError{Code: st.Code(), Details: st.Message(), ProtocolError: pe}
+	}
+	return fmt.Errorf("%s: %s", st.Code(), st.Message())
+}
+
+// write is the stream's only sender: gRPC streams allow one sending goroutine at a time.
+func (c *client) write(stream grpc.BidiStreamingClient[scoutv1.BotMessage, scoutv1.RefereeMessage], s *session) {
+	for {
+		select {
+		case msg := <-s.out:
+			if err := stream.Send(msg); err != nil {
+				c.log.Debug("send failed; the reader reports why", "err", err)
+				return
+			}
+		case <-s.closing:
+			for {
+				select {
+				case msg := <-s.out:
+					if err := stream.Send(msg); err != nil {
+						return
+					}
+				default:
+					_ = stream.CloseSend()
+					return
+				}
+			}
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (c *client) read(stream grpc.BidiStreamingClient[scoutv1.BotMessage, scoutv1.RefereeMessage], s *session) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		c.dispatch(s, msg, time.Now())
+	}
+}
+
+func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time) {
+	var matchID string
+	switch body := msg.GetBody().(type) {
+	case *scoutv1.RefereeMessage_Welcome:
+		c.onWelcome(s, body.Welcome)
+		return
+	case *scoutv1.RefereeMessage_Error:
+		text := fmt.Sprintf("%s: %s", body.Error.GetCode(), body.Error.GetMessage())
+		c.mu.Lock()
+		c.protocolError = text
+		c.mu.Unlock()
+		c.log.Warn("protocol error from the referee", "error", text)
+		return
+	case *scoutv1.RefereeMessage_MatchStart:
+		matchID = body.MatchStart.GetMatchId()
+	case *scoutv1.RefereeMessage_RotationRequest:
+		matchID = body.RotationRequest.GetMatchId()
+	case *scoutv1.RefereeMessage_DecisionRequest:
+		matchID = body.DecisionRequest.GetMatchId()
+	case *scoutv1.RefereeMessage_AnswerResult:
+		matchID = body.AnswerResult.GetMatchId()
+	case *scoutv1.RefereeMessage_PublicEvent:
+		matchID = body.PublicEvent.GetMatchId()
+	case *scoutv1.RefereeMessage_RoundEnded:
+		matchID = body.RoundEnded.GetMatchId()
+	case *scoutv1.RefereeMessage_MatchEnded:
+		matchID = body.MatchEnded.GetMatchId()
+	default: // a body this client does not know (a newer protocol minor): ignore it
+		c.log.Debug("ignoring a message with a body this client does not know")
+		return
+	}
+	c.mu.Lock()
+	if _, done := c.ended[matchID]; done {
+		c.mu.Unlock()
+		c.log.Debug("ignoring a message about a finished match", "match", matchID)
+		return
+	}
+	m := c.matches[matchID]
+	if m == nil {
+		if res := msg.GetAnswerResult(); res != nil {
+			c.mu.Unlock()
+			c.log.Warn("answer result for a match this client does not track", "match", matchID,
+				"request", res.GetRequestId(), "status", res.GetStatus(), "reason", res.GetReason())
+			return
+		}
+		m = c.openMatchLocked(matchID)
+	}
+	c.mu.Unlock()
+	m.inbox.push(inbound{msg: msg, at: at})
+}
+
+func (c *client) onWelcome(s *session, w *scoutv1.Welcome) {
+	s.welcomed.Store(true)
+	c.log.Info("connected to the referee", "as", w.GetBotName(), "session", w.GetSessionId(),
+		"resumed", w.GetResumed())
+	if w.GetProtocolVersion() != ProtocolVersion {
+		c.log.Warn("the referee speaks another protocol version",
+			"referee", w.GetProtocolVersion(), "client", ProtocolVersion)
+	}
+	if w.GetResumed() {
+		return
+	}
+	// Not resumed: the reconnect came after the grace, the referee forfeited the seats and will
+	// say nothing more about these matches.
+	c.mu.Lock()
+	lost := make([]string, 0, len(c.matches))
+	for id := range c.matches {
+		lost = append(lost, id)
+	}
+	for _, id := range lost {
+		c.endMatchLocked(id)
+	}
+	c.mu.Unlock()
+	if len(lost) > 0 {
+		sort.Strings(lost)
+		c.log.Warn("the referee did not resume running matches", "matches", lost)
+	}
+}
+
+// --- matches ---------------------------------------------------------------------------------
+
+func (c *client) openMatchLocked(id string) *match {
+	ctx, cancel := context.WithCancel(c.root)
+	m := &match{id: id, ctx: ctx, cancel: cancel}
+	c.matches[id] = m
+	c.wg.Add(1)
+	go c.playMatch(m)
+	return m
+}
+
+func (c *client) endMatchLocked(id string) {
+	m := c.matches[id]
+	if m == nil {
+		return
+	}
+	delete(c.matches, id)
+	m.cancel()
+	c.ended[id] = struct{}{}
+	c.endedOrder = append(c.endedOrder, id)
+	if len(c.endedOrder) > endedRemembered {
+		delete(c.ended, c.endedOrder[0])
+		c.endedOrder = c.endedOrder[1:]
+	}
+	for key, p := range c.requests {
+		if key.match == id {
+			p.closed = true
+			p.cancel()
+			delete(c.requests, key)
+		}
+	}
+}
+
+// playMatch handles one match's messages in the order the referee sent them. Requests get a
+// goroutine of their own, so a slow bot never delays reading.
+func (c *client) playMatch(m *match) {
+	defer c.wg.Done()
+	for {
+		in, ok := m.inbox.pop(m.ctx)
+		if !ok {
+			return
+		}
+		switch body := in.msg.GetBody().(type) {
+		case *scoutv1.RefereeMessage_MatchStart:
+			ms := body.MatchStart
+			if ms.GetResumed() {
+				c.log.Info("match resumed", "match", m.id, "seat", ms.GetSeat(),
+					"bank_ms", ms.GetTimeBankMs(), "strikes", ms.GetStrikes())
+			} else {
+				c.log.Info("match started", "match", m.id, "seat", ms.GetSeat(),
+					"players", ms.GetPlayerNames(), "decision_ms", ms.GetTimeControl().GetDecisionMs(),
+					"bank_ms", ms.GetTimeBankMs())
+			}
+			c.observe(m, in.msg)
+		case *scoutv1.RefereeMessage_RotationRequest:
+			c.openRequest(m, in.at, rotationRequest(c.bot, body.RotationRequest))
+		case *scoutv1.RefereeMessage_DecisionRequest:
+			c.openRequest(m, in.at, decisionRequest(c.bot, body.DecisionRequest))
+		case *scoutv1.RefereeMessage_AnswerResult:
+			c.onAnswerResult(body.AnswerResult)
+			c.observe(m, in.msg)
+		case *scoutv1.RefereeMessage_MatchEnded:
+			me := body.MatchEnded
+			c.log.Info("match ended", "match", m.id, "totals", me.GetTotals(), "ranks", me.GetRanks(),
+				"forfeited", me.GetForfeitedSeats())
+			c.observe(m, in.msg)
+			c.mu.Lock()
+			c.endMatchLocked(m.id)
+			c.mu.Unlock()
+			return
+		default:
+			c.observe(m, in.msg)
+		}
+	}
+}
+
+func (c *client) observe(m *match, msg *scoutv1.RefereeMessage) {
+	if c.obs == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("the bot's Observe panicked", "match", m.id, "panic", r)
+		}
+	}()
+	c.obs.Observe(m.ctx, msg)
+}
+
+// --- requests --------------------------------------------------------------------------------
+
+// request is a RotationRequest or DecisionRequest, reduced to what answering it needs.
+type request struct {
+	key        reqKey
+	kind       string
+	deadlineMs uint32
+	bankMs     uint32
+	fallback   *scoutv1.BotMessage
+	ask        func(ctx context.Context) (*scoutv1.BotMessage, error)
+}
+
+func rotationRequest(bot Bot, req *scoutv1.RotationRequest) request {
+	choice := func(rotate bool) *scoutv1.BotMessage {
+		return &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Rotation{Rotation: &scoutv1.RotationChoice{
+			MatchId: req.GetMatchId(), RequestId: req.GetRequestId(), Rotate: rotate,
+		}}}
+	}
+	return request{
+		key:        reqKey{req.GetMatchId(), req.GetRequestId()},
+		kind:       "rotation",
+		deadlineMs: req.GetDeadlineMs(),
+		bankMs:     req.GetTimeBankMs(),
+		fallback:   choice(false),
+		ask: func(ctx context.Context) (*scoutv1.BotMessage, error) {
+			rotate, err := bot.ChooseRotation(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("ChooseRotation: %w", err)
+			}
+			return choice(rotate), nil
+		},
+	}
+}
+
+func decisionRequest(bot Bot, req *scoutv1.DecisionRequest) request {
+	choice := func(action *scoutv1.Action) *scoutv1.BotMessage {
+		return &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Action{Action: &scoutv1.ActionChoice{
+			MatchId: req.GetMatchId(), RequestId: req.GetRequestId(), Action: action,
+		}}}
+	}
+	return request{
+		key:        reqKey{req.GetMatchId(), req.GetRequestId()},
+		kind:       "decision",
+		deadlineMs: req.GetDeadlineMs(),
+		bankMs:     req.GetTimeBankMs(),
+		fallback:   choice(FallbackAction(req)),
+		ask: func(ctx context.Context) (*scoutv1.BotMessage, error) {
+			action, err := bot.Act(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("Act: %w", err)
+			}
+			if err := CheckAction(req, action); err != nil {
+				return nil, fmt.Errorf("Act returned an action the referee would reject: %w", err)
+			}
+			return choice(action), nil
+		},
+	}
+}
+
+// timeLimit is how long after receiving a request the client answers with the fallback.
+func (c *client) timeLimit(deadlineMs, bankMs uint32) time.Duration {
+	limit := time.Duration(deadlineMs) * time.Millisecond
+	if !c.cfg.NoTimeBank {
+		limit += time.Duration(bankMs) * time.Millisecond
+	}
+	return limit - c.cfg.SafetyMargin
+}
+
+func (c *client) openRequest(m *match, at time.Time, r request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.requests[r.key]; p != nil {
+		// The referee asks again after a reconnect: the answer was lost with the old stream
+		// (or never sent). Resend it rather than ask the bot twice.
+		if p.answer != nil && !p.closed && (c.sess == nil || p.sentOn != c.sess.no) {
+			c.log.Info("resending an answer after the reconnect", "match", r.key.match,
+				"request", r.key.id)
+			c.sendLocked(p, p.answer)
+		}
+		return
+	}
+	p := &pending{key: r.key, expires: at.Add(c.timeLimit(r.deadlineMs, r.bankMs)), fallback: r.fallback}
+	var ctx context.Context
+	if c.cfg.DisableDeadlineFallback {
+		ctx, p.cancel = context.WithCancel(m.ctx)
+	} else {
+		ctx, p.cancel = context.WithDeadline(m.ctx, p.expires)
+	}
+	c.requests[r.key] = p
+	c.wg.Add(1)
+	go c.answer(ctx, p, r)
+}
+
+type outcome struct {
+	msg *scoutv1.BotMessage
+	err error
+}
+
+func (c *client) answer(ctx context.Context, p *pending, r request) {
+	defer c.wg.Done()
+	defer p.cancel()
+	log := c.log.With("match", r.key.match, "request", r.key.id)
+	if time.Until(p.expires) <= 0 && !c.cfg.DisableDeadlineFallback {
+		log.Warn("no time left to ask the bot; sending the fallback", "kind", r.kind,
+			"deadline_ms", r.deadlineMs, "bank_ms", r.bankMs)
+		c.send(p, p.fallback)
+		return
+	}
+	results := make(chan outcome, 1) // buffered: a late bot never blocks
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				results <- outcome{err: fmt.Errorf("the bot panicked: %v", v)}
+			}
+		}()
+		msg, err := r.ask(ctx)
+		results <- outcome{msg: msg, err: err}
+	}()
+	select {
+	case res := <-results:
+		if res.err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return // the match ended, the request closed, or the client stops
+			}
+			log.Error("sending the fallback", "kind", r.kind, "err", res.err)
+			c.send(p, p.fallback)
+			return
+		}
+		c.send(p, res.msg)
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			log.Warn("the bot did not answer in time; sending the fallback", "kind", r.kind,
+				"limit", c.timeLimit(r.deadlineMs, r.bankMs).Round(time.Millisecond))
+			c.send(p, p.fallback)
+		}
+	}
+}
+
+func (c *client) send(p *pending, msg *scoutv1.BotMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sendLocked(p, msg)
+}
+
+func (c *client) sendLocked(p *pending, msg *scoutv1.BotMessage) {
+	if p.closed {
+		return
+	}
+	p.answer = msg
+	p.sentOn = 0
+	s := c.sess
+	if s == nil {
+		c.log.Info("not connected; the answer goes out when the referee asks again",
+			"match", p.key.match, "request", p.key.id)
+		return
+	}
+	select {
+	case s.out <- msg:
+		p.sentOn = s.no
+	default:
+		c.log.Warn("the stream is not taking messages; the answer goes out after a reconnect",
+			"match", p.key.match, "request", p.key.id)
+	}
+}
+
+func (c *client) onAnswerResult(res *scoutv1.AnswerResult) {
+	key := reqKey{res.GetMatchId(), res.GetRequestId()}
+	log := c.log.With("match", key.match, "request", key.id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.requests[key]
+	switch res.GetStatus() {
+	case scoutv1.AnswerStatus_ANSWER_STATUS_ACCEPTED:
+		if p != nil {
+			p.closed = true
+			p.cancel()
+		}
+	case scoutv1.AnswerStatus_ANSWER_STATUS_ILLEGAL, scoutv1.AnswerStatus_ANSWER_STATUS_MALFORMED:
+		log.Warn("answer rejected", "status", res.GetStatus(), "reason", res.GetReason(),
+			"strikes", res.GetStrikes())
+		// The request stays open after a rejection, and the fallback is always legal.
+		if p != nil && !p.closed && !p.fallbackSent && !proto.Equal(p.answer, p.fallback) &&
+			time.Now().Before(p.expires) {
+			p.fallbackSent = true
+			log.Warn("sending the fallback")
+			c.sendLocked(p, p.fallback)
+		}
+	case scoutv1.AnswerStatus_ANSWER_STATUS_TIMED_OUT:
+		log.Warn("timed out: the referee played the fallback", "strikes", res.GetStrikes(),
+			"bank_ms", res.GetTimeBankMs())
+		if p != nil {
+			p.closed = true
+			p.cancel()
+		}
+	default: // STALE, UNKNOWN_MATCH, or a status this client does not know: nothing to do
+		log.Info("answer ignored by the referee", "status", res.GetStatus(), "reason", res.GetReason())
+		if p != nil {
+			p.closed = true
+			p.cancel()
+		}
+	}
+}
+
+// queue is an unbounded FIFO: the reader never blocks on a busy match.
+type queue struct {
+	mu     sync.Mutex
+	items  []inbound
+	notify chan struct{}
+	once   sync.Once
+}
+
+func (q *queue) init() { q.once.Do(func() { q.notify = make(chan struct{}, 1) }) }
+
+func (q *queue) push(x inbound) {
+	q.init()
+	q.mu.Lock()
+	q.items = append(q.items, x)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest item, waiting for one; ok is false once ctx is done.
+func (q *queue) pop(ctx context.Context) (x inbound, ok bool) {
+	q.init()
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			x = q.items[0]
+			q.items[0] = inbound{}
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return x, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.notify:
+		case <-ctx.Done():
+			return inbound{}, false
+		}
+	}
+}
