@@ -315,6 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--no-progress", action="store_true")
     tour.set_defaults(func=cmd_tournament)
 
+    from scout_ladder.cli import add_ladder_parser
+
+    add_ladder_parser(sub)
+
     deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
     deal.add_argument("--players", type=int, choices=range(2, 6), default=4)
     deal.add_argument("--seed", type=_seed, default=1)

@@ -1,0 +1,166 @@
+"""The ladder for real: a dozen bot processes of different strength, a SIGKILL and a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from scout.v1 import ladder_pb2, ladder_pb2_grpc
+from scout_arena.record import replay
+from scout_ladder.repository import Repository
+
+RAWBOT = Path(__file__).parent / "bots" / "rawbot.py"
+CLI = [sys.executable, "-m", "scout_arena.cli"]
+GREEDY = [f"greedy{i}" for i in range(4)]
+RANDOM = [f"random{i}" for i in range(6)]
+FAULTY = ["hang", "illegal"]
+
+
+def start_ladder(db: str, log: Path) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [*CLI, "ladder", "serve", "--database", db, "--port", "0", "--table-sizes", "2,3,4",
+         "--decision-ms", "300", "--time-bank-ms", "300", "--reconnect-grace", "3",
+         "--admin-token", "adm", "--seed", "7", "-v"],
+        stdout=subprocess.PIPE, stderr=log.open("a"), text=True)
+    assert process.stdout is not None
+    voided = ""
+    while True:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"ladder did not start:\n{log.read_text()}")
+        if line.startswith("voided"):
+            voided = line
+        found = re.search(r"listening on (\S+)", line)
+        if found:
+            return process, found.group(1) + ("\n" + voided if voided else "")
+
+
+def start_bots(address: str, tokens: dict[str, str], logs: Path) -> list[subprocess.Popen[str]]:
+    processes = []
+    for name, token in tokens.items():
+        if name in GREEDY:
+            argv = [*CLI, "bot", "run", "greedy"]
+        elif name in RANDOM:
+            argv = [*CLI, "bot", "run", "random"]
+        else:
+            argv = [sys.executable, str(RAWBOT), name]
+        env = {**os.environ, "SCOUT_ADDRESS": address, "SCOUT_TOKEN": token,
+               "SCOUT_CONCURRENCY": "2"}
+        processes.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=(logs / f"{name}.log").open("a"), text=True))
+    return processes
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    raise TimeoutError(what)
+
+
+def finished(repo: Repository) -> list[str]:
+    return [m.match_id for m in repo.list_matches(limit=100_000, status="finished")]
+
+
+def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation(
+        tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'ladder.db'}"
+    repo = Repository(db)
+    repo.migrate()
+    registered = subprocess.run([*CLI, "ladder", "register", "greedy0", "--owner", "alice",
+                                 "--database", db], capture_output=True, text=True, check=True)
+    tokens = {"greedy0": registered.stdout.strip()}
+    for i, name in enumerate([*GREEDY[1:], *RANDOM, *FAULTY]):
+        tokens[name] = repo.register_bot(name, f"owner{i}")[1]
+    assert repo.authenticate(tokens["greedy0"]).name == "greedy0"  # type: ignore[union-attr]
+
+    log = tmp_path / "ladder.log"
+    ladder, address = start_ladder(db, log)
+    bots = start_bots(address, tokens, tmp_path)
+    try:
+        wait_for(lambda: len(finished(repo)) >= 30, 120, "30 matches before the kill")
+        with grpc.insecure_channel(address) as channel:
+            stub = ladder_pb2_grpc.LadderStub(channel)
+            challenge = stub.Challenge(
+                ladder_pb2.ChallengeRequest(opponents=["random0"], games=2),
+                metadata=[("authorization", f"Bearer {tokens['greedy1']}")], timeout=10)
+            board = stub.GetLeaderboard(ladder_pb2.GetLeaderboardRequest(), timeout=10)
+        assert len(board.entries) == 12
+        before_kill = set(finished(repo))
+        ladder.send_signal(signal.SIGKILL)
+        ladder.wait(10)
+        kept = set(finished(repo))
+        assert before_kill <= kept
+        ladder, banner = start_ladder(db, log)
+        address = banner.splitlines()[0]
+        for bot in bots:
+            bot.send_signal(signal.SIGTERM)
+        for bot in bots:
+            bot.wait(15)
+        bots = start_bots(address, tokens, tmp_path)
+        wait_for(lambda: len(finished(repo)) >= len(kept) + 15, 120, "15 more after restart")
+        wait_for(lambda: (c := repo.get_challenge(challenge.challenge_id)) is not None
+                 and c.games_played >= 2, 60, "the challenge's games")
+    finally:
+        for bot in bots:
+            bot.send_signal(signal.SIGTERM)
+        ladder.send_signal(signal.SIGTERM)
+        for process in [*bots, ladder]:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    assert kept <= set(finished(repo)), "a finished match was lost across the SIGKILL"
+    voided = repo.list_matches(limit=100_000, status="void")
+    if len(banner.splitlines()) > 1:
+        assert voided and all(m.void_reason for m in voided)
+        assert all(m.match_id in banner for m in voided)
+
+    matches = repo.list_matches(limit=100_000, status="finished")
+    challenge_games = [m for m in matches if m.challenge_id == challenge.challenge_id]
+    assert len(challenge_games) >= 2 and not any(m.rated for m in challenge_games)
+    assert all({s.bot for s in m.seats} == {"greedy1", "random0"} for m in challenge_games)
+    history = {}
+    for name in tokens:
+        profile = repo.bot_profile(name)
+        assert profile is not None
+        history[name] = {p.match_id for p in profile.history}
+    for m in matches:
+        for seat in m.seats:
+            assert (m.match_id in history[seat.bot]) == m.rated, (m.match_id, seat.bot)
+        record = json.loads(repo.get_record(m.match_id) or "{}")
+        replay(record)
+
+    recompute = subprocess.run([*CLI, "ladder", "recompute", "--database", db],
+                               capture_output=True, text=True)
+    assert recompute.returncode == 0, recompute.stdout + recompute.stderr
+    assert "match the recomputation exactly" in recompute.stdout
+
+    ratings = repo.ratings()
+    greedy_mu = statistics.fmean(ratings[n].mu for n in GREEDY)
+    random_mu = statistics.fmean(ratings[n].mu for n in RANDOM)
+    assert greedy_mu > random_mu + 3, (greedy_mu, random_mu)
+    board_names = [row.bot for row in repo.leaderboard()]
+    assert set(board_names[:4]) & set(GREEDY), board_names
+
+    for name in FAULTY:
+        bot = repo.get_bot(name)
+        assert bot is not None and bot.probation_reason, name
+    shown = subprocess.run([*CLI, "ladder", "bot", "hang", "--database", db],
+                           capture_output=True, text=True, check=True)
+    assert "probation" in shown.stdout
+    board = subprocess.run([*CLI, "ladder", "leaderboard", "--database", db],
+                           capture_output=True, text=True, check=True)
+    assert "greedy" in board.stdout
