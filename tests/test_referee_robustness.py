@@ -972,7 +972,9 @@ def test_a_newer_connection_with_the_same_token_supersedes_the_older_and_takes_i
     with arena(tmp_path) as game, side_matches(game):
         match_id, seat = run(_supersede(game))
         record = game.record(match_id)
-    assert record["forfeits"] == [] and record["notes"] == []
+    assert record["forfeits"] == []
+    assert [(n["kind"], n["seat"]) for n in record["notes"]] == [("reconnect", seat)]
+    assert "newer connection took over" in record["notes"][0]["detail"]
     assert record["meta"]["seats"][seat]["strikes"] == 0
 
 

@@ -161,7 +161,7 @@ def test_kit_reconnects_after_its_connection_is_cut_and_finishes_the_match(
         assert finished.status == 2
         assert proxy.connections >= 2, "the kit never reconnected"
         kinds = [n["kind"] for n in record["notes"] if n["seat"] == 0]
-        assert "disconnect" in kinds and "reconnect" in kinds, record["notes"]
+        assert "reconnect" in kinds, record["notes"]
         assert record["forfeits"] == [], record["notes"]
         replay(record)
     finally:

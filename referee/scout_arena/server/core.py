@@ -565,11 +565,12 @@ class Referee:
         if bot.grace_task is not None:
             bot.grace_task.cancel()
             bot.grace_task = None
-        reconnected = old is None
+        detail = ("resumed with a full resync" if old is None else
+                  "a newer connection took over (the older one was not yet seen to end); "
+                  "resumed with a full resync")
         bot.connection = connection
         for seat in list(bot.seats.values()):
-            if reconnected:
-                seat.match._note("reconnect", seat.index, "resumed with a full resync")
+            seat.match._note("reconnect", seat.index, detail)
             seat.match.resync(seat)
         for callback in self.on_connect:
             callback(bot)
