@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
+	$(BIN)/python bench/ladder.py --json bench/results/ladder.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)
