@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
 from scout_arena.record import replay
 from scout_ladder.repository import Repository
@@ -96,7 +97,30 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
                 ladder_pb2.ChallengeRequest(opponents=["random0"], games=2),
                 metadata=[("authorization", f"Bearer {tokens['greedy1']}")], timeout=10)
             board = stub.GetLeaderboard(ladder_pb2.GetLeaderboardRequest(), timeout=10)
+            profile = stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name="greedy2"),
+                                         timeout=10)
+            listed = stub.ListLadderMatches(
+                ladder_pb2.ListLadderMatchesRequest(bot="greedy2", limit=50), timeout=10)
+            done = next(m for m in listed.matches if m.status == "finished")
+            record = stub.GetLadderRecord(
+                ladder_pb2.GetLadderRecordRequest(match_id=done.match_id), timeout=10)
+            admin = [("authorization", "Bearer adm")]
+            late = stub.RegisterBot(ladder_pb2.RegisterBotRequest(name="latecomer", owner="z"),
+                                    metadata=admin, timeout=10)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.RegisterBot(ladder_pb2.RegisterBotRequest(name="x", owner="z"), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            with pytest.raises(grpc.RpcError) as missing:
+                stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name="nobody"), timeout=10)
+            assert missing.value.code() == grpc.StatusCode.NOT_FOUND
         assert len(board.entries) == 12
+        assert [e.conservative for e in board.entries] == sorted(
+            (e.conservative for e in board.entries), reverse=True)
+        assert profile.bot.name == "greedy2" and len(profile.history) >= 1
+        assert all(any(s.bot == "greedy2" for s in m.seats) for m in listed.matches)
+        replay(json.loads(record.record_json))
+        assert late.token and repo.authenticate(late.token).name == "latecomer"  # type: ignore[union-attr]
+        assert repo.get_bot("latecomer").version == 1  # type: ignore[union-attr]
         before_kill = set(finished(repo))
         ladder.send_signal(signal.SIGKILL)
         ladder.wait(10)
