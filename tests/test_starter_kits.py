@@ -51,7 +51,8 @@ KITS = {
     "java": Kit("java", ("make", "-C", "clients/java", "build"),
                 ("java", "-jar", "clients/java/target/scout-bot.jar"),
                 ("--slow-ms", "700", "--safety-margin-ms", "-2000")),
-    "cpp": Kit("cpp", ("make", "-C", "clients/cpp", "build"), ("clients/cpp/build/scout-bot",),
+    "cpp": Kit("cpp", ("make", "-C", "clients/cpp", "deps", "build"),
+               ("clients/cpp/build/scout-bot",),
                ("--slow-ms", "700", "--no-fallback")),
 }
 TOKENS = {name: f"{name}-token" for name in KITS} | {"py-greedy": "pyg", "py-random": "pyr"}
