@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest postgres bench proto clean
+.PHONY: demo test lint typecheck pytest postgres browser bench proto clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -37,7 +37,14 @@ typecheck: $(STAMP)
 postgres:
 	bash .ci/postgres.sh
 
-pytest: $(STAMP) postgres
+# The web pages' browser tests drive Debian's chromium with its chromedriver (never a download).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+		|| { [ "$$(id -u)" = 0 ] && { apt-get install -y chromium chromium-driver \
+			|| { apt-get update && apt-get install -y chromium chromium-driver; }; }; } \
+		|| echo "chromium/chromedriver missing and not root: the browser tests will fail"
+
+pytest: $(STAMP) postgres browser
 	SCOUT_TEST_POSTGRES_URL=$$(bash .ci/postgres.sh --url) $(BIN)/pytest
 
 bench: $(STAMP)

@@ -44,7 +44,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, admin_token=args.admin_token,
         matchmaker=MatchmakerConfig(table_sizes=sizes, allow_same_owner=args.allow_same_owner),
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
-        reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed)
+        reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
+        web_host=args.web_host, web_port=args.web_port)
 
     async def main() -> None:
         ladder = Ladder(_repo(args), config)
@@ -53,6 +54,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"voided {len(ladder.voided_at_start)} matches that were in flight: "
                   f"{', '.join(ladder.voided_at_start)}", flush=True)
         print(f"ladder listening on {ladder.address}", flush=True)
+        if args.web_port is not None:
+            print(f"web pages on http://{ladder.web_address}/", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -196,6 +199,9 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--time-bank-ms", type=int, default=10_000)
     serve.add_argument("--reconnect-grace", type=float, default=10.0)
     serve.add_argument("--seed", type=int, help="matchmaker randomness (for reproducible tests)")
+    serve.add_argument("--web-port", type=int, metavar="P",
+                       help="also serve the web pages on this port (0 picks a free one)")
+    serve.add_argument("--web-host", default="127.0.0.1")
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=cmd_serve)
 

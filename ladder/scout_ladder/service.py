@@ -52,6 +52,9 @@ class LadderConfig:
     schedule_interval_s: float = 0.2
     reconnect_grace_s: float = 10.0
     rng_seed: int | None = None
+    web_host: str = "127.0.0.1"
+    web_port: int | None = None
+    """Serve the web pages (scout_ladder.web) on this port too; None: no web server."""
 
 
 class Ladder:
@@ -82,6 +85,8 @@ class Ladder:
         self._pending: set[asyncio.Task[None]] = set()
         self._scheduler: asyncio.Task[None] | None = None
         self._stopping = False
+        self._web: Any = None
+        self._web_task: asyncio.Task[None] | None = None
 
     @property
     def address(self) -> str:
@@ -98,7 +103,27 @@ class Ladder:
         self.ratings = {name: Rating(r.mu, r.sigma) for name, r in stored.items()}
         await self._refresh_bots()
         await self.server.start()
+        if self.config.web_port is not None:
+            await self._start_web()
         self._scheduler = asyncio.create_task(self._schedule_forever(), name="ladder scheduler")
+
+    async def _start_web(self) -> None:
+        from .web import LadderSource, create_app, make_server
+
+        app = create_app(LadderSource(self.repo), title="Scout Arena ladder",
+                         live=self.referee.running)
+        self._web = make_server(app, self.config.web_host, self.config.web_port or 0)
+        self._web_task = asyncio.create_task(self._web.serve(), name="ladder web")
+        while not self._web.started:
+            if self._web_task.done():
+                await self._web_task
+                raise RuntimeError("the web server stopped while starting")
+            await asyncio.sleep(0.01)
+
+    @property
+    def web_address(self) -> str | None:
+        """host:port of the web pages, or None when they are not served."""
+        return None if self._web is None else str(self._web.address)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -106,6 +131,10 @@ class Ladder:
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scheduler
+        if self._web_task is not None:
+            self._web.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._web_task
         await self.server.stop()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)

@@ -239,6 +239,16 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     return 130 if summary["interrupted"] else 0
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    import uvicorn
+    from scout_ladder.web import TournamentSource, create_app
+
+    app = create_app(TournamentSource(args.dir), title=f"Scout Arena tournament {args.dir}")
+    print(f"serving {args.dir} on http://{args.host}:{args.port}/", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
     tour.add_argument("--no-progress", action="store_true")
     tour.set_defaults(func=cmd_tournament)
+
+    web = sub.add_parser("web", help="serve the web pages of a tournament output directory")
+    web.add_argument("dir", metavar="DIR", help="a tournament's --out directory")
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    web.set_defaults(func=cmd_web)
 
     from scout_ladder.cli import add_ladder_parser
 

@@ -1,0 +1,422 @@
+// Scout Arena pages: leaderboard, bot profile, match list and replay viewer.
+// Plain DOM, no build step. Routing by URL hash: #/, #/bot/NAME, #/matches?bot=&table_size=,
+// #/replay/ID. Every number shown comes from the JSON API (docs/web-api.md).
+"use strict";
+
+const view = document.getElementById("view");
+let timers = [];          // intervals of the current page, cleared on navigation
+let pageToken = 0;        // a response for a page we left is dropped
+
+function clearTimers() {
+  timers.forEach((t) => clearInterval(t));
+  timers = [];
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  if (!response.ok) {
+    let detail = response.statusText;
+    try { detail = (await response.json()).error || detail; } catch (e) { /* not JSON */ }
+    throw new Error(`${response.status}: ${detail}`);
+  }
+  return response.json();
+}
+
+const fmt = (x, digits = 2) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
+const botLink = (name) => el("a", { href: `#/bot/${encodeURIComponent(name)}` }, name);
+const replayLink = (id, text) => el("a", { href: `#/replay/${encodeURIComponent(id)}` }, text || id);
+
+function setView(...nodes) {
+  view.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
+}
+
+function showError(error) {
+  setView(el("p", { class: "error" }, `Could not load: ${error.message}`));
+}
+
+function form(ranks) {
+  return el("span", { class: "form" },
+    ranks.map((r) => el("span", { class: `rank rank-${Math.min(r, 5)}`, title: `rank ${r}` }, r)));
+}
+
+// ----- leaderboard ----------------------------------------------------------------------------
+
+const boardState = { key: "rank", dir: 1, rows: [] };
+const BOARD_COLUMNS = [
+  ["rank", "#", (r) => r.rank],
+  ["bot", "Bot", (r) => botLink(r.bot)],
+  ["owner", "Owner", (r) => r.owner || "–"],
+  ["conservative", "μ − 3σ", (r) => fmt(r.conservative)],
+  ["mu", "μ", (r) => fmt(r.mu)],
+  ["sigma", "σ", (r) => fmt(r.sigma)],
+  ["games", "Games", (r) => r.games],
+  ["recent_ranks", "Recent form", (r) => form(r.recent_ranks)],
+];
+
+function sortedRows() {
+  const { key, dir } = boardState;
+  const value = (r) => (key === "recent_ranks"
+    ? (r.recent_ranks.length ? r.recent_ranks.reduce((a, b) => a + b, 0) / r.recent_ranks.length : 99)
+    : r[key]);
+  return [...boardState.rows].sort((a, b) => {
+    const va = value(a), vb = value(b);
+    if (va === vb) return a.rank - b.rank;
+    if (va === null || va === undefined) return 1;
+    if (vb === null || vb === undefined) return -1;
+    return (typeof va === "string" ? va.localeCompare(vb) : va - vb) * dir;
+  });
+}
+
+function drawBoard(table) {
+  const head = el("tr", {}, BOARD_COLUMNS.map(([key, label]) => el("th", {
+    class: `sortable${boardState.key === key ? (boardState.dir > 0 ? " asc" : " desc") : ""}`,
+    "data-key": key,
+    onclick: () => {
+      boardState.dir = boardState.key === key ? -boardState.dir : 1;
+      boardState.key = key;
+      drawBoard(table);
+    },
+  }, label)));
+  const body = sortedRows().map((r) => el("tr", { "data-bot": r.bot, class: r.on_probation ? "probation" : null },
+    BOARD_COLUMNS.map(([key, , cell]) => el("td", { class: `col-${key}` }, cell(r)))));
+  table.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
+}
+
+async function leaderboardPage(token) {
+  const table = el("table", { id: "leaderboard", class: "data" });
+  const stamp = el("span", { class: "muted", id: "updated" });
+  setView(el("h1", {}, "Leaderboard"),
+    el("p", { class: "muted" }, "Sorted by μ − 3σ (click a header to sort). Refreshes every 5 s. ", stamp),
+    table);
+  const refresh = async () => {
+    const rows = await api("/api/leaderboard");
+    if (token !== pageToken) return;
+    boardState.rows = rows;
+    drawBoard(table);
+    stamp.textContent = `Updated ${new Date().toLocaleTimeString()}.`;
+    if (!rows.length) table.replaceChildren(el("caption", {}, "No rated bots yet."));
+  };
+  await refresh();
+  timers.push(setInterval(() => refresh().catch(() => {}), 5000));
+}
+
+// ----- bot profile ----------------------------------------------------------------------------
+
+function ratingChart(history) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = (tag, attrs) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    return node;
+  };
+  const W = 640, H = 260, L = 44, R = 12, T = 12, B = 30;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", id: "rating-chart", role: "img" });
+  if (!history.length) {
+    const text = svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "axis" });
+    text.textContent = "no rated games yet";
+    root.append(text);
+    return root;
+  }
+  const points = [{ mu: 25, sigma: 25 / 3 }, ...history];  // game 0: the starting rating
+  const lo = Math.min(...points.map((p) => p.mu - 3 * p.sigma));
+  const hi = Math.max(...points.map((p) => p.mu + 3 * p.sigma));
+  const x = (i) => L + (i / Math.max(points.length - 1, 1)) * (W - L - R);
+  const y = (v) => T + (1 - (v - lo) / (hi - lo || 1)) * (H - T - B);
+  for (let k = 0; k <= 4; k++) {
+    const v = lo + (k / 4) * (hi - lo);
+    root.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+    const label = svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" });
+    label.textContent = v.toFixed(0);
+    root.append(label);
+  }
+  const upper = points.map((p, i) => `${x(i)},${y(p.mu + 3 * p.sigma)}`);
+  const lower = points.map((p, i) => `${x(i)},${y(p.mu - 3 * p.sigma)}`).reverse();
+  root.append(svg("polygon", { points: [...upper, ...lower].join(" "), class: "band" }));
+  root.append(svg("polyline", { points: points.map((p, i) => `${x(i)},${y(p.mu)}`).join(" "), class: "mu" }));
+  root.append(svg("polyline", { points: points.map((p, i) => `${x(i)},${y(p.mu - 3 * p.sigma)}`).join(" "), class: "cons" }));
+  const xl = svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "axis" });
+  xl.textContent = `games (0–${history.length}); line μ, band μ ± 3σ, dashed μ − 3σ`;
+  root.append(xl);
+  return root;
+}
+
+function matchRows(matches, highlight) {
+  return el("table", { class: "data matches" },
+    el("thead", {}, el("tr", {}, ["Match", "Finished", "Players", "Seats (score / rank)", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, matches.map((m) => el("tr", { "data-match": m.match_id },
+      el("td", {}, el("code", {}, m.match_id)),
+      el("td", {}, m.finished_at ? new Date(m.finished_at).toLocaleString() : m.status),
+      el("td", {}, m.table_size),
+      el("td", {}, m.seats.map((s) => el("span", { class: `seat-result${s.bot === highlight ? " me" : ""}${s.rank === 1 ? " winner" : ""}` },
+        botLink(s.bot), ` ${s.score ?? "–"} / ${s.rank ?? "–"}`, s.forfeited ? " (forfeit)" : "", s.timeouts ? ` (${s.timeouts} timeout${s.timeouts > 1 ? "s" : ""})` : ""))),
+      el("td", {}, m.status === "finished" ? replayLink(m.match_id, "replay ▸") : m.void_reason || m.status)))));
+}
+
+async function botPage(token, name) {
+  const p = await api(`/api/bots/${encodeURIComponent(name)}`);
+  if (token !== pageToken) return;
+  const r = p.rating;
+  setView(
+    el("h1", {}, p.bot, el("span", { class: "muted small" }, p.owner ? `  ${p.owner}` : "", p.version ? `  v${p.version}` : "")),
+    p.probation_reason ? el("p", { class: "error" }, `On probation: ${p.probation_reason}`) : null,
+    el("div", { class: "stats" },
+      el("div", {}, el("b", {}, p.leaderboard_rank ?? "–"), "rank"),
+      el("div", {}, el("b", {}, r ? fmt(r.conservative) : "–"), "μ − 3σ"),
+      el("div", {}, el("b", {}, r ? fmt(r.mu) : "–"), "μ"),
+      el("div", {}, el("b", {}, r ? fmt(r.sigma) : "–"), "σ"),
+      el("div", {}, el("b", {}, p.matches_finished), "matches"),
+      el("div", {}, el("b", { id: "timeouts" }, p.timeouts), "timeouts"),
+      el("div", {}, el("b", { id: "forfeits" }, p.forfeits), "forfeits"),
+      el("div", {}, el("b", {}, p.illegal_actions), "illegal actions")),
+    el("h2", {}, "Rating history"),
+    ratingChart(p.history),
+    el("h2", {}, "Results by table size"),
+    el("table", { class: "data", id: "by-size" },
+      el("thead", {}, el("tr", {}, ["Players", "Matches", "Wins", "Mean rank", "Mean score"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, p.by_table_size.map((s) => el("tr", {},
+        el("td", {}, s.table_size), el("td", {}, s.matches), el("td", {}, s.wins),
+        el("td", {}, fmt(s.mean_rank)), el("td", {}, fmt(s.mean_score)))))),
+    el("h2", {}, "Last matches ", el("a", { class: "small", href: `#/matches?bot=${encodeURIComponent(p.bot)}` }, "all →")),
+    matchRows(p.recent_matches, p.bot));
+}
+
+// ----- match list -----------------------------------------------------------------------------
+
+async function matchesPage(token, params) {
+  const bot = params.get("bot") || "";
+  const size = params.get("table_size") || "";
+  const botInput = el("input", { name: "bot", id: "filter-bot", placeholder: "bot name", value: bot });
+  const sizeInput = el("select", { name: "table_size", id: "filter-size" },
+    el("option", { value: "" }, "any size"),
+    [2, 3, 4, 5].map((n) => el("option", { value: n, selected: String(n) === size ? "selected" : null }, `${n} players`)));
+  const filters = el("form", {
+    class: "filters",
+    onsubmit: (event) => {
+      event.preventDefault();
+      const q = new URLSearchParams();
+      if (botInput.value.trim()) q.set("bot", botInput.value.trim());
+      if (sizeInput.value) q.set("table_size", sizeInput.value);
+      location.hash = `#/matches?${q}`;
+    },
+  }, botInput, sizeInput, el("button", { type: "submit" }, "Filter"));
+  sizeInput.addEventListener("change", () => filters.requestSubmit());
+  const q = new URLSearchParams({ limit: "100" });
+  if (bot) q.set("bot", bot);
+  if (size) q.set("table_size", size);
+  const matches = await api(`/api/matches?${q}`);
+  if (token !== pageToken) return;
+  setView(el("h1", {}, "Matches"), filters,
+    matches.length ? matchRows(matches, bot) : el("p", { class: "muted" }, "No matches."));
+}
+
+// ----- replay viewer --------------------------------------------------------------------------
+
+function card(pair, extra) {
+  const [face, other] = pair;
+  return el("div", { class: `card v${face}${extra ? ` ${extra}` : ""}`, "data-face": face, "data-other": other, title: `${face} (other side ${other})` },
+    el("span", { class: "face" }, face), el("span", { class: "other" }, other));
+}
+
+async function replayPage(token, matchId) {
+  const data = await api(`/api/matches/${encodeURIComponent(matchId)}/replay`);
+  if (token !== pageToken) return;
+  const frames = data.frames;
+  let at = 0;
+  let playing = null;
+  const table = el("div", { id: "table", class: "table" });
+  const caption = el("div", { id: "caption", class: "caption" });
+  const counter = el("span", { id: "counter" });
+  const slider = el("input", { type: "range", min: 0, max: frames.length - 1, value: 0, id: "slider",
+    oninput: () => go(Number(slider.value)) });
+  const playButton = el("button", { id: "play", onclick: () => toggle() }, "▶ play");
+  const moves = el("ol", { id: "moves", class: "moves", start: 0 }, frames.map((f, i) =>
+    el("li", { "data-frame": i, class: `move kind-${f.kind}`, onclick: () => go(i) }, f.description)));
+
+  function seatRow(f, s) {
+    const ins = f.inserted && f.inserted.seat === s ? f.inserted.position : -1;
+    const rotated = f.rotations && f.rotations[s];
+    const badges = [
+      el("span", { class: "badge", title: "captured cards" }, "captured ", el("b", { class: "captured" }, f.captured[s])),
+      data.num_players === 2
+        ? el("span", { class: "badge", title: "Scout chips" }, "chips ", el("b", { class: "chips" }, f.chips[s]))
+        : el("span", { class: "badge", title: "Scout chips earned" }, "chips ", el("b", { class: "chips" }, f.chips[s])),
+      data.num_players > 2
+        ? el("span", { class: `badge token ${f.tokens[s] ? "has" : "used"}`, title: "Scout & Show token" }, f.tokens[s] ? "S&S ●" : "S&S ○")
+        : null,
+      el("span", { class: "badge" }, "score ", el("b", { class: "score" }, f.scores[s])),
+      f.round_end ? el("span", { class: "badge roundscore" }, `round ${f.round_end.scores[s] >= 0 ? "+" : ""}${f.round_end.scores[s]}`) : null,
+      f.rotations ? el("span", { class: `badge rot ${rotated ? "yes" : "no"}` }, rotated ? "↻ rotated" : "kept") : null,
+    ];
+    const pile = el("div", { class: "pile", title: `${f.captured[s]} captured` },
+      Array.from({ length: Math.min(f.captured[s], 12) }, () => el("div", { class: "pile-card" })));
+    return el("div", { class: `seat${f.current_seat === s ? " to-act" : ""}${f.seat === s ? " acted" : ""}`, id: `seat-${s}`, "data-seat": s },
+      el("div", { class: "seat-head" }, el("span", { class: "seat-name" }, `Seat ${s} · `, botLink(data.players[s])),
+        f.current_seat === s ? el("span", { class: "turn" }, "to act") : null,
+        f.round_end && f.round_end.exempt_seat === s ? el("span", { class: "turn" }, "exempt") : null),
+      el("div", { class: "seat-body" },
+        el("div", { class: "hand", id: `hand-${s}`, "data-seat": s }, f.hands[s].map((c, i) => card(c, i === ins ? "inserted" : null))),
+        pile,
+        el("div", { class: "badges" }, badges)));
+  }
+
+  function draw() {
+    const f = frames[at];
+    const owner = f.active_owner;
+    const center = el("div", { class: "center" },
+      el("div", { class: "label" }, f.active.length ? `Active set (seat ${owner}, ${data.players[owner]})` : "No active set"),
+      el("div", { class: "hand active", id: "active" }, f.active.map((c) => card(c))));
+    table.replaceChildren(center, ...data.players.map((_, s) => seatRow(f, s)));
+    let text = `Round ${f.round + 1} — ${f.description}`;
+    if (f.round_end) {
+      text += ` — round over (${f.round_end.reason.replace(/_/g, " ")})`;
+    }
+    caption.textContent = text;
+    counter.textContent = `step ${at} / ${frames.length - 1}`;
+    slider.value = at;
+    moves.querySelectorAll(".current").forEach((n) => n.classList.remove("current"));
+    const item = moves.children[at];
+    item.classList.add("current");
+    item.scrollIntoView({ block: "nearest" });
+  }
+  function go(i) {
+    at = Math.max(0, Math.min(frames.length - 1, i));
+    draw();
+    if (at === frames.length - 1) stop();
+  }
+  function stop() {
+    if (playing !== null) clearInterval(playing);
+    playing = null;
+    playButton.textContent = "▶ play";
+  }
+  function toggle() {
+    if (playing !== null) return stop();
+    if (at === frames.length - 1) at = 0;
+    playButton.textContent = "❚❚ pause";
+    playing = setInterval(() => go(at + 1), 700);
+    timers.push(playing);
+  }
+  const result = data.finished
+    ? el("p", { class: "muted" }, "Final: ", data.players.map((name, s) =>
+      el("span", { class: "seat-result" }, `${name} ${data.totals[s]} (rank ${data.ranks[s]}${data.forfeits.includes(s) ? ", forfeit" : ""})`)))
+    : null;
+  setView(
+    el("h1", {}, "Replay ", el("code", {}, data.match_id)),
+    result,
+    el("div", { class: "controls" },
+      el("button", { id: "first", onclick: () => go(0) }, "|◀ first"),
+      el("button", { id: "prev", onclick: () => go(at - 1) }, "◀ back"),
+      playButton,
+      el("button", { id: "next", onclick: () => go(at + 1) }, "step ▶"),
+      el("button", { id: "last", onclick: () => go(frames.length - 1) }, "last ▶|"),
+      slider, counter),
+    caption,
+    el("div", { class: "replay" }, table, el("div", { class: "movebox" }, el("h3", {}, "Moves"), moves)));
+  document.onkeydown = (event) => {
+    if (!document.getElementById("table")) return;
+    if (event.key === "ArrowRight") go(at + 1);
+    else if (event.key === "ArrowLeft") go(at - 1);
+    else if (event.key === " ") { event.preventDefault(); toggle(); }
+  };
+  draw();
+}
+
+// ----- live spectating (public information only: hands are shown as card backs) -----------
+
+async function livePage(token, matchId) {
+  const box = el("div", {});
+  setView(el("h1", {}, matchId ? "Live " : "Live matches", matchId ? el("code", {}, matchId) : null),
+    el("p", { class: "muted" }, "Refreshes every second. Hands stay hidden until their round ends."), box);
+  const refresh = async () => {
+    if (!matchId) {
+      const list = await api("/api/live");
+      if (token !== pageToken) return;
+      box.replaceChildren(list.length
+        ? el("ul", { id: "live-list" }, list.map((m) => el("li", {},
+          el("a", { href: `#/live/${encodeURIComponent(m.match_id)}` }, m.match_id),
+          ` — ${m.players.join(", ")} (round ${m.round + 1})`)))
+        : el("p", { class: "muted" }, "No match is being played right now."));
+      return;
+    }
+    let v;
+    try {
+      v = await api(`/api/live/${encodeURIComponent(matchId)}`);
+    } catch (error) {
+      if (token !== pageToken) return;
+      box.replaceChildren(el("p", {}, "This match is over: ", replayLink(matchId, "watch the replay")));
+      clearTimers();
+      return;
+    }
+    if (token !== pageToken) return;
+    const seats = v.players.map((name, s) => el("div", { class: `seat${v.current_seat === s ? " to-act" : ""}`, "data-seat": s },
+      el("div", { class: "seat-head" }, el("span", { class: "seat-name" }, `Seat ${s} · `, botLink(name)),
+        v.current_seat === s ? el("span", { class: "turn" }, "to act") : null),
+      el("div", { class: "seat-body" },
+        el("div", { class: "hand hidden-hand", id: `hand-${s}` },
+          Array.from({ length: v.hand_sizes[s] }, () => el("div", { class: "card back" }))),
+        el("div", { class: "badges" },
+          el("span", { class: "badge" }, "captured ", el("b", {}, v.captured[s])),
+          el("span", { class: "badge" }, "chips ", el("b", {}, v.chips[s])),
+          v.num_players > 2 ? el("span", { class: `badge token ${v.tokens[s] ? "has" : "used"}` }, v.tokens[s] ? "S&S ●" : "S&S ○") : null,
+          el("span", { class: "badge" }, "score ", el("b", {}, v.scores[s]))))));
+    const owner = v.active_owner;
+    box.replaceChildren(
+      el("div", { class: "caption" }, `Round ${v.round + 1} · ${v.phase}`),
+      el("div", { class: "replay" },
+        el("div", { class: "table" },
+          el("div", { class: "center" },
+            el("div", { class: "label" }, v.active.length ? `Active set (seat ${owner}, ${v.players[owner]})` : "No active set"),
+            el("div", { class: "hand active" }, v.active.map((c) => card(c)))),
+          ...seats),
+        el("div", { class: "movebox" }, el("h3", {}, "This round"),
+          el("ol", { class: "moves" }, v.moves.map((m) => el("li", { class: "move" }, m))))));
+  };
+  await refresh();
+  timers.push(setInterval(() => refresh().catch(() => {}), 1000));
+}
+
+// ----- routing --------------------------------------------------------------------------------
+
+async function route() {
+  clearTimers();
+  document.onkeydown = null;
+  const token = ++pageToken;
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  view.setAttribute("data-page", parts[0] || "leaderboard");
+  try {
+    if (parts[0] === "bot" && parts[1]) await botPage(token, parts[1]);
+    else if (parts[0] === "matches") await matchesPage(token, params);
+    else if (parts[0] === "replay" && parts[1]) await replayPage(token, parts[1]);
+    else if (parts[0] === "live") await livePage(token, parts[1]);
+    else await leaderboardPage(token);
+    if (token === pageToken) view.setAttribute("data-ready", "1");
+  } catch (error) {
+    if (token === pageToken) showError(error);
+  }
+}
+
+window.addEventListener("hashchange", () => { view.removeAttribute("data-ready"); route(); });
+api("/api/info").then((info) => {
+  document.getElementById("source-kind").textContent = info.title;
+  document.getElementById("nav-live").hidden = !info.live;
+  document.title = info.title;
+}).catch(() => {});
+route();

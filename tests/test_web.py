@@ -1,0 +1,554 @@
+"""The web pages and their JSON API (scout_ladder.web).
+
+(a) API tests through Starlette's TestClient, against a real tournament output directory and
+against a seeded ladder database; every replay frame is checked against the engine's own
+state after the same action. (b) Browser tests: the real pages in headless Chromium (Debian's
+``chromium`` + ``chromedriver``, driven by Selenium), served by uvicorn on a free port. They
+save screenshots of each page to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from scout_arena.bots import GreedyBot, RandomBot, play_match
+from scout_arena.engine import Card, Hand, State, deal_match
+from scout_arena.record import action_from_json, build_record
+
+with warnings.catch_warnings():
+    # Starlette 1.x would rather use the httpx2 fork; plain httpx works the same here.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCOUT_ARENA = Path(sys.executable).parent / "scout-arena"
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tournament_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tournament") / "out"
+    subprocess.run(
+        [str(SCOUT_ARENA), "tournament", "--bot", "a=greedy", "--bot", "b=random",
+         "--players", "2", "--games", "1", "--out", str(out), "--no-progress"],
+        check=True, capture_output=True, timeout=60, cwd=ROOT)
+    return out
+
+
+SEEDED = [  # (match id, seed, bots by seat as (name, kind))
+    ("m-0001", 11, [("alpha", "greedy"), ("bravo", "random")]),
+    ("m-0002", 12, [("bravo", "random"), ("charlie", "greedy"), ("alpha", "greedy")]),
+    ("m-0003", 13, [("charlie", "greedy"), ("alpha", "greedy"), ("delta", "random"),
+                    ("bravo", "random")]),
+    ("m-0004", 14, [("delta", "random"), ("alpha", "greedy")]),
+]
+
+
+def _seed_ladder(repo: Any, matches: list[tuple[str, int, list[tuple[str, str]]]]) -> None:
+    """Finish ``matches`` (id, seed, seats as (bot, "greedy"/"random")) as real in-process
+    games, rated by TrueSkill from the ratings stored so far."""
+    from scout_ladder.ratings import Rating, make_env, rate_table
+    from scout_ladder.repository import SeatResult
+
+    env = make_env()
+    ratings = {name: Rating(r.mu, r.sigma) for name, r in repo.ratings().items()}
+    for match_id, seed, seats in matches:
+        names = [name for name, _ in seats]
+        bots = [GreedyBot(seed) if kind == "greedy" else RandomBot(seed + i)
+                for i, (_, kind) in enumerate(seats)]
+        record = build_record(play_match(bots, seed), names, match_id=match_id)
+        repo.start_match(match_id, len(seats), seed, [(n, 1) for n in names], True)
+        ranks = record["ranks"]
+        after = rate_table(env, [ratings.get(n, Rating()) for n in names], ranks)
+        ratings.update(zip(names, after, strict=True))
+        repo.finish_match(
+            match_id, json.dumps(record),
+            [SeatResult(seat, n, record["totals"][seat], ranks[seat],
+                        timeouts=1 if n == "delta" else 0) for seat, n in enumerate(names)],
+            {n: (ratings[n].mu, ratings[n].sigma) for n in names})
+
+
+def _new_ladder(path: Path, bots: list[tuple[str, str]]) -> Any:
+    from scout_ladder.repository import Repository
+
+    repo = Repository(f"sqlite:///{path}")
+    repo.migrate()
+    for name, owner in bots:
+        repo.register_bot(name, owner)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def ladder_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A SQLite ladder with four bots and four finished, rated matches of real play."""
+    repo = _new_ladder(tmp_path_factory.mktemp("ladder") / "ladder.db",
+                       [("alpha", "ann"), ("bravo", "bob"), ("charlie", "cid"),
+                        ("delta", "dee")])
+    _seed_ladder(repo, SEEDED)
+    yield repo
+    repo.close()
+
+
+def _engine_frames(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the table must show after each action, computed here from the engine alone:
+    (round, seat, hands) with the hands as [face, other] pairs."""
+    n = record["num_players"]
+    state = State(n, deal_match(n, record["seed"]), record["seed"])
+    out = []
+    for i, entry in enumerate(record["rounds"]):
+        for seat, rotate in enumerate(entry["rotations"]):
+            state.choose_rotation(seat, rotate)
+        for item in entry["actions"]:
+            state.apply(action_from_json({k: v for k, v in item.items() if k != "seat"}))
+            if len(state.round_results) > i:  # the action ended the round
+                hands = state.round_results[i].hands
+            else:
+                hands = tuple(state.hand(s) for s in range(n))
+            out.append({"round": i, "seat": item["seat"],
+                        "hands": [[[c.face, c.other] for c in h] for h in hands],
+                        "captured": None if len(state.round_results) > i
+                        else [len(c) for c in state.captured]})
+    return out
+
+
+def _check_replay(replay: dict[str, Any], record: dict[str, Any]) -> None:
+    frames = replay["frames"]
+    assert replay["players"] == [p["name"] for p in record["players"]]
+    actions = [f for f in frames if f["kind"] == "action"]
+    expected = _engine_frames(record)
+    assert len(actions) == len(expected) == sum(len(r["actions"]) for r in record["rounds"])
+    for frame, want in zip(actions, expected, strict=True):
+        assert frame["round"] == want["round"] and frame["seat"] == want["seat"]
+        assert frame["hands"] == want["hands"]
+        if want["captured"] is not None:
+            assert frame["captured"] == want["captured"]
+        assert frame["description"].startswith(f"seat {want['seat']} ")
+    # the rotation frame of every round shows the rotated hands and the choices
+    rotations = [f for f in frames if f["kind"] == "rotation"]
+    assert len(rotations) == len(record["rounds"])
+    for frame, entry in zip(rotations, record["rounds"], strict=True):
+        assert frame["rotations"] == entry["rotations"]
+        for seat, dealt in enumerate(entry["dealt_hands"]):
+            hand = Hand(Card(*c) for c in dealt)
+            want = hand.rotated() if entry["rotations"][seat] else hand
+            assert frame["hands"][seat] == [[c.face, c.other] for c in want]
+    # round ends carry the recorded scores, and the last frame the final totals
+    ends = [f["round_end"] for f in frames if f["round_end"] is not None]
+    assert [e["scores"] for e in ends] == [r["scores"] for r in record["rounds"]]
+    assert frames[-1]["scores"] == record["totals"]
+    # scouts name the position the card went in, and it holds the scouted card
+    for frame in actions:
+        if frame["action"] and "scout" in frame["action"]:
+            position = frame["action"]["scout"]["insert_at"]
+            assert frame["inserted"] == {"seat": frame["seat"], "position": position}
+
+
+# --- (a) the API ----------------------------------------------------------------------------
+
+
+def test_tournament_api(tournament_dir: Path) -> None:
+    from scout_ladder.web import TournamentSource, create_app
+
+    summary = json.loads((tournament_dir / "summary.json").read_text())
+    client = TestClient(create_app(TournamentSource(tournament_dir)))
+    board = client.get("/api/leaderboard").json()
+    assert [row["bot"] for row in board] == [s["bot"] for s in summary["standings"]]
+    assert board[0]["rank"] == 1 and board[0]["games"] == summary["standings"][0]["matches"]
+    assert board[0]["conservative"] == summary["standings"][0]["mu_minus_3sigma"]
+
+    matches = client.get("/api/matches").json()
+    assert len(matches) == summary["matches_finished"] == 2
+    assert {m["match_id"] for m in matches} == {
+        Path(p).stem for p in summary["records"]}
+    assert client.get("/api/matches", params={"table_size": 3}).json() == []
+    assert len(client.get("/api/matches", params={"bot": "a", "limit": 1}).json()) == 1
+
+    profile = client.get("/api/bots/a").json()
+    assert profile["matches_finished"] == 2 and len(profile["history"]) == 2
+    # the history ends at the rating the summary reports
+    stand = next(s for s in summary["standings"] if s["bot"] == "a")
+    assert profile["history"][-1]["mu"] == pytest.approx(stand["mu"], abs=1e-3)
+    assert profile["by_table_size"][0]["table_size"] == 2
+    assert client.get("/api/bots/nobody").status_code == 404
+
+    for m in matches:
+        record = json.loads((tournament_dir / "records" / f"{m['match_id']}.json").read_text())
+        replay = client.get(f"/api/matches/{m['match_id']}/replay").json()
+        _check_replay(replay, record)
+    assert client.get("/api/matches/nope/replay").status_code == 404
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    assert client.get("/static/app.js").status_code == 200
+
+
+def test_ladder_api(ladder_repo: Any) -> None:
+    from scout_ladder.web import LadderSource, create_app
+
+    client = TestClient(create_app(LadderSource(ladder_repo)))
+    board = client.get("/api/leaderboard").json()
+    assert {row["bot"] for row in board} == {"alpha", "bravo", "charlie", "delta"}
+    expected = {r.bot: r for r in ladder_repo.leaderboard()}
+    for row in board:
+        assert row["rank"] == expected[row["bot"]].rank
+        assert row["mu"] == pytest.approx(expected[row["bot"]].mu, abs=1e-3)
+        assert row["recent_ranks"] == list(expected[row["bot"]].recent_ranks)
+    assert next(r for r in board if r["bot"] == "alpha")["games"] == 4
+
+    alpha = client.get("/api/bots/alpha").json()
+    assert alpha["owner"] == "ann" and len(alpha["history"]) == 4
+    assert [s["table_size"] for s in alpha["by_table_size"]] == [2, 3, 4]
+    assert [m["match_id"] for m in alpha["recent_matches"]] == ["m-0004", "m-0003", "m-0002",
+                                                                "m-0001"]
+    assert client.get("/api/bots/delta").json()["timeouts"] == 2
+
+    assert len(client.get("/api/matches").json()) == 4
+    assert [m["match_id"] for m in client.get("/api/matches",
+                                              params={"bot": "delta"}).json()] == [
+        "m-0004", "m-0003"]
+    assert [m["match_id"] for m in client.get("/api/matches",
+                                              params={"table_size": 3}).json()] == ["m-0002"]
+    assert client.get("/api/matches", params={"table_size": "x"}).status_code == 400
+
+    for match_id, _, _ in SEEDED:
+        record = json.loads(ladder_repo.get_record(match_id))
+        _check_replay(client.get(f"/api/matches/{match_id}/replay").json(), record)
+    # 3+ players: Scout & Show tokens are shown and spent
+    four = client.get("/api/matches/m-0003/replay").json()
+    assert four["frames"][0]["tokens"] == [True] * 4
+
+
+def _cards_in(obj: Any) -> list[list[int]]:
+    """Every [face, other] pair anywhere in a JSON value."""
+    if isinstance(obj, list):
+        if len(obj) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in obj):
+            return [obj]
+        return [card for item in obj for card in _cards_in(item)]
+    if isinstance(obj, dict):
+        return [card for value in obj.values() for card in _cards_in(value)]
+    return []
+
+
+def _play_until(state: State, actions: int) -> None:
+    bots = [GreedyBot(s) for s in range(state.num_players)]
+    done = 0
+    while done < actions and not state.is_over:
+        if state.pending_rotations():
+            for seat in state.pending_rotations():
+                state.choose_rotation(seat, bool(seat % 2))
+            continue
+        seat = state.current_seat
+        assert seat is not None
+        state.apply(bots[seat].act(state.observation(seat)))
+        done += 1
+
+
+def test_spectator_view_shows_no_hidden_card() -> None:
+    from scout_ladder.web import create_app, spectator_view
+
+    state = State.new(4, 99)
+    for _ in range(60):
+        _play_until(state, 1)
+        view = json.loads(json.dumps(spectator_view("m-live", ["a", "b", "c", "d"], state)))
+        current = {k: v for k, v in view.items() if k != "finished_rounds"}
+        # of the round in play, only the active set's cards are visible; hands are sizes
+        assert _cards_in(current) == [[c.face, c.other] for c in state.active_set]
+        assert view["hand_sizes"] == [len(state.hand(s)) for s in range(4)]
+        # a round's hands are shown once that round is over, as the engine revealed them
+        assert [r["hands"] for r in view["finished_rounds"]] == [
+            [[[c.face, c.other] for c in h] for h in r.hands] for r in state.round_results]
+        if state.is_over:
+            break
+    assert view["finished_rounds"], "the test should reach the end of a round"
+
+    live = [SimpleNamespace(match_id="m-live", names=["a", "b", "c", "d"], state=state)]
+    client = TestClient(create_app(_EmptySource(), live=lambda: live))
+    assert client.get("/api/info").json()["live"] is True
+    assert [m["match_id"] for m in client.get("/api/live").json()] == ["m-live"]
+    got = client.get("/api/live/m-live").json()
+    assert got == json.loads(json.dumps(spectator_view("m-live", ["a", "b", "c", "d"], state)))
+    assert client.get("/api/live/other").status_code == 404
+
+
+class _EmptySource:
+    kind = "ladder"
+
+    def leaderboard(self) -> list[Any]:
+        return []
+
+    def bot_profile(self, name: str) -> Any:
+        return None
+
+    def list_matches(self, bot: str | None, table_size: int | None, limit: int) -> list[Any]:
+        return []
+
+    def get_record(self, match_id: str) -> Any:
+        return None
+
+
+# --- (b) the pages in a real browser --------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _serve(repo: Any, app: Any = None) -> Iterator[str]:
+    from scout_ladder.web import LadderSource, create_app, make_server
+
+    port = _free_port()
+    server = make_server(app or create_app(LadderSource(repo)), "127.0.0.1", port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the web server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def ladder_site(ladder_repo: Any) -> Iterator[str]:
+    with _serve(ladder_repo) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not (os.path.exists(chromium) and os.path.exists(driver_path)):
+        pytest.fail("chromium and chromedriver are needed: `make browser` installs them")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1300,1000",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    driver.set_page_load_timeout(20)
+    yield driver
+    driver.quit()
+
+
+def _open(driver: Any, url: str, page: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script(
+            "const v = document.getElementById('view');"
+            "return v.getAttribute('data-ready') === '1' && v.getAttribute('data-page');")
+        == page)
+
+
+def _shot(driver: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
+def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str,
+                                         ladder_repo: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(browser, f"{ladder_site}/#/", "leaderboard")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+    shown = [r.get_attribute("data-bot") for r in rows]
+    assert shown == [r.bot for r in ladder_repo.leaderboard()]
+    _shot(browser, "leaderboard")
+    # clicking "Bot" sorts by name, clicking again reverses
+    browser.find_element(By.CSS_SELECTOR, "th[data-key=bot]").click()
+    names = [r.get_attribute("data-bot")
+             for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    assert names == sorted(names)
+    browser.find_element(By.CSS_SELECTOR, "th[data-key=bot]").click()
+    names = [r.get_attribute("data-bot")
+             for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    assert names == sorted(names, reverse=True)
+
+    _open(browser, f"{ladder_site}/#/bot/alpha", "bot")
+    chart = browser.find_element(By.CSS_SELECTOR, "#rating-chart")
+    assert chart.find_elements(By.CSS_SELECTOR, "polyline.mu")
+    assert chart.find_elements(By.CSS_SELECTOR, "polygon.band")
+    sizes = [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR,
+                                                               "#by-size tbody tr")]
+    assert sizes == ["2", "3", "4"]
+    _shot(browser, "bot-profile")
+
+    _open(browser, f"{ladder_site}/#/matches?bot=delta", "matches")
+    ids = [r.get_attribute("data-match")
+           for r in browser.find_elements(By.CSS_SELECTOR, "table.matches tbody tr")]
+    assert ids == ["m-0004", "m-0003"]
+    _shot(browser, "matches")
+
+
+def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    repo = _new_ladder(tmp_path / "fresh.db", [("alpha", "ann"), ("bravo", "bob"),
+                                                ("echo", "eve")])
+    try:
+        _seed_ladder(repo, [("f-1", 21, [("alpha", "greedy"), ("bravo", "random")])])
+        with _serve(repo) as url:
+            _open(browser, f"{url}/#/", "leaderboard")
+
+            def shown(driver: Any) -> list[str]:
+                return [r.get_attribute("data-bot")
+                        for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+
+            assert sorted(shown(browser)) == ["alpha", "bravo"]
+            _seed_ladder(repo, [("f-2", 22, [("echo", "greedy"), ("bravo", "random")])])
+            WebDriverWait(browser, 12).until(lambda d: "echo" in shown(d))
+            assert shown(browser) == [r.bot for r in repo.leaderboard()]
+    finally:
+        repo.close()
+
+
+def test_browser_replay_steps_through_a_match(browser: Any, ladder_site: str,
+                                              ladder_repo: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    record = json.loads(ladder_repo.get_record("m-0003"))
+    expected = _engine_frames(record)
+    _open(browser, f"{ladder_site}/#/replay/m-0003", "replay")
+
+    def hand(seat: int) -> list[list[int]]:
+        cards = browser.find_elements(By.CSS_SELECTOR, f"#hand-{seat} .card")
+        return [[int(c.get_attribute("data-face")), int(c.get_attribute("data-other"))]
+                for c in cards]
+
+    # frame 0 is the deal, 1 the rotation choices, then one frame per action of round 1
+    dealt = record["rounds"][0]["dealt_hands"]
+    assert hand(0) == dealt[0]
+    nxt = browser.find_element(By.ID, "next")
+    nxt.click()
+    assert "rotated" in browser.find_element(By.ID, "caption").text \
+        or "nobody rotated" in browser.find_element(By.ID, "caption").text
+    steps = min(8, len(record["rounds"][0]["actions"]))
+    for k in range(steps):
+        nxt.click()
+        assert browser.find_element(By.ID, "counter").text.startswith(f"step {k + 2} ")
+        for seat in range(record["num_players"]):
+            assert hand(seat) == expected[k]["hands"][seat], (k, seat)
+        # both numbers are drawn on each card
+        first = browser.find_element(By.CSS_SELECTOR, f"#hand-{expected[k]['seat']} .card")
+        face, other = first.find_element(By.CSS_SELECTOR, ".face"), first.find_element(
+            By.CSS_SELECTOR, ".other")
+        assert face.text == first.get_attribute("data-face")
+        assert other.text == first.get_attribute("data-other")
+    _shot(browser, "replay")
+    browser.find_element(By.ID, "prev").click()
+    assert hand(0) == expected[steps - 2]["hands"][0]
+    # the move list jumps; the last frame shows the final scores
+    moves = browser.find_elements(By.CSS_SELECTOR, "#moves li")
+    assert len(moves) == 2 * len(record["rounds"]) + len(expected)
+    browser.find_element(By.ID, "last").click()
+    scores = [int(e.text) for e in browser.find_elements(By.CSS_SELECTOR, ".seat .score")]
+    assert scores == record["totals"]
+    # play advances on its own
+    browser.find_element(By.ID, "first").click()
+    browser.find_element(By.ID, "play").click()
+    time.sleep(1.6)
+    browser.find_element(By.ID, "play").click()
+    assert not browser.find_element(By.ID, "counter").text.startswith("step 0 ")
+
+
+# --- the hooks: pages served by the ladder process and by `scout-arena web` -----------------
+
+
+def test_ladder_serves_the_pages_in_its_own_loop(ladder_repo: Any) -> None:
+    import asyncio
+
+    import httpx
+    from scout_ladder.service import Ladder, LadderConfig
+
+    async def main() -> tuple[Any, Any]:
+        ladder = Ladder(ladder_repo, LadderConfig(port=0, web_port=0))
+        await ladder.start()
+        try:
+            assert ladder.web_address is not None
+            async with httpx.AsyncClient(base_url=f"http://{ladder.web_address}") as client:
+                board = (await client.get("/api/leaderboard")).json()
+                replay = (await client.get("/api/matches/m-0001/replay")).json()
+        finally:
+            await ladder.stop()
+        return board, replay
+
+    board, replay = asyncio.run(main())
+    assert {row["bot"] for row in board} == {"alpha", "bravo", "charlie", "delta"}
+    assert replay["players"] == ["alpha", "bravo"]
+
+
+def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:
+    import httpx
+
+    port = _free_port()
+    process = subprocess.Popen([str(SCOUT_ARENA), "web", str(tournament_dir), "--port",
+                                str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                board = httpx.get(f"http://127.0.0.1:{port}/api/leaderboard").json()
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.stdout and process.stdout.read()
+                assert time.monotonic() < deadline, "scout-arena web did not start"
+                time.sleep(0.1)
+        assert [row["bot"] for row in board] == [
+            s["bot"] for s in json.loads((tournament_dir / "summary.json").read_text())[
+                "standings"]]
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_browser_live_page_hides_hands(browser: Any) -> None:
+    from scout_ladder.web import create_app
+    from selenium.webdriver.common.by import By
+
+    state = State.new(3, 5)
+    _play_until(state, 4)
+    live = [SimpleNamespace(match_id="m-live", names=["alpha", "bravo", "charlie"],
+                            state=state)]
+    with _serve(None, create_app(_EmptySource(), live=lambda: live)) as url:
+        _open(browser, f"{url}/#/live", "live")
+        assert browser.find_element(By.CSS_SELECTOR, "#live-list a").text == "m-live"
+        _open(browser, f"{url}/#/live/m-live", "live")
+        for seat in range(3):
+            backs = browser.find_elements(By.CSS_SELECTOR, f"#hand-{seat} .card")
+            assert len(backs) == len(state.hand(seat))
+            assert all(b.get_attribute("data-face") is None for b in backs)
+        faces = [[int(c.get_attribute("data-face")), int(c.get_attribute("data-other"))]
+                 for c in browser.find_elements(By.CSS_SELECTOR, ".card[data-face]")]
+        assert faces == [[c.face, c.other] for c in state.active_set]
+        _shot(browser, "live")
