@@ -162,6 +162,48 @@ def decision_request(obs: Observation, match_id: str, request_id: int, deadline_
     ))
 
 
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint, for the few messages the referee assembles from bytes."""
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
+_HISTORY_TAG = b"\x82\x01"  # Observation.history = 16, length-delimited
+_OBSERVATION_TAG = b"\x1a"  # DecisionRequest.observation = 3
+_DECISION_REQUEST_TAG = b"\x22"  # RefereeMessage.decision_request = 4
+
+
+def history_entry_bytes(action: game_pb2.PublicAction) -> bytes:
+    """One serialized ``Observation.history`` entry; the referee appends one per action."""
+    data = action.SerializeToString()
+    return _HISTORY_TAG + varint(len(data)) + data
+
+
+def decision_request_bytes(obs: Observation, match_id: str, request_id: int, deadline_ms: int,
+                           time_bank_ms: int, history: bytes) -> bytes:
+    """The serialized RefereeMessage of `decision_request`, with the round's history spliced in
+    as bytes kept since the round began: the history grows with every action and copying it
+    into every request as messages was the largest cost of asking for a decision."""
+    observation = observation_to_pb(obs, match_id, ()).SerializeToString() + history
+    request = arena_pb2.DecisionRequest(
+        match_id=match_id,
+        request_id=request_id,
+        legal_shows=[show_to_pb(s) for s in obs.legal_shows()],
+        legal_scouts=legal_scouts_to_pb(obs),
+        scout_and_show_available=obs.can_scout_and_show(),
+        deadline_ms=deadline_ms,
+        time_bank_ms=time_bank_ms,
+    ).SerializeToString() + _OBSERVATION_TAG + varint(len(observation)) + observation
+    return _DECISION_REQUEST_TAG + varint(len(request)) + request
+
+
 def rotation_request(match_id: str, request_id: int, round_index: int, hand: Sequence[Card],
                      deadline_ms: int, time_bank_ms: int) -> arena_pb2.RefereeMessage:
     return arena_pb2.RefereeMessage(rotation_request=arena_pb2.RotationRequest(

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from scout.v1 import arena_pb2, game_pb2, matches_pb2
+from scout.v1 import arena_pb2, matches_pb2
 
 from ..engine import (
     Action,
@@ -105,7 +105,7 @@ class BotEntry:
 class OpenRequest:
     request_id: int
     kind: str
-    message: arena_pb2.RefereeMessage
+    message: arena_pb2.RefereeMessage | bytes
     sent_at: float
 
 
@@ -186,7 +186,7 @@ class MatchRunner:
         self._changed = asyncio.Event()
         self._closed = False  # set with the last spectator event (after the record is stored)
         self._next_request = 0
-        self._history_pb: list[game_pb2.PublicAction] = []
+        self._history = bytearray()
         self.created_at = time.time()
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = {}
@@ -265,7 +265,10 @@ class MatchRunner:
         if request is None:
             return
         message = arena_pb2.RefereeMessage()
-        message.CopyFrom(request.message)
+        if isinstance(request.message, bytes):
+            message.ParseFromString(request.message)
+        else:
+            message.CopyFrom(request.message)
         elapsed_ms = (time.monotonic() - request.sent_at) * 1000
         left = max(0, int(self.time_control.decision_ms - elapsed_ms))
         bank = max(0, int(seat.bank_ms - max(0.0, elapsed_ms - self.time_control.decision_ms)))
@@ -301,7 +304,7 @@ class MatchRunner:
     # ----- asking for answers -------------------------------------------------------------
 
     async def _ask(self, seat: Seat, kind: str,
-                   build: Callable[[int, int, int], arena_pb2.RefereeMessage],
+                   build: Callable[[int, int, int], arena_pb2.RefereeMessage | bytes],
                    accept: Callable[[Any], Any]) -> Any:
         """Send one request and wait for an acceptable answer within decision time + bank.
 
@@ -380,9 +383,9 @@ class MatchRunner:
         state = self.state
         observation = state.observation(seat.index)
 
-        def build(request_id: int, deadline: int, bank: int) -> arena_pb2.RefereeMessage:
-            return convert.decision_request(observation, self.match_id, request_id, deadline,
-                                            bank, self._history_pb)
+        def build(request_id: int, deadline: int, bank: int) -> bytes:
+            return convert.decision_request_bytes(observation, self.match_id, request_id,
+                                                  deadline, bank, bytes(self._history))
 
         def accept(payload: Any) -> Action:
             action = convert.action_from_pb(payload)
@@ -432,7 +435,7 @@ class MatchRunner:
         public = self.state.last_action
         assert public is not None
         action = convert.public_action_to_pb(public, by_referee)
-        self._history_pb.append(action)
+        self._history += convert.history_entry_bytes(action)
         event = arena_pb2.PublicEvent(match_id=self.match_id, round_index=round_index,
                                       action=action)
         self._broadcast(arena_pb2.RefereeMessage(public_event=event))
@@ -440,7 +443,7 @@ class MatchRunner:
 
     def _round_started(self) -> None:
         state = self.state
-        self._history_pb = []
+        self._history = bytearray()
         self._publish(matches_pb2.SpectatorEvent(round_started=matches_pb2.RoundStarted(
             match_id=self.match_id, round_index=state.round_index,
             starting_seat=state.starting_seat, hand_sizes=[len(h) for h in state.hands])))

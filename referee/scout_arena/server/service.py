@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 
+from .convert import varint
 from .core import (
     PROTOCOL_VERSION,
     BotConnection,
@@ -67,20 +68,11 @@ def encode(message: bytes | arena_pb2.RefereeMessage) -> bytes:
     return message if isinstance(message, bytes) else message.SerializeToString()
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def batch_bytes(parts: Sequence[bytes]) -> bytes:
     """A serialized RefereeMessage{batch: RefereeBatch{messages: parts}}, built from the parts'
     bytes without parsing them again (field 10 and field 1, both length-delimited)."""
-    inner = b"".join(b"\x0a" + _varint(len(p)) + p for p in parts)
-    return b"\x52" + _varint(len(inner)) + inner
+    inner = b"".join([b"\x0a" + varint(len(p)) + p for p in parts])
+    return b"\x52" + varint(len(inner)) + inner
 
 
 class Unreadable:
