@@ -596,3 +596,17 @@ def test_two_distinct_seeds_deal_differently(n: int, a: int, b: int) -> None:
     assume(a != b)
     assert deal_match(n, a) != deal_match(n, b)
     assert deal_match(n, a) == deal_match(n, a)
+
+
+def test_a_record_of_a_match_stopped_during_the_rotation_choice_replays() -> None:
+    import pytest
+    from scout_arena.record import RecordError, build_record, replay
+
+    state = State.new(3, 5)
+    state.choose_rotation(0, True)
+    record = build_record(state, ["a", "b", "c"])
+    assert record["rounds"][0]["rotations"] == [True, None, None]
+    assert replay(record).state.round_index == 0
+    record["rounds"][0]["actions"] = [{"seat": 0, "show": {"start": 0, "length": 1}}]
+    with pytest.raises(RecordError, match="rotations must be 3 booleans"):
+        replay(record)

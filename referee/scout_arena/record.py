@@ -205,6 +205,10 @@ def replay(record: JSON) -> ReplayResult:
         if state.is_over or state.round_index != i:
             raise RecordError(f"{where}: the match was already over before this round")
         rotations = _field(entry, "rotations", list, where)
+        if (len(rotations) == n and None in rotations and not record.get("finished")
+                and i == len(rounds) - 1 and not entry.get("actions")
+                and all(r is None or isinstance(r, bool) for r in rotations)):
+            break  # a match stopped while seats were still choosing: nothing more happened
         if len(rotations) != n or not all(isinstance(r, bool) for r in rotations):
             raise RecordError(f"{where}: rotations must be {n} booleans, got {rotations!r}")
         for rotating_seat, rotate in enumerate(rotations):
