@@ -183,3 +183,20 @@ def test_same_seed_and_deterministic_bots_reproduce_the_results(tmp_path: Path) 
     assert outcomes[0] == outcomes[1]
     seeds = {seed for seed, _, _ in outcomes[0][0].values()}
     assert all(deal_match(3, s) for s in seeds)
+
+
+def test_an_output_folder_of_another_tournament_is_refused_not_mixed_in(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    first = _run(["--bot", "a=greedy", "--bot", "b=random", "--players", "2", "--games", "1",
+                  "--seed", "3"], out)
+    assert first.returncode == 0, first.stderr
+    before = sorted(p.name for p in (out / "records").glob("*.json"))
+    other = _run(["--bot", "a=greedy", "--bot", "c=random", "--players", "2", "--games", "1",
+                  "--seed", "3"], out)
+    assert other.returncode == 2
+    assert "holds a different tournament" in other.stderr
+    assert sorted(p.name for p in (out / "records").glob("*.json")) == before
+    again = _run(["--bot", "a=greedy", "--bot", "b=random", "--players", "2", "--games", "1",
+                  "--seed", "3"], out)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in (out / "records").glob("*.json")) == before

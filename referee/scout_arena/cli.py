@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,6 +93,9 @@ DEMO_KITS = (
 )
 
 
+DEMO_MATCHES = 80
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """A small tournament among the bundled Python bots and every starter kit that is built."""
     import asyncio
@@ -108,11 +113,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
             bots.append(BotSpec(name, template.format(path=shlex.quote(str(path)))))
     console = Console() if sys.stdout.isatty() else Console(width=140)
     players = min(4, len(bots))
+    lineups = math.comb(len(bots), players)
+    games = args.games or max(1, round(DEMO_MATCHES / (lineups * players)))
     console.print(f"Demo tournament: {', '.join(b.name for b in bots)}; {players}-player tables, "
-                  f"{args.games} duplicate deals per lineup")
-    config = TournamentConfig(tuple(bots), players=players, games=args.games,
+                  f"{games} duplicate deal(s) per lineup, {lineups * games * players} matches")
+    config = TournamentConfig(tuple(bots), players=players, games=games,
                               concurrency=args.concurrency, seed=args.seed)
-    summary = asyncio.run(Tournament(config, Path(args.out), console=console).run())
+    out = Path(args.out)
+    if (out / "tournament.json").exists():
+        shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
+    summary = asyncio.run(Tournament(config, out, console=console).run())
     render_summary(summary, console)
     first = summary["records"][0] if summary["records"] else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
@@ -198,6 +208,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         BotSpec,
         Tournament,
         TournamentConfig,
+        TournamentDirError,
         load_config_file,
         render_summary,
     )
@@ -233,7 +244,11 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tournament = Tournament(config, out, console=console, show_progress=not args.no_progress)
-    summary = asyncio.run(tournament.run())
+    try:
+        summary = asyncio.run(tournament.run())
+    except TournamentDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     render_summary(summary, console)
     console.print(f"records, logs and summary.json in {out}")
     return 130 if summary["interrupted"] else 0
@@ -269,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="a small tournament of the bundled bots and built kits")
     demo.add_argument("--seed", type=_seed, default=2026)
-    demo.add_argument("--games", type=int, default=3)
+    demo.add_argument("--games", type=int, default=0,
+                      help="deals per lineup (default: about 80 matches in all)")
     demo.add_argument("--concurrency", type=int, default=4)
     demo.add_argument("--out", default="demo-out")
     demo.add_argument("--root", default=".", help="repository root, where clients/ is")

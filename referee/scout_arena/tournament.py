@@ -40,6 +40,10 @@ BUNDLED = {"random", "greedy"}
 DISQUALIFY_AFTER = 3
 
 
+class TournamentDirError(ValueError):
+    """The output folder belongs to another tournament: its records must not be mixed in."""
+
+
 @dataclass(frozen=True)
 class BotSpec:
     """A named bot program: a command line, or a bundled Python bot (``random``/``greedy``)."""
@@ -255,7 +259,14 @@ class Tournament:
         self.out.mkdir(parents=True, exist_ok=True)
         self.records_dir.mkdir(exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
-        (self.out / CONFIG_FILE).write_text(json.dumps(self.config.to_json(), indent=1) + "\n")
+        config_path = self.out / CONFIG_FILE
+        if config_path.exists():
+            stored = json.loads(config_path.read_text())
+            if stored != json.loads(json.dumps(self.config.to_json())):
+                raise TournamentDirError(
+                    f"{self.out} holds a different tournament; choose another --out, or "
+                    f"continue that one with --resume {self.out}")
+        config_path.write_text(json.dumps(self.config.to_json(), indent=1) + "\n")
         self._load_finished()
         referee = Referee({b.spec.name: b.token for b in self.bots.values()},
                           records_dir=self.records_dir,
