@@ -29,6 +29,7 @@ from .engine import (
     deal_match,
     rank_scores,
 )
+from .engine.moves import remaining_active, scouted_card
 
 RECORD_FORMAT = "scout-arena-match-record"
 RECORD_VERSION = 1
@@ -269,9 +270,9 @@ def describe_action(seat: int, hand: Sequence[Card], active: Sequence[Card],
 
     def scouting(scout: Scout) -> tuple[str, list[Card], Sequence[Card]]:
         card = active[0] if scout.end == End.LEFT else active[-1]
-        taken = card.turned() if scout.flip else card
+        taken = scouted_card(active, scout)
         new_hand = [*hand[: scout.insert_at], taken, *hand[scout.insert_at :]]
-        rest = active[1:] if scout.end == End.LEFT else active[:-1]
+        rest = remaining_active(active, scout.end)
         turned = f" turned to {taken.face}" if scout.flip else ""
         side = "left" if scout.end == End.LEFT else "right"
         return (f"scouts {card.face} from the {side} end{turned} into position "

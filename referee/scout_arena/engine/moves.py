@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .actions import Action, End, Scout, ScoutAndShow, Show
+from .actions import End, Scout, ScoutAndShow, Show
 from .cards import Card
 from .errors import IllegalAction, MalformedAction
 
@@ -150,6 +150,7 @@ def legal_scouts(hand_size: int, active_size: int) -> list[Scout]:
 
 
 def scouted_card(active: Sequence[Card], scout: Scout) -> Card:
+    """The card a Scout takes, the way up it goes into the hand."""
     card = active[0] if scout.end == End.LEFT else active[-1]
     return Card(card.other, card.face) if scout.flip else card
 
@@ -243,13 +244,3 @@ def check_scout_shape(scout: object, hand_size: int) -> Scout:
             f"insert position {pos} is outside 0-{hand_size} for a hand of {hand_size} cards"
         )
     return scout
-
-
-def is_action(value: object) -> bool:
-    return isinstance(value, Show | Scout | ScoutAndShow)
-
-
-def action_kind(action: Action) -> str:
-    if isinstance(action, ScoutAndShow):
-        return "scout_and_show"
-    return "show" if isinstance(action, Show) else "scout"

@@ -27,6 +27,7 @@ from .moves import (
     legal_scout_and_shows,
     legal_scouts,
     legal_shows,
+    scouted_card,
 )
 
 TWO_PLAYER_SCOUT_CHIPS = 3
@@ -321,7 +322,7 @@ class State:
             if not self.scout_show_tokens[seat]:
                 raise IllegalAction("you have already used your Scout & Show this round")
             self._check_scout_allowed(seat)
-            card = self._taken(scout)
+            card = scouted_card(self.active, scout)
             faces = self.faces[seat]
             new_faces = [*faces[: scout.insert_at], card.face, *faces[scout.insert_at :]]
             rest = self.active_faces[1:] if scout.end == End.LEFT else self.active_faces[:-1]
@@ -343,10 +344,6 @@ class State:
             raise IllegalAction("there is no active set to scout from; you must Show")
         if self.num_players == 2 and self.scout_chips[seat] == 0:
             raise IllegalAction("you have spent all 3 Scout chips this round; you must Show")
-
-    def _taken(self, scout: Scout) -> Card:
-        card = self.active[0] if scout.end == End.LEFT else self.active[-1]
-        return Card(card.other, card.face) if scout.flip else card
 
     # ----- transitions ----------------------------------------------------------------------
 
@@ -381,8 +378,8 @@ class State:
             self._show(seat, action, None)
         elif isinstance(action, Scout):
             card = self._scout(seat, action)
-            self._publish(PublicAction(seat, "scout", (self._as_on_table(card, action),),
-                                       end=End(action.end), insert_at=action.insert_at))
+            self._publish(PublicAction(seat, "scout", (card,), end=End(action.end),
+                                       insert_at=action.insert_at))
             if self.num_players == 2:
                 self.scout_chips[seat] -= 1
                 if not self.scout_chips[seat] and not has_show(self.faces[seat], self.active_key):
@@ -396,7 +393,7 @@ class State:
         else:
             self.scout_show_tokens[seat] = False
             card = self._scout(seat, action.scout)
-            self._show(seat, action.show, (self._as_on_table(card, action.scout), action.scout))
+            self._show(seat, action.show, (card, action.scout))
         if round_log.result is None and len(round_log.actions) >= self.max_round_actions:
             self._end_round(RoundEnd.ACTION_LIMIT, None)
 
@@ -404,12 +401,10 @@ class State:
         self.history.append(action)
         self.last_action = action
 
-    @staticmethod
-    def _as_on_table(card: Card, scout: Scout) -> Card:
-        return Card(card.other, card.face) if scout.flip else card
-
     def _scout(self, seat: int, scout: Scout) -> Card:
-        card = self._taken(scout)
+        """Move the card into the hand; returns it as it lay on the table (the public view)."""
+        card = scouted_card(self.active, scout)
+        on_table = self.active[0] if scout.end == End.LEFT else self.active[-1]
         if scout.end == End.LEFT:
             del self.active[0]
             del self.active_faces[0]
@@ -422,7 +417,7 @@ class State:
         if self.num_players > 2:
             assert self.last_shower is not None
             self.scout_chips[self.last_shower] += 1
-        return card
+        return on_table
 
     def _show(self, seat: int, show: Show, scouted: tuple[Card, Scout] | None) -> None:
         start, stop = show.start, show.start + show.length
