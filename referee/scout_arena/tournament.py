@@ -38,6 +38,7 @@ SUMMARY_FILE = "summary.json"
 BUNDLED = {"random", "greedy"}
 #: A bot that forfeits this many matches in a row is seated as absent for the rest of the event.
 DISQUALIFY_AFTER = 3
+LEADER_REFRESH_S = 1.0
 
 
 class TournamentDirError(ValueError):
@@ -239,6 +240,8 @@ class Tournament:
         self.interrupted = False
         self.started = time.monotonic()
         self.play_seconds = 0.0
+        self._leader_at = -LEADER_REFRESH_S
+        self._leader_text = ""
 
     def _load_finished(self) -> None:
         if not self.records_dir.exists():
@@ -439,9 +442,15 @@ class Tournament:
         return [self.done[k] for k in sorted(self.done, key=order.__getitem__)]
 
     def _leader(self) -> str:
-        stats, _ = compute_standings(self.ordered_records(), list(self.bots))
-        best = max(stats.values(), key=lambda s: s.conservative)
-        return f"{best.name} ({best.conservative:.1f})" if best.matches else ""
+        """The current leader for the progress bar. Rating every record again costs time that
+        grows with the square of the matches, so it is refreshed at most once a second."""
+        now = time.monotonic()
+        if now - self._leader_at >= LEADER_REFRESH_S:
+            self._leader_at = now
+            stats, _ = compute_standings(self.ordered_records(), list(self.bots))
+            best = max(stats.values(), key=lambda s: s.conservative)
+            self._leader_text = f"{best.name} ({best.conservative:.1f})" if best.matches else ""
+        return self._leader_text
 
     def _progress(self) -> Any:
         if not self.show_progress:
