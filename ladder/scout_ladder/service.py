@@ -198,13 +198,16 @@ class Ladder:
                 await self._start(names, challenge_id=challenge.id)
                 for n in names:
                     idle.pop(n, None)
+        if not idle:
+            return
         now = time.monotonic()
-        candidates = [Candidate(n, self.owners.get(n, ""), r.mu, r.sigma, 0, 0.0)
-                      for n in idle for r in [self.ratings.get(n, Rating())]]
-        games = await asyncio.to_thread(self.repo.ratings)
-        candidates = [Candidate(c.name, c.owner, c.mu, c.sigma,
-                                games[c.name].games if c.name in games else 0,
-                                now - self.idle_since.get(c.name, now)) for c in candidates]
+        stored = await asyncio.to_thread(self.repo.ratings)
+        candidates = []
+        for name in idle:
+            rating = self.ratings.get(name, Rating())
+            games = stored[name].games if name in stored else 0
+            candidates.append(Candidate(name, self.owners.get(name, ""), rating.mu, rating.sigma,
+                                        games, now - self.idle_since.get(name, now)))
         while True:
             table = choose_table(candidates, self.config.matchmaker, self.rng)
             if table is None:
