@@ -27,7 +27,7 @@ import trueskill
 from rich.console import Console
 from rich.table import Table
 from scout_ladder.matchmaker import Candidate, MatchmakerConfig, choose_table
-from scout_ladder.ratings import Rating, make_env, rate_table, replay_ratings
+from scout_arena.ratings import Rating, make_env, rate_table, replay_ratings
 
 JSON = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """Regenerate the Python stubs from proto/ (the single source). Run via `make proto`.
 
-Usage: python proto/generate.py [OUT_DIR]   (default: clients/python/src)
+Usage: python proto/generate.py [OUT_DIR]   (default: proto/python/src)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
-DEFAULT_OUT = ROOT / "clients" / "python" / "src"
+DEFAULT_OUT = ROOT / "proto" / "python" / "src"
 PACKAGE = Path("scout") / "v1"
 
 

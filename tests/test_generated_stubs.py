@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / "clients" / "python" / "src"
+COMMITTED = ROOT / "proto" / "python" / "src"
 
 
 def _generator():  # type: ignore[no-untyped-def]

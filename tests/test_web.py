@@ -64,7 +64,7 @@ SEEDED = [  # (match id, seed, bots by seat as (name, kind))
 def _seed_ladder(repo: Any, matches: list[tuple[str, int, list[tuple[str, str]]]]) -> None:
     """Finish ``matches`` (id, seed, seats as (bot, "greedy"/"random")) as real in-process
     games, rated by TrueSkill from the ratings stored so far."""
-    from scout_ladder.ratings import Rating, make_env, rate_table
+    from scout_arena.ratings import Rating, make_env, rate_table
     from scout_ladder.repository import SeatResult
 
     env = make_env()

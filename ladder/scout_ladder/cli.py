@@ -148,7 +148,7 @@ def cmd_bot(args: argparse.Namespace) -> int:
 
 
 def cmd_recompute(args: argparse.Namespace) -> int:
-    from .ratings import replay_ratings
+    from scout_arena.ratings import replay_ratings
 
     repo = _repo(args)
     matches = [(m.bots, m.ranks) for m in repo.iter_finished_matches() if m.rated]

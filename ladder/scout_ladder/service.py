@@ -19,11 +19,11 @@ from typing import Any
 
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
+from scout_arena.ratings import Rating, make_env, rate_table
 from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.core import BotEntry, MatchRunner, MatchStatus
 
 from .matchmaker import Candidate, MatchmakerConfig, choose_table
-from .ratings import Rating, make_env, rate_table
 from .repository import Repository
 
 log = logging.getLogger("scout_ladder")
