@@ -600,11 +600,11 @@ def test_two_distinct_seeds_deal_differently(n: int, a: int, b: int) -> None:
 
 def test_a_record_of_a_match_stopped_during_the_rotation_choice_replays() -> None:
     import pytest
-    from scout_arena.record import RecordError, build_record, replay
+    from scout_arena.record import RecordError, build_record, record_to_json, replay
 
     state = State.new(3, 5)
     state.choose_rotation(0, True)
-    record = build_record(state, ["a", "b", "c"])
+    record = record_to_json(build_record(state, ["a", "b", "c"]))
     assert record["rounds"][0]["rotations"] == [True, None, None]
     assert replay(record).state.round_index == 0
     record["rounds"][0]["actions"] = [{"seat": 0, "show": {"start": 0, "length": 1}}]

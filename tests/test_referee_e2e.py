@@ -39,7 +39,13 @@ from referee_support import (
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.engine import End, Hand, PublicAction, State, deal_match
-from scout_arena.record import action_from_json, build_record, replay
+from scout_arena.record import (
+    action_from_json,
+    build_record,
+    record_from_json,
+    record_to_json,
+    replay,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -404,9 +410,9 @@ def test_referee_record_equals_in_process_engine_for_same_seed_and_decisions(
                 assert state.current_seat == item["seat"]
                 state.apply(action_from_json({k: v for k, v in item.items() if k != "seat"}))
         assert state.is_over
-        built = json.loads(json.dumps(build_record(
+        built = json.loads(json.dumps(record_to_json(build_record(
             state, p.seats, match_id=record["match_id"], forfeits=record["forfeits"],
-            notes=record["notes"], meta=record["meta"])))
+            notes=record_from_json(record).notes, meta=record["meta"]))))
         for got, want in zip(record["rounds"], built["rounds"], strict=True):
             for key in ("index", "starting_seat", "dealt_hands", "rotations", "actions",
                         "scores", "end_reason", "exempt_seat"):

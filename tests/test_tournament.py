@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scout_arena.engine import deal_match
-from scout_arena.record import load_record, replay
+from scout_arena.record import MatchOutcome, SeatStats, read_record_json, replay
 from scout_arena.tournament import (
     BotSpec,
     TournamentConfig,
@@ -71,11 +71,11 @@ def test_schedule_is_a_pure_function_of_the_configuration() -> None:
 
 
 def _record(names: list[str], totals: list[int], ranks: list[int],
-            forfeits: list[int] | None = None) -> dict[str, Any]:
-    return {"players": [{"seat": i, "name": n} for i, n in enumerate(names)], "totals": totals,
-            "ranks": ranks, "forfeits": forfeits or [],
-            "meta": {"seats": [{"timeouts": 1 if i in (forfeits or []) else 0,
-                                "illegal_actions": 0} for i in range(len(names))]}}
+            forfeits: list[int] | None = None) -> MatchOutcome:
+    gone = set(forfeits or [])
+    return MatchOutcome(None, tuple(names), tuple(totals), tuple(ranks), frozenset(gone),
+                        tuple(SeatStats(timeouts=int(i in gone), forfeited=i in gone)
+                              for i in range(len(names))))
 
 
 def test_standings_count_shared_wins_as_shares_and_head_to_head_as_finishing_ahead() -> None:
@@ -102,7 +102,7 @@ def _run(args: list[str], out: Path, timeout: float = 120) -> subprocess.Complet
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
-    return [load_record(p) for p in sorted((out / "records").glob("*.json"))]
+    return [read_record_json(p) for p in sorted((out / "records").glob("*.json"))]
 
 
 def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goes_on(

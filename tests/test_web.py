@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from scout_arena.bots import GreedyBot, RandomBot, play_match
 from scout_arena.engine import Card, Hand, State, deal_match
-from scout_arena.record import action_from_json, build_record
+from scout_arena.record import action_from_json, build_record, record_to_json
 
 with warnings.catch_warnings():
     # Starlette 1.x would rather use the httpx2 fork; plain httpx works the same here.
@@ -73,7 +73,7 @@ def _seed_ladder(repo: Any, matches: list[tuple[str, int, list[tuple[str, str]]]
         names = [name for name, _ in seats]
         bots = [GreedyBot(seed) if kind == "greedy" else RandomBot(seed + i)
                 for i, (_, kind) in enumerate(seats)]
-        record = build_record(play_match(bots, seed), names, match_id=match_id)
+        record = record_to_json(build_record(play_match(bots, seed), names, match_id=match_id))
         repo.start_match(match_id, len(seats), seed, [(n, 1) for n in names], True)
         ranks = record["ranks"]
         after = rate_table(env, [ratings.get(n, Rating()) for n in names], ranks)

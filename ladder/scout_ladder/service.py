@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
 from scout_arena.ratings import Rating, make_env, rate_table
+from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.core import BotEntry, MatchRunner, MatchStatus
 
@@ -246,23 +247,23 @@ class Ladder:
         from .repository import SeatResult
 
         record = runner.record
-        assert record is not None
+        outcome = None if record is None else record.outcome
+        assert record is not None and outcome is not None
         challenge_id = self.match_kinds.pop(runner.match_id, None)
         rated = challenge_id is None
-        seats_meta = record["meta"]["seats"]
-        results = [SeatResult(seat=i, bot=name, score=record["totals"][i],
-                              rank=record["ranks"][i], forfeited=i in record["forfeits"],
-                              timeouts=seats_meta[i]["timeouts"],
-                              illegal_actions=seats_meta[i]["illegal_actions"])
-                   for i, name in enumerate(runner.names)]
+        results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
+                              forfeited=i in outcome.forfeits,
+                              timeouts=outcome.seats[i].timeouts,
+                              illegal_actions=outcome.seats[i].illegal_actions)
+                   for i, name in enumerate(outcome.players)]
         async with self._finish_lock:
             updates: dict[str, tuple[float, float]] = {}
             if rated:
                 before = [self.ratings.get(n, Rating()) for n in runner.names]
-                after = rate_table(self.env, before, record["ranks"])
+                after = rate_table(self.env, before, outcome.ranks)
                 updates = {n: (r.mu, r.sigma) for n, r in zip(runner.names, after, strict=True)}
             await asyncio.to_thread(self.repo.finish_match, runner.match_id,
-                                    json.dumps(record), results, updates)
+                                    json.dumps(record_to_json(record)), results, updates)
             for n, (mu, sigma) in updates.items():
                 self.ratings[n] = Rating(mu, sigma)
             if challenge_id is not None:

@@ -12,7 +12,16 @@ from pathlib import Path
 
 from .bots import BOTS, make_bot, play_match
 from .engine import State
-from .record import JSON, RecordError, build_record, dump_record, load_record, replay
+from .record import (
+    MatchRecord,
+    RecordError,
+    build_record,
+    dump_record,
+    read_record_json,
+    record_from_json,
+    replay,
+)
+from .record.json_v1 import note_json
 
 
 def _seed(text: str) -> int:
@@ -22,31 +31,33 @@ def _seed(text: str) -> int:
     return value
 
 
-def format_match(record: JSON) -> str:
+def format_match(record: MatchRecord) -> str:
     """A readable move-by-move account of a record; replays it first (RecordError if bad)."""
     result = replay(record)
-    players = [p["name"] for p in record["players"]]
-    lines = [f"SCOUT, {record['num_players']} players, seed {record['seed']}"]
+    players = record.players
+    lines = [f"SCOUT, {record.num_players} players, seed {record.seed}"]
     lines += [f"  seat {seat}: {name}" for seat, name in enumerate(players)]
-    for entry in record["rounds"]:
-        index = entry["index"]
-        lines.append(f"\nRound {index + 1} (seat {entry['starting_seat']} starts)")
-        for seat, hand in enumerate(entry["dealt_hands"]):
-            rotated = " (rotated)" if entry["rotations"][seat] else ""
-            faces = " ".join(f"{f}/{o}" for f, o in hand)
+    for entry in record.rounds:
+        index = entry.index
+        lines.append(f"\nRound {index + 1} (seat {entry.starting_seat} starts)")
+        for seat, hand in enumerate(entry.dealt_hands):
+            rotated = " (rotated)" if entry.rotations[seat] else ""
+            faces = " ".join(f"{card.face}/{card.other}" for card in hand)
             lines.append(f"  dealt to seat {seat}: {faces}{rotated}")
         lines += [f"  {step.number:3d}. {step.description}" for step in result.steps
                   if step.round_index == index]
-        if "scores" in entry:
-            exempt = entry["exempt_seat"]
-            note = f"; seat {exempt} exempt from the hand penalty" if exempt is not None else ""
-            lines.append(f"  round ends: {entry['end_reason'].replace('_', ' ')}{note}")
-            lines.append(f"  round scores: {entry['scores']}")
-    for note in record.get("notes", []):
-        lines.append(f"  note: {json.dumps(note)}")
-    if record.get("finished"):
+        if entry.scores is not None and entry.end_reason is not None:
+            exempt = entry.exempt_seat
+            exempt_text = (f"; seat {exempt} exempt from the hand penalty"
+                           if exempt is not None else "")
+            lines.append(f"  round ends: {entry.end_reason.value.replace('_', ' ')}"
+                         f"{exempt_text}")
+            lines.append(f"  round scores: {list(entry.scores)}")
+    for note in record.notes:
+        lines.append(f"  note: {json.dumps(note_json(note))}")
+    if record.finished and record.totals is not None and record.ranks is not None:
         lines.append("\nFinal standings")
-        totals, ranks = record["totals"], record["ranks"]
+        totals, ranks = record.totals, record.ranks
         for seat in sorted(range(len(players)), key=lambda s: ranks[s]):
             lines.append(f"  {ranks[seat]}. seat {seat} {players[seat]:<12} {totals[seat]:+d}")
     return "\n".join(lines)
@@ -71,11 +82,10 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     try:
-        record = load_record(args.file)
-        if args.quiet:
-            replay(record)
-        else:
-            print(format_match(record))
+        raw = read_record_json(args.file)
+        replay(raw)
+        if not args.quiet:
+            print(format_match(record_from_json(raw)))
     except RecordError as exc:
         print(f"invalid record: {exc}", file=sys.stderr)
         return 1

@@ -26,10 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trueskill
-
 from .engine.cards import MASK64, SplitMix64
-from .record import JSON, load_record
+from .ratings import RatingBook, conservative
+from .record import JSON, MatchOutcome, MatchRecord, RecordError, load_record
 from .server import Referee, RefereeServer, TimeControl
 from .server.core import MatchRunner, MatchStatus
 
@@ -155,7 +154,7 @@ class BotStats:
 
     @property
     def conservative(self) -> float:
-        return self.mu - 3 * self.sigma
+        return conservative(self.mu, self.sigma)
 
     def mean_score_ci(self) -> tuple[float, float]:
         if not self.scores:
@@ -166,31 +165,26 @@ class BotStats:
         return (mean, 1.96 * statistics.stdev(self.scores) / math.sqrt(len(self.scores)))
 
 
-def compute_standings(records: Sequence[JSON], names: Sequence[str]
+def compute_standings(outcomes: Sequence[MatchOutcome], names: Sequence[str]
                       ) -> tuple[dict[str, BotStats], dict[str, dict[str, float]]]:
-    """Standings and head-to-head shares from finished records, taken in schedule order."""
-    env = trueskill.TrueSkill(draw_probability=0.05)
-    ratings = {name: env.create_rating() for name in names}
+    """Standings and head-to-head shares from finished matches, taken in schedule order."""
+    book = RatingBook()
     stats = {name: BotStats(name) for name in names}
     wins_vs: dict[str, dict[str, float]] = {a: {b: 0.0 for b in names} for a in names}
     games_vs: dict[str, dict[str, int]] = {a: {b: 0 for b in names} for a in names}
-    for record in records:
-        seats = [p["name"] for p in record["players"]]
-        ranks = record["ranks"]
-        totals = record["totals"]
-        forfeits = set(record.get("forfeits", []))
-        seat_meta = record.get("meta", {}).get("seats", [{}] * len(seats))
-        firsts = sum(1 for r in ranks if r == 1)
+    for outcome in outcomes:
+        seats, ranks = outcome.players, outcome.ranks
+        firsts = len(outcome.winners)
         for seat, name in enumerate(seats):
             s = stats[name]
             s.matches += 1
-            s.scores.append(totals[seat])
+            s.scores.append(outcome.totals[seat])
             s.ranks.append(ranks[seat])
             if ranks[seat] == 1:
                 s.wins += 1 / firsts
-            s.timeouts += seat_meta[seat].get("timeouts", 0)
-            s.illegal_actions += seat_meta[seat].get("illegal_actions", 0)
-            s.forfeits += seat in forfeits
+            s.timeouts += outcome.seats[seat].timeouts
+            s.illegal_actions += outcome.seats[seat].illegal_actions
+            s.forfeits += seat in outcome.forfeits
             for other, other_name in enumerate(seats):
                 if other != seat:
                     games_vs[name][other_name] += 1
@@ -198,10 +192,9 @@ def compute_standings(records: Sequence[JSON], names: Sequence[str]
                         wins_vs[name][other_name] += 1
                     elif ranks[seat] == ranks[other]:
                         wins_vs[name][other_name] += 0.5
-        rated = env.rate([(ratings[name],) for name in seats], ranks=[r - 1 for r in ranks])
-        for name, (rating,) in zip(seats, rated, strict=True):
-            ratings[name] = rating
-    for name, rating in ratings.items():
+        book.rate(seats, ranks)
+    for name in names:
+        rating = book.get(name)
         stats[name].mu, stats[name].sigma = rating.mu, rating.sigma
     share = {a: {b: (wins_vs[a][b] / games_vs[a][b]) if games_vs[a][b] else math.nan
                  for b in names} for a in names}
@@ -236,7 +229,7 @@ class Tournament:
         self.show_progress = show_progress
         self.bots = {b.name: BotProcess(b, secrets.token_urlsafe(16)) for b in config.bots}
         self.schedule = schedule(config)
-        self.done: dict[str, JSON] = {}
+        self.done: dict[str, MatchRecord] = {}
         self.interrupted = False
         self.started = time.monotonic()
         self.play_seconds = 0.0
@@ -250,10 +243,10 @@ class Tournament:
         for path in sorted(self.records_dir.glob("*.json")):
             try:
                 record = load_record(path)
-            except ValueError:
+            except RecordError:
                 continue
-            key = record.get("meta", {}).get("tournament_key")
-            if record.get("finished") and key in keys:
+            key = record.meta_value("tournament_key")
+            if record.finished and key in keys:
                 self.done[key] = record
             elif key in keys:
                 path.rename(path.with_suffix(".unfinished"))
@@ -437,9 +430,12 @@ class Tournament:
 
     # ----- reporting ------------------------------------------------------------------------
 
-    def ordered_records(self) -> list[JSON]:
+    def ordered_records(self) -> list[MatchRecord]:
         order = {m.key: i for i, m in enumerate(self.schedule)}
         return [self.done[k] for k in sorted(self.done, key=order.__getitem__)]
+
+    def ordered_outcomes(self) -> list[MatchOutcome]:
+        return [outcome for r in self.ordered_records() if (outcome := r.outcome) is not None]
 
     def _leader(self) -> str:
         """The current leader for the progress bar. Rating every record again costs time that
@@ -447,7 +443,7 @@ class Tournament:
         now = time.monotonic()
         if now - self._leader_at >= LEADER_REFRESH_S:
             self._leader_at = now
-            stats, _ = compute_standings(self.ordered_records(), list(self.bots))
+            stats, _ = compute_standings(self.ordered_outcomes(), list(self.bots))
             best = max(stats.values(), key=lambda s: s.conservative)
             self._leader_text = f"{best.name} ({best.conservative:.1f})" if best.matches else ""
         return self._leader_text
@@ -477,7 +473,7 @@ class Tournament:
     def summary(self) -> JSON:
         names = list(self.bots)
         records = self.ordered_records()
-        stats, share = compute_standings(records, names)
+        stats, share = compute_standings(self.ordered_outcomes(), names)
         elapsed = time.monotonic() - self.started
         standings = []
         for s in sorted(stats.values(), key=lambda s: -s.conservative):
@@ -504,7 +500,7 @@ class Tournament:
             "head_to_head": {a: {b: (None if math.isnan(v) else round(v, 4))
                                  for b, v in row.items() if b != a}
                              for a, row in share.items()},
-            "records": [f"records/{r['match_id']}.json" for r in records],
+            "records": [f"records/{r.match_id}.json" for r in records],
         }
 
 

@@ -32,7 +32,7 @@ from ..engine import (
     State,
     rank_scores,
 )
-from ..record import JSON, build_record, dump_record
+from ..record import JSON, MatchRecord, Note, RefereeMeta, SeatStats, build_record, dump_record
 from . import convert
 
 log = logging.getLogger("scout_arena.referee")
@@ -180,8 +180,8 @@ class MatchRunner:
         self.names = [bot.name for bot in bots]
         self.versions = [bot.connection.version if bot.connection else "" for bot in bots]
         self.status = MatchStatus.RUNNING
-        self.notes: list[JSON] = []
-        self.record: JSON | None = None
+        self.notes: list[Note] = []
+        self.record: MatchRecord | None = None
         self.spectator_log: list[matches_pb2.SpectatorEvent] = []
         self._changed = asyncio.Event()
         self._closed = False  # set with the last spectator event (after the record is stored)
@@ -237,10 +237,8 @@ class MatchRunner:
 
     def _note(self, kind: str, seat: int, detail: str) -> None:
         state = self.state
-        self.notes.append({
-            "kind": kind, "seat": seat, "round": state.round_index,
-            "action_index": len(state.round_logs[-1].actions), "detail": detail,
-        })
+        self.notes.append(Note(kind, seat, state.round_index,
+                               len(state.round_logs[-1].actions), detail))
 
     # ----- messages to seats --------------------------------------------------------------
 
@@ -463,17 +461,14 @@ class MatchRunner:
         self._finishing = True
         state = self.state
         forfeits = self.forfeited
-        meta = {
-            "match_id": self.match_id, "status": status.value,
-            "time_control": {"decision_ms": self.time_control.decision_ms,
-                             "time_bank_ms": self.time_control.time_bank_ms},
-            "bot_versions": self.versions,
-            **self.extra_meta,
-            "created_at": self.created_at, "ended_at": time.time(),
-            "seats": [{"strikes": s.strikes, "timeouts": s.timeouts, "illegal_actions": s.illegal,
-                       "forfeited": s.forfeited, "time_bank_ms": int(s.bank_ms)}
-                      for s in self.seats],
-        }
+        meta = RefereeMeta(
+            status=status.value, decision_ms=self.time_control.decision_ms,
+            time_bank_ms=self.time_control.time_bank_ms, bot_versions=tuple(self.versions),
+            created_at=self.created_at, ended_at=time.time(),
+            seats=tuple(SeatStats(strikes=s.strikes, timeouts=s.timeouts,
+                                  illegal_actions=s.illegal, forfeited=s.forfeited,
+                                  time_bank_ms=int(s.bank_ms)) for s in self.seats),
+            extra=self.extra_meta)
         self.record = build_record(state, self.names, match_id=self.match_id,
                                    forfeits=forfeits, notes=self.notes, meta=meta)
         await self.referee.store_record(self)

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 
+from ..record import record_to_json
 from .convert import varint
 from .core import (
     PROTOCOL_VERSION,
@@ -286,7 +287,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"match {request.match_id} is still running; its record is "
                                 "written when it ends")
-        return matches_pb2.GetRecordResponse(record_json=json.dumps(runner.record))
+        return matches_pb2.GetRecordResponse(record_json=json.dumps(record_to_json(runner.record)))
 
     async def WatchMatch(
         self, request: matches_pb2.WatchMatchRequest,

@@ -1,20 +1,19 @@
-"""Versioned JSON match records and their replay through the engine.
+"""Replay of a match record through the engine.
 
 A record holds everything needed to re-run a match: the seed (or none, for an explicit deal), the
 dealt hands before rotation, every rotation choice and every action in order. `replay` re-runs
 it through the engine and checks every action, round end and score, naming the first step that
-does not hold. The format is documented in docs/record-format.md.
+does not hold. It reads the JSON of format v1 field by field, because a record may come from
+anywhere (a file, the wire), and a typed `MatchRecord` through the same path.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .engine import (
+from ..engine import (
     Action,
     Card,
     End,
@@ -22,141 +21,22 @@ from .engine import (
     MalformedAction,
     Phase,
     Scout,
-    ScoutAndShow,
     ScoutError,
     Show,
     State,
     deal_match,
     rank_scores,
 )
-from .engine.moves import remaining_active, scouted_card
-
-RECORD_FORMAT = "scout-arena-match-record"
-RECORD_VERSION = 1
-
-JSON = dict[str, Any]
-
-
-class RecordError(ValueError):
-    """A record that cannot be read, or whose contents the engine does not reproduce."""
-
-
-def action_to_json(action: Action) -> JSON:
-    if isinstance(action, Show):
-        return {"show": {"start": action.start, "length": action.length}}
-    if isinstance(action, Scout):
-        return {"scout": _scout_json(action)}
-    return {"scout_and_show": {"scout": _scout_json(action.scout),
-                               "show": {"start": action.show.start,
-                                        "length": action.show.length}}}
-
-
-def _scout_json(scout: Scout) -> JSON:
-    return {"end": "left" if scout.end == End.LEFT else "right", "flip": scout.flip,
-            "insert_at": scout.insert_at}
-
-
-def _show_from(obj: Any) -> Show:
-    if not isinstance(obj, dict) or set(obj) != {"start", "length"}:
-        raise MalformedAction(f"a show is {{'start', 'length'}}, got {obj!r}")
-    start, length = obj["start"], obj["length"]
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, length)):
-        raise MalformedAction(f"a show's start and length are integers, got {obj!r}")
-    return Show(start, length)
-
-
-def _scout_from(obj: Any) -> Scout:
-    if not isinstance(obj, dict) or set(obj) != {"end", "flip", "insert_at"}:
-        raise MalformedAction(f"a scout is {{'end', 'flip', 'insert_at'}}, got {obj!r}")
-    end = {"left": End.LEFT, "right": End.RIGHT}.get(obj["end"])
-    pos = obj["insert_at"]
-    if end is None or not isinstance(obj["flip"], bool) or not isinstance(pos, int) \
-            or isinstance(pos, bool):
-        raise MalformedAction(f"a scout has end 'left'/'right', a boolean flip and an integer "
-                              f"insert_at, got {obj!r}")
-    return Scout(end, obj["flip"], pos)
-
-
-def action_from_json(obj: Any) -> Action:
-    """The engine action of a record entry's action part; MalformedAction if unreadable."""
-    if not isinstance(obj, dict) or len(obj) != 1:
-        raise MalformedAction(f"an action has exactly one of show/scout/scout_and_show: {obj!r}")
-    ((kind, body),) = obj.items()
-    if kind == "show":
-        return _show_from(body)
-    if kind == "scout":
-        return _scout_from(body)
-    if kind == "scout_and_show" and isinstance(body, dict) and set(body) == {"scout", "show"}:
-        return ScoutAndShow(_scout_from(body["scout"]), _show_from(body["show"]))
-    raise MalformedAction(f"unknown action {obj!r}")
-
-
-def _cards_json(cards: Sequence[Card]) -> list[list[int]]:
-    return [[c.face, c.other] for c in cards]
-
-
-def build_record(
-    state: State,
-    players: Sequence[str],
-    *,
-    match_id: str | None = None,
-    forfeits: Sequence[int] = (),
-    notes: Sequence[JSON] = (),
-    meta: JSON | None = None,
-) -> JSON:
-    """The record of a match (finished or not) as a JSON-ready dict."""
-    if len(players) != state.num_players:
-        raise ValueError(f"{len(players)} player names for {state.num_players} seats")
-    rounds = []
-    for log in state.round_logs:
-        entry: JSON = {
-            "index": log.round_index,
-            "starting_seat": log.starting_seat,
-            "dealt_hands": [_cards_json(h) for h in log.dealt_hands],
-            "rotations": list(log.rotations),
-            "actions": [{"seat": seat, **action_to_json(a)} for seat, a in log.actions],
-        }
-        if log.result is not None:
-            entry["end_reason"] = log.result.end_reason.value
-            entry["exempt_seat"] = log.result.exempt_seat
-            entry["scores"] = list(log.result.scores)
-        rounds.append(entry)
-    finished = state.is_over
-    return {
-        "format": RECORD_FORMAT,
-        "version": RECORD_VERSION,
-        "match_id": match_id,
-        "seed": state.seed,
-        "num_players": state.num_players,
-        "players": [{"seat": s, "name": name} for s, name in enumerate(players)],
-        "rounds": rounds,
-        "finished": finished,
-        "totals": list(state.scores) if finished else None,
-        "ranks": list(rank_scores(state.scores, forfeits)) if finished else None,
-        "forfeits": sorted(forfeits),
-        "explicit_deals": None if state.seed is not None
-        else [[_cards_json(h) for h in r] for r in state.deals],
-        "notes": list(notes),
-        "meta": dict(meta or {}),
-    }
-
-
-def dump_record(record: JSON, path: str | Path) -> None:
-    """Write atomically (temp file + rename), so a reader never sees half a record."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(target)
-
-
-def load_record(path: str | Path) -> JSON:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not a readable JSON record ({exc})") from exc
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: a record is a JSON object")
-    return data
+from ..engine.moves import remaining_active, scouted_card
+from .json_v1 import (
+    RECORD_FORMAT,
+    RECORD_VERSION,
+    RecordError,
+    action_from_json,
+    cards_json,
+    record_to_json,
+)
+from .model import JSON, MatchRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +65,11 @@ def _field(obj: JSON, key: str, kind: type | tuple[type, ...], where: str) -> An
     return value
 
 
-def replay(record: JSON) -> ReplayResult:
+def replay(record: JSON | MatchRecord) -> ReplayResult:
     """Re-run a record through the engine, checking every step; RecordError names the first
     step that fails."""
+    if isinstance(record, MatchRecord):
+        record = record_to_json(record)
     if record.get("format") != RECORD_FORMAT:
         raise RecordError(f"not a Scout Arena match record (format {record.get('format')!r})")
     if record.get("version") != RECORD_VERSION:
@@ -310,7 +192,7 @@ def _initial_state(record: JSON, n: int, seed: Any, rounds: list[Any]) -> State:
         for i, entry in enumerate(rounds):
             dealt = [[list(c) for c in h] for h in _field(entry, "dealt_hands", list,
                                                         f"round {i + 1}")]
-            if i >= len(deals) or dealt != [_cards_json(h) for h in deals[i]]:
+            if i >= len(deals) or dealt != [cards_json(h) for h in deals[i]]:
                 raise RecordError(f"round {i + 1}: the recorded dealt hands are not the "
                                   f"match's deal" + (f" for seed {seed}" if seed is not None
                                                      else ""))

@@ -1,0 +1,33 @@
+"""Match records: typed values the referee produces and the apps consume (`model`), format v1
+as JSON at the file and wire edge (`json_v1`), and replay through the engine (`replay`)."""
+
+from .json_v1 import (
+    RECORD_FORMAT,
+    RECORD_VERSION,
+    RecordError,
+    action_from_json,
+    action_to_json,
+    dump_record,
+    load_record,
+    read_record_json,
+    record_from_json,
+    record_to_json,
+)
+from .model import (
+    JSON,
+    MatchOutcome,
+    MatchRecord,
+    Note,
+    RefereeMeta,
+    RoundRecord,
+    SeatStats,
+    build_record,
+)
+from .replay import ReplayResult, ReplayStep, describe_action, replay
+
+__all__ = [
+    "JSON", "RECORD_FORMAT", "RECORD_VERSION", "MatchOutcome", "MatchRecord", "Note",
+    "RecordError", "RefereeMeta", "ReplayResult", "ReplayStep", "RoundRecord", "SeatStats",
+    "action_from_json", "action_to_json", "build_record", "describe_action", "dump_record",
+    "load_record", "read_record_json", "record_from_json", "record_to_json", "replay",
+]
