@@ -52,7 +52,8 @@ class RoundEnd(Enum):
 
 @dataclass(frozen=True, slots=True)
 class RoundResult:
-    """A finished round: why it ended, every hand revealed, and each seat's round score."""
+    """A finished round: why it ended, every hand revealed, each seat's round score, and the
+    table as it was left (the next round is dealt at once, so this is the only trace of it)."""
 
     round_index: int
     end_reason: RoundEnd
@@ -61,6 +62,9 @@ class RoundResult:
     scout_chips: tuple[int, ...]
     hands: tuple[Hand, ...]
     scores: tuple[int, ...]
+    active_set: tuple[Card, ...] = ()
+    active_owner: int | None = None
+    scout_show_tokens: tuple[bool, ...] = ()
 
 
 class PublicAction(NamedTuple):
@@ -456,7 +460,8 @@ class State:
             captured[s] + chips[s] - (0 if s == exempt else len(self.hands[s])) for s in range(n)
         )
         result = RoundResult(self.round_index, reason, exempt, captured, chips,
-                             tuple(Hand(h) for h in self.hands), scores)
+                             tuple(Hand(h) for h in self.hands), scores, tuple(self.active),
+                             self.active_owner, tuple(self.scout_show_tokens))
         self.round_results.append(result)
         self.round_logs[-1].result = result
         for s in range(n):
