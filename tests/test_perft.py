@@ -12,11 +12,10 @@ a brute force that offers `is_legal` every action a bot could name.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
-
 import pytest
-from scout_arena.engine import Action, End, Phase, Scout, ScoutAndShow, Show, State
+from scout_arena.engine import End, Phase, State
+from support.oracle import brute_force_legal as brute_force
+from support.oracle import oracle_actions
 
 L, R = End.LEFT, End.RIGHT
 POINTS = (0, 5, 10, 20)
@@ -68,72 +67,6 @@ PERFT = {
     (3, 1, 10, 2): 21601,
     (5, 3, 20, 2): 5046,
 }
-
-
-# ----- independent enumerations -------------------------------------------------------------
-
-
-def strength(faces: Sequence[int]) -> tuple[int, int, int] | None:
-    n = len(faces)
-    if n == 0:
-        return None
-    if all(f == faces[0] for f in faces):
-        return (n, 1, faces[0])
-    steps = {b - a for a, b in itertools.pairwise(faces)}
-    if steps in ({1}, {-1}):
-        return (n, 0, min(faces))
-    return None
-
-
-def oracle_shows(faces: Sequence[int], table: Sequence[int]) -> set[Show]:
-    beat = strength(table) if table else None
-    return {
-        Show(s, k)
-        for s in range(len(faces)) for k in range(1, len(faces) - s + 1)
-        if (key := strength(faces[s : s + k])) is not None and (beat is None or key > beat)
-    }
-
-
-def oracle_actions(state: State) -> set[Action]:
-    seat = state.current_seat
-    assert seat is not None
-    hand = list(state.hand(seat))
-    faces = [c.face for c in hand]
-    active = list(state.active_set)
-    out: set[Action] = set(oracle_shows(faces, [c.face for c in active]))
-    ends = [L] if len(active) == 1 else [L, R]
-    if active and (state.num_players > 2 or state.scout_chips[seat] > 0):
-        out |= {Scout(e, f, p) for e in ends for f in (False, True) for p in range(len(hand) + 1)}
-    if state.num_players > 2 and active and state.scout_show_tokens[seat]:
-        for e in ends:
-            card = active[0] if e == L else active[-1]
-            rest = [c.face for c in (active[1:] if e == L else active[:-1])]
-            for flip in (False, True):
-                value = card.other if flip else card.face
-                for p in range(len(hand) + 1):
-                    for show in oracle_shows([*faces[:p], value, *faces[p:]], rest):
-                        out.add(ScoutAndShow(Scout(e, flip, p), show))
-    return out
-
-
-def brute_force(state: State) -> set[Action]:
-    seat = state.current_seat
-    assert seat is not None
-    size = len(state.hand(seat))
-    scouts = [Scout(e, f, p) for e in (L, R) for f in (False, True) for p in range(size + 1)]
-    candidates: list[Action] = [Show(s, k) for s in range(size) for k in range(1, size - s + 1)]
-    candidates += scouts
-    candidates += [ScoutAndShow(sc, Show(s, k)) for sc in scouts
-                   for s in range(size + 1) for k in range(1, size + 2 - s)]
-    one_end = len(state.active_set) == 1
-    out: set[Action] = set()
-    for action in filter(state.is_legal, candidates):
-        if one_end and isinstance(action, Scout):
-            action = action._replace(end=L)
-        elif one_end and isinstance(action, ScoutAndShow):
-            action = action._replace(scout=action.scout._replace(end=L))
-        out.add(action)
-    return out
 
 
 # ----- walking the fixed policy -------------------------------------------------------------
