@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from scout.v1 import game_pb2 as scout_dot_v1_dot_game__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/arena.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\x8e\x01\n\nBotMessage\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.scout.v1.HelloH\x00\x12,\n\x08rotation\x18\x02 \x01(\x0b\x32\x18.scout.v1.RotationChoiceH\x00\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.ActionChoiceH\x00\x42\x06\n\x04\x62ody\"\x81\x01\n\x05Hello\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62ot_version\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x1e\n\x16max_concurrent_matches\x18\x04 \x01(\r\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"F\n\x0eRotationChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x0e\n\x06rotate\x18\x03 \x01(\x08\"V\n\x0c\x41\x63tionChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12 \n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x10.scout.v1.Action\"\xe6\x03\n\x0eRefereeMessage\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.scout.v1.WelcomeH\x00\x12+\n\x0bmatch_start\x18\x02 \x01(\x0b\x32\x14.scout.v1.MatchStartH\x00\x12\x35\n\x10rotation_request\x18\x03 \x01(\x0b\x32\x19.scout.v1.RotationRequestH\x00\x12\x35\n\x10\x64\x65\x63ision_request\x18\x04 \x01(\x0b\x32\x19.scout.v1.DecisionRequestH\x00\x12/\n\ranswer_result\x18\x05 \x01(\x0b\x32\x16.scout.v1.AnswerResultH\x00\x12-\n\x0cpublic_event\x18\x06 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x07 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x08 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x12(\n\x05\x65rror\x18\t \x01(\x0b\x32\x17.scout.v1.ProtocolErrorH\x00\x12\'\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x16.scout.v1.RefereeBatchH\x00\x42\x06\n\x04\x62ody\":\n\x0cRefereeBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.scout.v1.RefereeMessage\"Z\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\"\xd0\x01\n\nMatchStart\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x14\n\x0cplayer_names\x18\x03 \x03(\t\x12\x13\n\x0bnum_players\x18\x04 \x01(\x05\x12\x12\n\nnum_rounds\x18\x05 \x01(\x05\x12+\n\x0ctime_control\x18\x06 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x0f\n\x07resumed\x18\x07 \x01(\x08\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\x12\x0f\n\x07strikes\x18\t \x01(\x05\"\x95\x01\n\x0fRotationRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x13\n\x0bround_index\x18\x03 \x01(\x05\x12\x1c\n\x04hand\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Card\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x05 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\xfc\x01\n\x0f\x44\x65\x63isionRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12*\n\x0bobservation\x18\x03 \x01(\x0b\x32\x15.scout.v1.Observation\x12#\n\x0blegal_shows\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Show\x12%\n\x0clegal_scouts\x18\x05 \x03(\x0b\x32\x0f.scout.v1.Scout\x12 \n\x18scout_and_show_available\x18\x06 \x01(\x08\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x07 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\"\x93\x01\n\x0c\x41nswerResult\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.scout.v1.AnswerStatus\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07strikes\x18\x05 \x01(\x05\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\\\n\x0bPublicEvent\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12&\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.PublicAction\"\x84\x02\n\nRoundEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.scout.v1.RoundEndReason\x12\x18\n\x0b\x65xempt_seat\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cround_scores\x18\x05 \x03(\x05\x12\x0e\n\x06totals\x18\x06 \x03(\x05\x12\x1d\n\x05hands\x18\x07 \x03(\x0b\x32\x0e.scout.v1.Hand\x12#\n\x0b\x64\x65\x61lt_hands\x18\x08 \x03(\x0b\x32\x0e.scout.v1.Hand\x12\x11\n\trotations\x18\t \x03(\x08\x42\x0e\n\x0c_exempt_seat\"i\n\nMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06totals\x18\x02 \x03(\x05\x12\r\n\x05ranks\x18\x03 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\x04 \x03(\x05\x12\x11\n\trecord_id\x18\x05 \x01(\t\"C\n\rProtocolError\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.scout.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t*\xd8\x01\n\x0c\x41nswerStatus\x12\x1d\n\x19\x41NSWER_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_STATUS_ACCEPTED\x10\x01\x12\x19\n\x15\x41NSWER_STATUS_ILLEGAL\x10\x02\x12\x1b\n\x17\x41NSWER_STATUS_MALFORMED\x10\x03\x12\x17\n\x13\x41NSWER_STATUS_STALE\x10\x04\x12\x1f\n\x1b\x41NSWER_STATUS_UNKNOWN_MATCH\x10\x05\x12\x1b\n\x17\x41NSWER_STATUS_TIMED_OUT\x10\x06*\xa4\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45RROR_CODE_EXPECTED_HELLO\x10\x01\x12#\n\x1f\x45RROR_CODE_UNSUPPORTED_PROTOCOL\x10\x02\x12\x1a\n\x16\x45RROR_CODE_BAD_MESSAGE\x10\x03\x12\x1b\n\x17\x45RROR_CODE_RATE_LIMITED\x10\x04\x32\x43\n\x05\x41rena\x12:\n\x04Play\x12\x14.scout.v1.BotMessage\x1a\x18.scout.v1.RefereeMessage(\x01\x30\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/arena.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\x8e\x01\n\nBotMessage\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.scout.v1.HelloH\x00\x12,\n\x08rotation\x18\x02 \x01(\x0b\x32\x18.scout.v1.RotationChoiceH\x00\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.ActionChoiceH\x00\x42\x06\n\x04\x62ody\"\x81\x01\n\x05Hello\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62ot_version\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x1e\n\x16max_concurrent_matches\x18\x04 \x01(\r\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"F\n\x0eRotationChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x0e\n\x06rotate\x18\x03 \x01(\x08\"V\n\x0c\x41\x63tionChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12 \n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x10.scout.v1.Action\"\x8c\x04\n\x0eRefereeMessage\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.scout.v1.WelcomeH\x00\x12+\n\x0bmatch_start\x18\x02 \x01(\x0b\x32\x14.scout.v1.MatchStartH\x00\x12\x35\n\x10rotation_request\x18\x03 \x01(\x0b\x32\x19.scout.v1.RotationRequestH\x00\x12\x35\n\x10\x64\x65\x63ision_request\x18\x04 \x01(\x0b\x32\x19.scout.v1.DecisionRequestH\x00\x12/\n\ranswer_result\x18\x05 \x01(\x0b\x32\x16.scout.v1.AnswerResultH\x00\x12-\n\x0cpublic_event\x18\x06 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x07 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x08 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x12(\n\x05\x65rror\x18\t \x01(\x0b\x32\x17.scout.v1.ProtocolErrorH\x00\x12\'\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x16.scout.v1.RefereeBatchH\x00\x12$\n\x07goodbye\x18\x0b \x01(\x0b\x32\x11.scout.v1.GoodbyeH\x00\x42\x06\n\x04\x62ody\":\n\x0cRefereeBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.scout.v1.RefereeMessage\"Z\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\"\xd0\x01\n\nMatchStart\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x14\n\x0cplayer_names\x18\x03 \x03(\t\x12\x13\n\x0bnum_players\x18\x04 \x01(\x05\x12\x12\n\nnum_rounds\x18\x05 \x01(\x05\x12+\n\x0ctime_control\x18\x06 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x0f\n\x07resumed\x18\x07 \x01(\x08\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\x12\x0f\n\x07strikes\x18\t \x01(\x05\"\x95\x01\n\x0fRotationRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x13\n\x0bround_index\x18\x03 \x01(\x05\x12\x1c\n\x04hand\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Card\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x05 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\xfc\x01\n\x0f\x44\x65\x63isionRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12*\n\x0bobservation\x18\x03 \x01(\x0b\x32\x15.scout.v1.Observation\x12#\n\x0blegal_shows\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Show\x12%\n\x0clegal_scouts\x18\x05 \x03(\x0b\x32\x0f.scout.v1.Scout\x12 \n\x18scout_and_show_available\x18\x06 \x01(\x08\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x07 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\"\x93\x01\n\x0c\x41nswerResult\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.scout.v1.AnswerStatus\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07strikes\x18\x05 \x01(\x05\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\\\n\x0bPublicEvent\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12&\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.PublicAction\"\x84\x02\n\nRoundEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.scout.v1.RoundEndReason\x12\x18\n\x0b\x65xempt_seat\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cround_scores\x18\x05 \x03(\x05\x12\x0e\n\x06totals\x18\x06 \x03(\x05\x12\x1d\n\x05hands\x18\x07 \x03(\x0b\x32\x0e.scout.v1.Hand\x12#\n\x0b\x64\x65\x61lt_hands\x18\x08 \x03(\x0b\x32\x0e.scout.v1.Hand\x12\x11\n\trotations\x18\t \x03(\x08\x42\x0e\n\x0c_exempt_seat\"i\n\nMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06totals\x18\x02 \x03(\x05\x12\r\n\x05ranks\x18\x03 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\x04 \x03(\x05\x12\x11\n\trecord_id\x18\x05 \x01(\t\"C\n\rProtocolError\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.scout.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"n\n\x07Goodbye\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.scout.v1.GoodbyeReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\treconnect\x18\x03 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\r*\xd8\x01\n\x0c\x41nswerStatus\x12\x1d\n\x19\x41NSWER_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_STATUS_ACCEPTED\x10\x01\x12\x19\n\x15\x41NSWER_STATUS_ILLEGAL\x10\x02\x12\x1b\n\x17\x41NSWER_STATUS_MALFORMED\x10\x03\x12\x17\n\x13\x41NSWER_STATUS_STALE\x10\x04\x12\x1f\n\x1b\x41NSWER_STATUS_UNKNOWN_MATCH\x10\x05\x12\x1b\n\x17\x41NSWER_STATUS_TIMED_OUT\x10\x06*\xa4\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45RROR_CODE_EXPECTED_HELLO\x10\x01\x12#\n\x1f\x45RROR_CODE_UNSUPPORTED_PROTOCOL\x10\x02\x12\x1a\n\x16\x45RROR_CODE_BAD_MESSAGE\x10\x03\x12\x1b\n\x17\x45RROR_CODE_RATE_LIMITED\x10\x04*i\n\rGoodbyeReason\x12\x1e\n\x1aGOODBYE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17GOODBYE_REASON_SHUTDOWN\x10\x01\x12\x1b\n\x17GOODBYE_REASON_FINISHED\x10\x02\x32\x43\n\x05\x41rena\x12:\n\x04Play\x12\x14.scout.v1.BotMessage\x1a\x18.scout.v1.RefereeMessage(\x01\x30\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scout.v1.arena_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027org.scoutarena.scout.v1P\001Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1'
-  _globals['_ANSWERSTATUS']._serialized_start=2435
-  _globals['_ANSWERSTATUS']._serialized_end=2651
-  _globals['_ERRORCODE']._serialized_start=2654
-  _globals['_ERRORCODE']._serialized_end=2818
+  _globals['_ANSWERSTATUS']._serialized_start=2585
+  _globals['_ANSWERSTATUS']._serialized_end=2801
+  _globals['_ERRORCODE']._serialized_start=2804
+  _globals['_ERRORCODE']._serialized_end=2968
+  _globals['_GOODBYEREASON']._serialized_start=2970
+  _globals['_GOODBYEREASON']._serialized_end=3075
   _globals['_BOTMESSAGE']._serialized_start=56
   _globals['_BOTMESSAGE']._serialized_end=198
   _globals['_HELLO']._serialized_start=201
@@ -46,27 +48,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTIONCHOICE']._serialized_start=404
   _globals['_ACTIONCHOICE']._serialized_end=490
   _globals['_REFEREEMESSAGE']._serialized_start=493
-  _globals['_REFEREEMESSAGE']._serialized_end=979
-  _globals['_REFEREEBATCH']._serialized_start=981
-  _globals['_REFEREEBATCH']._serialized_end=1039
-  _globals['_WELCOME']._serialized_start=1041
-  _globals['_WELCOME']._serialized_end=1131
-  _globals['_MATCHSTART']._serialized_start=1134
-  _globals['_MATCHSTART']._serialized_end=1342
-  _globals['_ROTATIONREQUEST']._serialized_start=1345
-  _globals['_ROTATIONREQUEST']._serialized_end=1494
-  _globals['_DECISIONREQUEST']._serialized_start=1497
-  _globals['_DECISIONREQUEST']._serialized_end=1749
-  _globals['_ANSWERRESULT']._serialized_start=1752
-  _globals['_ANSWERRESULT']._serialized_end=1899
-  _globals['_PUBLICEVENT']._serialized_start=1901
-  _globals['_PUBLICEVENT']._serialized_end=1993
-  _globals['_ROUNDENDED']._serialized_start=1996
-  _globals['_ROUNDENDED']._serialized_end=2256
-  _globals['_MATCHENDED']._serialized_start=2258
-  _globals['_MATCHENDED']._serialized_end=2363
-  _globals['_PROTOCOLERROR']._serialized_start=2365
-  _globals['_PROTOCOLERROR']._serialized_end=2432
-  _globals['_ARENA']._serialized_start=2820
-  _globals['_ARENA']._serialized_end=2887
+  _globals['_REFEREEMESSAGE']._serialized_end=1017
+  _globals['_REFEREEBATCH']._serialized_start=1019
+  _globals['_REFEREEBATCH']._serialized_end=1077
+  _globals['_WELCOME']._serialized_start=1079
+  _globals['_WELCOME']._serialized_end=1169
+  _globals['_MATCHSTART']._serialized_start=1172
+  _globals['_MATCHSTART']._serialized_end=1380
+  _globals['_ROTATIONREQUEST']._serialized_start=1383
+  _globals['_ROTATIONREQUEST']._serialized_end=1532
+  _globals['_DECISIONREQUEST']._serialized_start=1535
+  _globals['_DECISIONREQUEST']._serialized_end=1787
+  _globals['_ANSWERRESULT']._serialized_start=1790
+  _globals['_ANSWERRESULT']._serialized_end=1937
+  _globals['_PUBLICEVENT']._serialized_start=1939
+  _globals['_PUBLICEVENT']._serialized_end=2031
+  _globals['_ROUNDENDED']._serialized_start=2034
+  _globals['_ROUNDENDED']._serialized_end=2294
+  _globals['_MATCHENDED']._serialized_start=2296
+  _globals['_MATCHENDED']._serialized_end=2401
+  _globals['_PROTOCOLERROR']._serialized_start=2403
+  _globals['_PROTOCOLERROR']._serialized_end=2470
+  _globals['_GOODBYE']._serialized_start=2472
+  _globals['_GOODBYE']._serialized_end=2582
+  _globals['_ARENA']._serialized_start=3077
+  _globals['_ARENA']._serialized_end=3144
 # @@protoc_insertion_point(module_scope)

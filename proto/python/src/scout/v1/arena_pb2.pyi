@@ -92,6 +92,30 @@ ERROR_CODE_RATE_LIMITED: ErrorCode.ValueType  # 4
 """The bot sends faster than the referee accepts."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
+class _GoodbyeReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _GoodbyeReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_GoodbyeReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    GOODBYE_REASON_UNSPECIFIED: _GoodbyeReason.ValueType  # 0
+    """Not set."""
+    GOODBYE_REASON_SHUTDOWN: _GoodbyeReason.ValueType  # 1
+    """The referee is shutting down (a restart or maintenance); come back after retry_after_ms."""
+    GOODBYE_REASON_FINISHED: _GoodbyeReason.ValueType  # 2
+    """The tournament or event this referee served is over; do not reconnect."""
+
+class GoodbyeReason(_GoodbyeReason, metaclass=_GoodbyeReasonEnumTypeWrapper):
+    """Why the referee closes a stream on purpose."""
+
+GOODBYE_REASON_UNSPECIFIED: GoodbyeReason.ValueType  # 0
+"""Not set."""
+GOODBYE_REASON_SHUTDOWN: GoodbyeReason.ValueType  # 1
+"""The referee is shutting down (a restart or maintenance); come back after retry_after_ms."""
+GOODBYE_REASON_FINISHED: GoodbyeReason.ValueType  # 2
+"""The tournament or event this referee served is over; do not reconnect."""
+Global___GoodbyeReason: _TypeAlias = GoodbyeReason  # noqa: Y015
+
 @_typing.final
 class BotMessage(_message.Message):
     """Everything a bot may send."""
@@ -248,6 +272,7 @@ class RefereeMessage(_message.Message):
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     BATCH_FIELD_NUMBER: _builtins.int
+    GOODBYE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -288,6 +313,10 @@ class RefereeMessage(_message.Message):
     def batch(self) -> Global___RefereeBatch:
         """Several messages in the order they were queued (only to bots that accept batches)."""
 
+    @_builtins.property
+    def goodbye(self) -> Global___Goodbye:
+        """The referee is closing this stream on purpose; the last message before the stream ends."""
+
     def __init__(
         self,
         *,
@@ -301,12 +330,13 @@ class RefereeMessage(_message.Message):
         match_ended: Global___MatchEnded | None = ...,
         error: Global___ProtocolError | None = ...,
         batch: Global___RefereeBatch | None = ...,
+        goodbye: Global___Goodbye | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "batch"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "batch", "goodbye"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
@@ -737,3 +767,39 @@ class ProtocolError(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProtocolError: _TypeAlias = ProtocolError  # noqa: Y015
+
+@_typing.final
+class Goodbye(_message.Message):
+    """Sent once, just before the referee ends the stream on purpose, so that a bot can tell a
+    planned stop from a network fault (which it answers by reconnecting with backoff).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    RECONNECT_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_MS_FIELD_NUMBER: _builtins.int
+    reason: Global___GoodbyeReason.ValueType
+    """Why the stream ends."""
+    message: _builtins.str
+    """For people and logs."""
+    reconnect: _builtins.bool
+    """True: reconnect (same address, same token) after retry_after_ms; false: exit cleanly."""
+    retry_after_ms: _builtins.int
+    """How long to wait before the first reconnect attempt, when reconnect is true."""
+    def __init__(
+        self,
+        *,
+        reason: Global___GoodbyeReason.ValueType = ...,
+        message: _builtins.str = ...,
+        reconnect: _builtins.bool = ...,
+        retry_after_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "reason", b"reason", "reconnect", b"reconnect", "retry_after_ms", b"retry_after_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Goodbye: _TypeAlias = Goodbye  # noqa: Y015
