@@ -10,7 +10,9 @@ import random
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ from scout_client import (
     convert,
     group_strength,
     run_bot,
+    testing,
 )
 from scout_client.cli import BotSpecError, load_bot, main
 from scout_client.runner import backoff_delay
@@ -242,21 +245,21 @@ def test_decision_request_round_trips_through_observation() -> None:
         ActionKind.SCOUT, None, RIGHT, 3, True)
     assert scout.scouted_card == Card(6, 1) and scout.shown_cards == ()
     assert both.scouted_card == Card(6, 1) and both.shown_cards == (Card(7, 2),)
-    assert convert.decision_request_to_proto(obs) == request
+    assert testing.decision_request_to_proto(obs) == request
 
     request.observation.ClearField("active_owner")
     request.observation.ClearField("active_set")
     clear = convert.decision_request_from_proto(request)
     assert clear.active_owner is None and clear.table_clear()
-    assert convert.decision_request_to_proto(clear) == request
+    assert testing.decision_request_to_proto(clear) == request
 
 
 def test_scout_without_an_end_is_refused() -> None:
     with pytest.raises(ValueError, match="end"):
         convert.scout_from_proto(game_pb2.Scout(end=game_pb2.END_UNSPECIFIED))
     empty = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(match_id="m", request_id=1))
-    assert convert.bot_message_from_proto(empty) == ActionChoice("m", 1, None)
-    assert convert.bot_message_from_proto(arena_pb2.BotMessage()) is None
+    assert testing.bot_message_from_proto(empty) == ActionChoice("m", 1, None)
+    assert testing.bot_message_from_proto(arena_pb2.BotMessage()) is None
     assert convert.referee_message_from_proto(arena_pb2.RefereeMessage()) is None
 
 
@@ -287,7 +290,7 @@ BOT_MESSAGES: list[BotMessage] = [
 
 @pytest.mark.parametrize("message", REFEREE_MESSAGES, ids=lambda m: type(m).__name__)
 def test_referee_messages_round_trip(message: RefereeMessage) -> None:
-    wire = convert.referee_message_to_proto(message)
+    wire = testing.referee_message_to_proto(message)
     again = convert.referee_message_from_proto(arena_pb2.RefereeMessage.FromString(
         wire.SerializeToString()))
     assert again == message
@@ -296,12 +299,12 @@ def test_referee_messages_round_trip(message: RefereeMessage) -> None:
 @pytest.mark.parametrize("message", BOT_MESSAGES, ids=repr)
 def test_bot_messages_round_trip(message: BotMessage) -> None:
     wire = convert.bot_message_to_proto(message)
-    assert convert.bot_message_from_proto(arena_pb2.BotMessage.FromString(
+    assert testing.bot_message_from_proto(arena_pb2.BotMessage.FromString(
         wire.SerializeToString())) == message
 
 
 def test_round_ended_without_exempt_seat_has_no_field_on_the_wire() -> None:
-    wire = convert.round_ended_to_proto(RoundEnded("m", 0, RoundEndReason.NO_LEGAL_MOVE))
+    wire = testing.round_ended_to_proto(RoundEnded("m", 0, RoundEndReason.NO_LEGAL_MOVE))
     assert not wire.HasField("exempt_seat")
 
 
@@ -358,18 +361,55 @@ def check_action(obs: Observation, action: Action) -> None:
 def test_bundled_bots_play_only_legal_actions(bot_class: type[Bot]) -> None:
     rng = random.Random(7)
     bot = bot_class()
-    used_scout_and_show = 0
+    combos: list[tuple[Observation, ScoutAndShow]] = []
     for _ in range(400):
         obs = random_observation(rng)
         action = bot.act(obs)
         check_action(obs, action)  # type: ignore[arg-type]
         if isinstance(action, ScoutAndShow):
-            used_scout_and_show += 1
-            assert action.show.length >= len(obs.active_set)
+            combos.append((obs, action))
         rotate = bot.choose_rotation(RotationRequest("m1", 1, 0, obs.hand))
         assert isinstance(rotate, bool)
+    assert combos, "both bots play Scout & Show when it is allowed"
+    assert all(obs.num_players >= 3 for obs, _ in combos)
     if bot_class is GreedyBot:
-        assert used_scout_and_show > 0
+        # Greedy spends the token only on a group at least as long as the active set.
+        assert all(combo.show.length >= max(2, len(obs.active_set)) for obs, combo in combos)
+
+
+def kind_of(action: Action) -> str:
+    return type(action).__name__
+
+
+def test_random_bot_picks_each_available_kind_about_equally_often() -> None:
+    """Uniform over the kinds, not over the actions: the one legal Show is played about as
+    often as any of the 20 Scouts or the many Scout & Shows."""
+    obs = observation(cards(5, 7, 9, 9), (Card(6, 1), Card(6, 2)), players=4)
+    assert obs.legal_shows == (Show(2, 2),) and len(obs.legal_scouts) == 20
+    assert len(obs.scout_and_shows()) > 20
+    bot = RandomBot(seed=1)
+    actions = [bot.act(replace(obs, match_id=f"m{i}")) for i in range(600)]
+    counts = Counter(kind_of(action) for action in actions)
+    assert set(counts) == {"Show", "Scout", "ScoutAndShow"}
+    assert all(150 <= count <= 250 for count in counts.values()), counts
+    combos = {action for action in actions if isinstance(action, ScoutAndShow)}
+    assert len(combos) > 10  # uniform within the kind, not one favourite
+    for combo in combos:
+        assert scout_and_show_ok(obs, combo)
+
+
+@pytest.mark.parametrize(
+    ("players", "token"), [(2, True), (4, False)], ids=["two players", "token spent"]
+)
+def test_random_bot_never_plays_scout_and_show_where_it_is_not_allowed(
+    players: int, token: bool
+) -> None:
+    obs = observation(cards(5, 7, 9, 9), (Card(6, 1), Card(6, 2)), players=players, token=token)
+    assert not obs.scout_and_show_available and obs.scout_and_shows() == []
+    bot = RandomBot(seed=1)
+    counts = Counter(kind_of(bot.act(replace(obs, match_id=f"m{i}"))) for i in range(400))
+    assert set(counts) == {"Show", "Scout"}
+    assert all(150 <= count <= 250 for count in counts.values()), counts
 
 
 def test_scout_and_shows_match_the_reference() -> None:
@@ -416,6 +456,15 @@ def test_random_bot_is_reproducible_per_match() -> None:
     observations = [random_observation(rng) for _ in range(30)]
     first = [RandomBot(seed=5).act(o) for o in observations]
     assert [RandomBot(seed=5).act(o) for o in observations] == first
+    # A match replays the same when another match draws from the same bot in between.
+    alone, shared = RandomBot(seed=5), RandomBot(seed=5)
+    solo = [alone.act(o) for o in observations]
+    interleaved = []
+    for o in observations:
+        shared.act(replace(o, match_id="another match"))
+        interleaved.append(shared.act(o))
+    assert interleaved == solo
+    assert len(set(solo)) > 1
 
 
 def test_fallback_is_the_first_legal_show_else_first_scout() -> None:
@@ -477,11 +526,11 @@ class Connection:
         raw = await asyncio.wait_for(self.context.read(), timeout)
         if raw is aio.EOF:
             return None
-        return convert.bot_message_from_proto(raw)
+        return testing.bot_message_from_proto(raw)
 
     async def send(self, *messages: RefereeMessage) -> float:
         for message in messages:
-            await self.context.write(convert.referee_message_to_proto(message))
+            await self.context.write(testing.referee_message_to_proto(message))
         return time.monotonic()
 
     async def handshake(self, resumed: bool = False) -> Hello:

@@ -18,8 +18,9 @@ or from a shell: `scout-bot run my_bot.py:MyBot --address HOST:PORT --token T`.
 
 from .bot import Bot
 from .bots import GreedyBot, RandomBot
+from .errors import ConnectionLost, ConnectionRejected, ScoutClientError
 from .groups import beats, group_strength, groups_in, hand_potential
-from .runner import ConnectionLost, ConnectionRejected, ScoutClientError, run, run_bot
+from .runner import run, run_bot
 from .types import (
     Action,
     ActionChoice,

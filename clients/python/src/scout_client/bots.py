@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Sequence
 
 from .bot import Bot
-from .groups import group_strength, hand_potential, scout_and_shows
+from .groups import group_strength, hand_potential
 from .types import (
     Action,
     MatchEnded,
@@ -23,12 +24,13 @@ __all__ = ["GreedyBot", "RandomBot"]
 
 
 class RandomBot(Bot):
-    """Picks uniformly among the kinds available (Show, Scout), then uniformly within the kind;
-    rotates with probability 1/2. With a seed, every match draws from its own generator seeded
-    by (seed, match_id), so a match replays the same whatever else runs concurrently."""
+    """Picks uniformly among the kinds available (Show, Scout, and Scout & Show when the seat
+    may play one), then uniformly within the kind; rotates with probability 1/2. With a seed,
+    every match draws from its own generator seeded by (seed, match_id), so a match replays the
+    same whatever else runs concurrently."""
 
     name = "random"
-    version = "1"
+    version = "2"
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
@@ -47,8 +49,12 @@ class RandomBot(Bot):
         return self._rng(request.match_id).random() < 0.5
 
     def act(self, observation: Observation) -> Action:
-        both: tuple[tuple[Action, ...], ...] = (observation.legal_shows, observation.legal_scouts)
-        kinds = [kind for kind in both if kind]
+        every: tuple[Sequence[Action], ...] = (
+            observation.legal_shows,
+            observation.legal_scouts,
+            observation.scout_and_shows(),
+        )
+        kinds = [kind for kind in every if kind]
         if not kinds:
             return observation.fallback()
         rng = self._rng(observation.match_id)
@@ -102,7 +108,7 @@ class GreedyBot(Bot):
         need = max(2, len(observation.active_set))
         best: ScoutAndShow | None = None
         best_key: tuple[int, int, int] | None = None
-        for combo in scout_and_shows(observation):
+        for combo in observation.scout_and_shows():
             if combo.show.length < need:
                 continue
             faces = tuple(card.face for card in observation.hand_after(combo.scout))

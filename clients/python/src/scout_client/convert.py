@@ -1,10 +1,12 @@
-"""The one translation between protobuf messages and the SDK's types, in both directions.
+"""The SDK's translation between protobuf messages and its own types, in the directions a bot
+needs: referee messages in (`referee_message_from_proto`), bot messages out
+(`bot_message_to_proto`).
 
 Everything else in the SDK works on `scout_client.types`; keeping the wire format behind this
-module means a proto change touches one file, and bots (and test referees) never see a
-protobuf message. Directions: `*_from_proto` reads what came off the wire, `*_to_proto` builds
-what goes on it. The two whole-message functions, `referee_message_from_proto` and
-`bot_message_to_proto`, are what the runner uses; their mirrors serve fake referees in tests.
+module means a proto change touches one file, and bots never see a protobuf message. The
+opposite directions, which only a referee needs, are in `scout_client.testing` for fake
+referees in tests. The enum tables map the wire to the SDK, the direction the SDK reads (ends
+go both ways, for the Scouts a bot sends); `testing` inverts them rather than repeat them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from scout.v1 import arena_pb2, game_pb2
 
 from .types import (
     Action,
-    ActionChoice,
     ActionKind,
     AnswerResult,
     AnswerStatus,
@@ -37,37 +38,24 @@ from .types import (
     RoundEnded,
     RoundEndReason,
     Scout,
-    ScoutAndShow,
     Show,
     TimeControl,
     Welcome,
 )
 
 __all__ = [
-    "action_from_proto",
     "action_to_proto",
     "answer_result_from_proto",
-    "answer_result_to_proto",
-    "bot_message_from_proto",
     "bot_message_to_proto",
     "card_from_proto",
-    "card_to_proto",
     "decision_request_from_proto",
-    "decision_request_to_proto",
     "match_ended_from_proto",
-    "match_ended_to_proto",
     "match_start_from_proto",
-    "match_start_to_proto",
     "public_action_from_proto",
-    "public_action_to_proto",
     "public_event_from_proto",
-    "public_event_to_proto",
     "referee_message_from_proto",
-    "referee_message_to_proto",
     "rotation_request_from_proto",
-    "rotation_request_to_proto",
     "round_ended_from_proto",
-    "round_ended_to_proto",
     "scout_from_proto",
     "scout_to_proto",
     "show_from_proto",
@@ -88,42 +76,38 @@ _END_TO_PROTO: dict[End, game_pb2.End.ValueType] = {
 }
 _END_FROM_PROTO = _inverse(_END_TO_PROTO)
 
-_KIND_TO_PROTO: dict[ActionKind, game_pb2.ActionKind.ValueType] = {
-    ActionKind.UNSPECIFIED: game_pb2.ACTION_KIND_UNSPECIFIED,
-    ActionKind.SHOW: game_pb2.ACTION_KIND_SHOW,
-    ActionKind.SCOUT: game_pb2.ACTION_KIND_SCOUT,
-    ActionKind.SCOUT_AND_SHOW: game_pb2.ACTION_KIND_SCOUT_AND_SHOW,
+_KIND_FROM_PROTO: dict[game_pb2.ActionKind.ValueType, ActionKind] = {
+    game_pb2.ACTION_KIND_UNSPECIFIED: ActionKind.UNSPECIFIED,
+    game_pb2.ACTION_KIND_SHOW: ActionKind.SHOW,
+    game_pb2.ACTION_KIND_SCOUT: ActionKind.SCOUT,
+    game_pb2.ACTION_KIND_SCOUT_AND_SHOW: ActionKind.SCOUT_AND_SHOW,
 }
-_KIND_FROM_PROTO = _inverse(_KIND_TO_PROTO)
 
-_REASON_TO_PROTO: dict[RoundEndReason, game_pb2.RoundEndReason.ValueType] = {
-    RoundEndReason.UNSPECIFIED: game_pb2.ROUND_END_REASON_UNSPECIFIED,
-    RoundEndReason.HAND_EMPTIED: game_pb2.ROUND_END_REASON_HAND_EMPTIED,
-    RoundEndReason.UNBEATEN_SHOW: game_pb2.ROUND_END_REASON_UNBEATEN_SHOW,
-    RoundEndReason.NO_LEGAL_MOVE: game_pb2.ROUND_END_REASON_NO_LEGAL_MOVE,
-    RoundEndReason.ACTION_LIMIT: game_pb2.ROUND_END_REASON_ACTION_LIMIT,
+_REASON_FROM_PROTO: dict[game_pb2.RoundEndReason.ValueType, RoundEndReason] = {
+    game_pb2.ROUND_END_REASON_UNSPECIFIED: RoundEndReason.UNSPECIFIED,
+    game_pb2.ROUND_END_REASON_HAND_EMPTIED: RoundEndReason.HAND_EMPTIED,
+    game_pb2.ROUND_END_REASON_UNBEATEN_SHOW: RoundEndReason.UNBEATEN_SHOW,
+    game_pb2.ROUND_END_REASON_NO_LEGAL_MOVE: RoundEndReason.NO_LEGAL_MOVE,
+    game_pb2.ROUND_END_REASON_ACTION_LIMIT: RoundEndReason.ACTION_LIMIT,
 }
-_REASON_FROM_PROTO = _inverse(_REASON_TO_PROTO)
 
-_STATUS_TO_PROTO: dict[AnswerStatus, arena_pb2.AnswerStatus.ValueType] = {
-    AnswerStatus.UNSPECIFIED: arena_pb2.ANSWER_STATUS_UNSPECIFIED,
-    AnswerStatus.ACCEPTED: arena_pb2.ANSWER_STATUS_ACCEPTED,
-    AnswerStatus.ILLEGAL: arena_pb2.ANSWER_STATUS_ILLEGAL,
-    AnswerStatus.MALFORMED: arena_pb2.ANSWER_STATUS_MALFORMED,
-    AnswerStatus.STALE: arena_pb2.ANSWER_STATUS_STALE,
-    AnswerStatus.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
-    AnswerStatus.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
+_STATUS_FROM_PROTO: dict[arena_pb2.AnswerStatus.ValueType, AnswerStatus] = {
+    arena_pb2.ANSWER_STATUS_UNSPECIFIED: AnswerStatus.UNSPECIFIED,
+    arena_pb2.ANSWER_STATUS_ACCEPTED: AnswerStatus.ACCEPTED,
+    arena_pb2.ANSWER_STATUS_ILLEGAL: AnswerStatus.ILLEGAL,
+    arena_pb2.ANSWER_STATUS_MALFORMED: AnswerStatus.MALFORMED,
+    arena_pb2.ANSWER_STATUS_STALE: AnswerStatus.STALE,
+    arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH: AnswerStatus.UNKNOWN_MATCH,
+    arena_pb2.ANSWER_STATUS_TIMED_OUT: AnswerStatus.TIMED_OUT,
 }
-_STATUS_FROM_PROTO = _inverse(_STATUS_TO_PROTO)
 
-_ERROR_TO_PROTO: dict[ErrorCode, arena_pb2.ErrorCode.ValueType] = {
-    ErrorCode.UNSPECIFIED: arena_pb2.ERROR_CODE_UNSPECIFIED,
-    ErrorCode.EXPECTED_HELLO: arena_pb2.ERROR_CODE_EXPECTED_HELLO,
-    ErrorCode.UNSUPPORTED_PROTOCOL: arena_pb2.ERROR_CODE_UNSUPPORTED_PROTOCOL,
-    ErrorCode.BAD_MESSAGE: arena_pb2.ERROR_CODE_BAD_MESSAGE,
-    ErrorCode.RATE_LIMITED: arena_pb2.ERROR_CODE_RATE_LIMITED,
+_ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
+    arena_pb2.ERROR_CODE_UNSPECIFIED: ErrorCode.UNSPECIFIED,
+    arena_pb2.ERROR_CODE_EXPECTED_HELLO: ErrorCode.EXPECTED_HELLO,
+    arena_pb2.ERROR_CODE_UNSUPPORTED_PROTOCOL: ErrorCode.UNSUPPORTED_PROTOCOL,
+    arena_pb2.ERROR_CODE_BAD_MESSAGE: ErrorCode.BAD_MESSAGE,
+    arena_pb2.ERROR_CODE_RATE_LIMITED: ErrorCode.RATE_LIMITED,
 }
-_ERROR_FROM_PROTO = _inverse(_ERROR_TO_PROTO)
 
 
 # --- cards and actions -------------------------------------------------------------------------
@@ -133,25 +117,13 @@ def card_from_proto(card: game_pb2.Card) -> Card:
     return Card(card.face, card.other)
 
 
-def card_to_proto(card: Card) -> game_pb2.Card:
-    return game_pb2.Card(face=card.face, other=card.other)
-
-
 def _cards_from_proto(cards: Iterable[game_pb2.Card]) -> tuple[Card, ...]:
     return tuple(card_from_proto(card) for card in cards)
-
-
-def _cards_to_proto(cards: Iterable[Card]) -> list[game_pb2.Card]:
-    return [card_to_proto(card) for card in cards]
 
 
 def _end_from_proto(end: game_pb2.End.ValueType) -> End | None:
     """None for END_UNSPECIFIED (or a value this SDK does not know)."""
     return _END_FROM_PROTO.get(end)
-
-
-def _end_to_proto(end: End | None) -> game_pb2.End.ValueType:
-    return game_pb2.END_UNSPECIFIED if end is None else _END_TO_PROTO[end]
 
 
 def show_from_proto(show: game_pb2.Show) -> Show:
@@ -173,19 +145,6 @@ def scout_from_proto(scout: game_pb2.Scout) -> Scout:
 
 def scout_to_proto(scout: Scout) -> game_pb2.Scout:
     return game_pb2.Scout(end=_END_TO_PROTO[scout.end], flip=scout.flip, insert_at=scout.insert_at)
-
-
-def action_from_proto(action: game_pb2.Action) -> Action | None:
-    """None when the message carries no action. Raises ValueError for a Scout without an end."""
-    kind = action.WhichOneof("kind")
-    if kind == "show":
-        return show_from_proto(action.show)
-    if kind == "scout":
-        return scout_from_proto(action.scout)
-    if kind == "scout_and_show":
-        both = action.scout_and_show
-        return ScoutAndShow(scout_from_proto(both.scout), show_from_proto(both.show))
-    return None
 
 
 def action_to_proto(action: Action) -> game_pb2.Action:
@@ -221,27 +180,8 @@ def public_action_from_proto(action: game_pb2.PublicAction) -> PublicAction:
     )
 
 
-def public_action_to_proto(action: PublicAction) -> game_pb2.PublicAction:
-    return game_pb2.PublicAction(
-        seat=action.seat,
-        kind=_KIND_TO_PROTO[action.kind],
-        cards=_cards_to_proto(action.cards),
-        start=action.start or 0,
-        length=action.length or 0,
-        end=_end_to_proto(action.end),
-        insert_at=action.insert_at or 0,
-        by_referee=action.by_referee,
-    )
-
-
 def _time_control_from_proto(time_control: game_pb2.TimeControl) -> TimeControl:
     return TimeControl(time_control.decision_ms, time_control.time_bank_ms)
-
-
-def _time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
-    return game_pb2.TimeControl(
-        decision_ms=time_control.decision_ms, time_bank_ms=time_control.time_bank_ms
-    )
 
 
 # --- referee messages ---------------------------------------------------------------------------
@@ -277,54 +217,12 @@ def decision_request_from_proto(request: arena_pb2.DecisionRequest) -> Observati
     )
 
 
-def decision_request_to_proto(observation: Observation) -> arena_pb2.DecisionRequest:
-    seen = game_pb2.Observation(
-        match_id=observation.match_id,
-        seat=observation.seat,
-        num_players=observation.num_players,
-        round_index=observation.round_index,
-        num_rounds=observation.num_rounds,
-        starting_seat=observation.starting_seat,
-        hand=_cards_to_proto(observation.hand),
-        hand_sizes=observation.hand_sizes,
-        active_set=_cards_to_proto(observation.active_set),
-        active_owner=observation.active_owner,
-        captured_counts=observation.captured_counts,
-        scout_chips=observation.scout_chips,
-        scout_show_tokens=observation.scout_show_tokens,
-        scores=observation.scores,
-        current_seat=observation.current_seat,
-        history=[public_action_to_proto(action) for action in observation.history],
-    )
-    return arena_pb2.DecisionRequest(
-        match_id=observation.match_id,
-        request_id=observation.request_id,
-        observation=seen,
-        legal_shows=[show_to_proto(show) for show in observation.legal_shows],
-        legal_scouts=[scout_to_proto(scout) for scout in observation.legal_scouts],
-        scout_and_show_available=observation.scout_and_show_available,
-        deadline_ms=observation.deadline_ms,
-        time_bank_ms=observation.time_bank_ms,
-    )
-
-
 def rotation_request_from_proto(request: arena_pb2.RotationRequest) -> RotationRequest:
     return RotationRequest(
         match_id=request.match_id,
         request_id=request.request_id,
         round_index=request.round_index,
         hand=_cards_from_proto(request.hand),
-        deadline_ms=request.deadline_ms,
-        time_bank_ms=request.time_bank_ms,
-    )
-
-
-def rotation_request_to_proto(request: RotationRequest) -> arena_pb2.RotationRequest:
-    return arena_pb2.RotationRequest(
-        match_id=request.match_id,
-        request_id=request.request_id,
-        round_index=request.round_index,
-        hand=_cards_to_proto(request.hand),
         deadline_ms=request.deadline_ms,
         time_bank_ms=request.time_bank_ms,
     )
@@ -344,20 +242,6 @@ def match_start_from_proto(start: arena_pb2.MatchStart) -> MatchStart:
     )
 
 
-def match_start_to_proto(start: MatchStart) -> arena_pb2.MatchStart:
-    return arena_pb2.MatchStart(
-        match_id=start.match_id,
-        seat=start.seat,
-        player_names=start.player_names,
-        num_players=start.num_players,
-        num_rounds=start.num_rounds,
-        time_control=_time_control_to_proto(start.time_control),
-        resumed=start.resumed,
-        time_bank_ms=start.time_bank_ms,
-        strikes=start.strikes,
-    )
-
-
 def answer_result_from_proto(result: arena_pb2.AnswerResult) -> AnswerResult:
     return AnswerResult(
         match_id=result.match_id,
@@ -369,30 +253,11 @@ def answer_result_from_proto(result: arena_pb2.AnswerResult) -> AnswerResult:
     )
 
 
-def answer_result_to_proto(result: AnswerResult) -> arena_pb2.AnswerResult:
-    return arena_pb2.AnswerResult(
-        match_id=result.match_id,
-        request_id=result.request_id,
-        status=_STATUS_TO_PROTO[result.status],
-        reason=result.reason,
-        strikes=result.strikes,
-        time_bank_ms=result.time_bank_ms,
-    )
-
-
 def public_event_from_proto(event: arena_pb2.PublicEvent) -> PublicEvent:
     return PublicEvent(
         match_id=event.match_id,
         round_index=event.round_index,
         action=public_action_from_proto(event.action),
-    )
-
-
-def public_event_to_proto(event: PublicEvent) -> arena_pb2.PublicEvent:
-    return arena_pb2.PublicEvent(
-        match_id=event.match_id,
-        round_index=event.round_index,
-        action=public_action_to_proto(event.action),
     )
 
 
@@ -410,36 +275,12 @@ def round_ended_from_proto(ended: arena_pb2.RoundEnded) -> RoundEnded:
     )
 
 
-def round_ended_to_proto(ended: RoundEnded) -> arena_pb2.RoundEnded:
-    return arena_pb2.RoundEnded(
-        match_id=ended.match_id,
-        round_index=ended.round_index,
-        reason=_REASON_TO_PROTO[ended.reason],
-        exempt_seat=ended.exempt_seat,
-        round_scores=ended.round_scores,
-        totals=ended.totals,
-        hands=[game_pb2.Hand(cards=_cards_to_proto(hand)) for hand in ended.hands],
-        dealt_hands=[game_pb2.Hand(cards=_cards_to_proto(hand)) for hand in ended.dealt_hands],
-        rotations=ended.rotations,
-    )
-
-
 def match_ended_from_proto(ended: arena_pb2.MatchEnded) -> MatchEnded:
     return MatchEnded(
         match_id=ended.match_id,
         totals=tuple(ended.totals),
         ranks=tuple(ended.ranks),
         forfeited_seats=tuple(ended.forfeited_seats),
-        record_id=ended.record_id,
-    )
-
-
-def match_ended_to_proto(ended: MatchEnded) -> arena_pb2.MatchEnded:
-    return arena_pb2.MatchEnded(
-        match_id=ended.match_id,
-        totals=ended.totals,
-        ranks=ended.ranks,
-        forfeited_seats=ended.forfeited_seats,
         record_id=ended.record_id,
     )
 
@@ -470,36 +311,6 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMess
     return None
 
 
-def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessage:
-    """Wraps a typed referee message for the wire (used by fake referees in tests)."""
-    if isinstance(message, Welcome):
-        return arena_pb2.RefereeMessage(
-            welcome=arena_pb2.Welcome(
-                protocol_version=message.protocol_version,
-                bot_name=message.bot_name,
-                session_id=message.session_id,
-                resumed=message.resumed,
-            )
-        )
-    if isinstance(message, MatchStart):
-        return arena_pb2.RefereeMessage(match_start=match_start_to_proto(message))
-    if isinstance(message, RotationRequest):
-        return arena_pb2.RefereeMessage(rotation_request=rotation_request_to_proto(message))
-    if isinstance(message, Observation):
-        return arena_pb2.RefereeMessage(decision_request=decision_request_to_proto(message))
-    if isinstance(message, AnswerResult):
-        return arena_pb2.RefereeMessage(answer_result=answer_result_to_proto(message))
-    if isinstance(message, PublicEvent):
-        return arena_pb2.RefereeMessage(public_event=public_event_to_proto(message))
-    if isinstance(message, RoundEnded):
-        return arena_pb2.RefereeMessage(round_ended=round_ended_to_proto(message))
-    if isinstance(message, MatchEnded):
-        return arena_pb2.RefereeMessage(match_ended=match_ended_to_proto(message))
-    return arena_pb2.RefereeMessage(
-        error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
-    )
-
-
 # --- bot messages -------------------------------------------------------------------------------
 
 
@@ -525,20 +336,3 @@ def bot_message_to_proto(message: BotMessage) -> arena_pb2.BotMessage:
     if message.action is not None:
         choice.action.CopyFrom(action_to_proto(message.action))
     return arena_pb2.BotMessage(action=choice)
-
-
-def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:
-    """The typed body of a bot message, or None when it has none (used by fake referees in
-    tests). Raises ValueError for a Scout without an end."""
-    body = message.WhichOneof("body")
-    if body == "hello":
-        h = message.hello
-        return Hello(h.bot_name, h.bot_version, h.protocol_version, h.max_concurrent_matches)
-    if body == "rotation":
-        r = message.rotation
-        return RotationChoice(r.match_id, r.request_id, r.rotate)
-    if body == "action":
-        a = message.action
-        action = action_from_proto(a.action) if a.HasField("action") else None
-        return ActionChoice(a.match_id, a.request_id, action)
-    return None

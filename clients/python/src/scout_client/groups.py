@@ -1,15 +1,16 @@
 """The few rules a bot needs beyond the referee's legal lists: what a group is and what beats it.
 
 The referee lists every legal Show and Scout but not the Scout & Show combinations (there are
-too many), so a bot that wants one must check the Show part itself against what remains of the
-active set. These helpers work on face values only, which is all a comparison needs.
+too many), so the Show part of one must be checked against what remains of the active set;
+`Observation.scout_and_shows` and `Observation.is_legal` do that with these helpers. They work
+on face values only, which is all a comparison needs, and so depend on nothing but `actions`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .types import Observation, ScoutAndShow, Show
+from .actions import Show
 
 __all__ = [
     "Strength",
@@ -17,8 +18,6 @@ __all__ = [
     "group_strength",
     "groups_in",
     "hand_potential",
-    "is_legal_scout_and_show",
-    "scout_and_shows",
 ]
 
 Strength = tuple[int, int, int]
@@ -71,28 +70,3 @@ def hand_potential(faces: Sequence[int]) -> int:
     one long group counts for more than several short ones."""
     return sum(show.length**2 for show in groups_in(faces) if show.length > 1)
 
-
-def is_legal_scout_and_show(observation: Observation, action: ScoutAndShow) -> bool:
-    """Whether a Scout & Show is allowed now: the token is available, the Scout is legal, and
-    the Show is a group of the resulting hand that beats what remains of the active set."""
-    if not observation.scout_and_show_available or action.scout not in observation.legal_scouts:
-        return False
-    hand = observation.hand_after(action.scout)
-    show = action.show
-    if show.start < 0 or show.length < 1 or show.stop > len(hand):
-        return False
-    shown = [card.face for card in hand[show.start : show.stop]]
-    remaining = [card.face for card in observation.active_after(action.scout)]
-    return beats(shown, remaining)
-
-
-def scout_and_shows(observation: Observation) -> list[ScoutAndShow]:
-    """Every legal Scout & Show, in the order of the legal Scouts, then by start and length."""
-    if not observation.scout_and_show_available:
-        return []
-    options: list[ScoutAndShow] = []
-    for scout in observation.legal_scouts:
-        faces = [card.face for card in observation.hand_after(scout)]
-        remaining = [card.face for card in observation.active_after(scout)]
-        options.extend(ScoutAndShow(scout, show) for show in groups_in(faces, remaining))
-    return options

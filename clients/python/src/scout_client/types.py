@@ -4,6 +4,10 @@ Bots never touch protobuf messages. These frozen dataclasses are what `Bot.act` 
 receive, so a bot can be written, unit-tested and replayed without a referee; `convert` is the
 one place that maps them to and from the wire. Sequences are tuples so every value is hashable
 and can be compared with `==` (e.g. `action in observation.legal_shows`).
+
+Cards and actions are defined in `actions` and `Observation` in `observation`, so that the
+group rules (`groups`) can sit between the two without an import cycle; this module adds the
+other messages and offers every type from one place.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeAlias
+
+from .actions import Action, ActionKind, Card, End, PublicAction, Scout, ScoutAndShow, Show
+from .observation import Observation
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -25,6 +32,7 @@ __all__ = [
     "ErrorCode",
     "Hello",
     "MatchEnded",
+    "MatchMessage",
     "MatchStart",
     "Observation",
     "ProtocolError",
@@ -44,22 +52,6 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 """The protocol version this SDK speaks (sent in Hello)."""
-
-
-class End(Enum):
-    """Which end of the active set a Scout takes."""
-
-    LEFT = "left"
-    RIGHT = "right"
-
-
-class ActionKind(Enum):
-    """The kind of an action in the public history."""
-
-    UNSPECIFIED = "unspecified"
-    SHOW = "show"
-    SCOUT = "scout"
-    SCOUT_AND_SHOW = "scout_and_show"
 
 
 class AnswerStatus(Enum):
@@ -92,88 +84,6 @@ class ErrorCode(Enum):
     UNSUPPORTED_PROTOCOL = "unsupported_protocol"
     BAD_MESSAGE = "bad_message"
     RATE_LIMITED = "rate_limited"
-
-
-# --- cards and actions -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Card:
-    """One card as held or shown: `face` is in play, `other` is the turned-away value."""
-
-    face: int
-    other: int
-
-    def flipped(self) -> Card:
-        """The same card turned round, as after a rotation or a turned Scout."""
-        return Card(self.other, self.face)
-
-
-@dataclass(frozen=True, slots=True)
-class Show:
-    """Play `hand[start : start + length]` as the new active set (0-based positions)."""
-
-    start: int
-    length: int
-
-    @property
-    def stop(self) -> int:
-        """One past the last position shown, so `hand[show.start : show.stop]` is the group."""
-        return self.start + self.length
-
-
-@dataclass(frozen=True, slots=True)
-class Scout:
-    """Take the `end` card of the active set, turned if `flip`, into the hand before position
-    `insert_at` (the hand size appends it on the right)."""
-
-    end: End
-    flip: bool
-    insert_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class ScoutAndShow:
-    """The once-per-round Scout & Show (3-5 players); `show` indexes the hand after the Scout."""
-
-    scout: Scout
-    show: Show
-
-
-Action: TypeAlias = Show | Scout | ScoutAndShow
-"""What `Bot.act` returns."""
-
-
-@dataclass(frozen=True, slots=True)
-class PublicAction:
-    """An action as every seat saw it. The turn (flip) of a scouted card is private, so it is
-    not here. Fields that do not apply to the kind are None: a plain Scout has no start/length,
-    a Show has no end/insert_at."""
-
-    seat: int
-    kind: ActionKind
-    cards: tuple[Card, ...] = ()
-    start: int | None = None
-    length: int | None = None
-    end: End | None = None
-    insert_at: int | None = None
-    by_referee: bool = False
-
-    @property
-    def scouted_card(self) -> Card | None:
-        """The card taken by a Scout or Scout & Show, as it lay on the table."""
-        if self.kind in (ActionKind.SCOUT, ActionKind.SCOUT_AND_SHOW) and self.cards:
-            return self.cards[0]
-        return None
-
-    @property
-    def shown_cards(self) -> tuple[Card, ...]:
-        """The group a Show or Scout & Show put on the table (empty for a plain Scout)."""
-        if self.kind is ActionKind.SHOW:
-            return self.cards
-        if self.kind is ActionKind.SCOUT_AND_SHOW:
-            return self.cards[1:]
-        return ()
 
 
 # --- what the referee sends ---------------------------------------------------------------------
@@ -241,100 +151,6 @@ class RotationRequest:
         return tuple(card.face for card in self.rotated_hand())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Observation:
-    """Everything the seat may know when it is its turn, plus the referee's request: the legal
-    Shows and Scouts (any entry may be returned as is), whether a Scout & Show is possible, and
-    the clock. Never another seat's hand."""
-
-    match_id: str = ""
-    seat: int = 0
-    num_players: int = 0
-    round_index: int = 0
-    num_rounds: int = 0
-    starting_seat: int = 0
-    hand: tuple[Card, ...] = ()
-    hand_sizes: tuple[int, ...] = ()
-    active_set: tuple[Card, ...] = ()
-    active_owner: int | None = None
-    captured_counts: tuple[int, ...] = ()
-    scout_chips: tuple[int, ...] = ()
-    scout_show_tokens: tuple[bool, ...] = ()
-    scores: tuple[int, ...] = ()
-    current_seat: int = 0
-    history: tuple[PublicAction, ...] = ()
-    legal_shows: tuple[Show, ...] = ()
-    legal_scouts: tuple[Scout, ...] = ()
-    scout_and_show_available: bool = False
-    request_id: int = 0
-    deadline_ms: int = 0
-    time_bank_ms: int = 0
-
-    def hand_faces(self) -> tuple[int, ...]:
-        """The values in play in the hand, leftmost first."""
-        return tuple(card.face for card in self.hand)
-
-    def active_faces(self) -> tuple[int, ...]:
-        """The values of the active set, leftmost first (empty when the table is clear)."""
-        return tuple(card.face for card in self.active_set)
-
-    def table_clear(self) -> bool:
-        """True when there is no active set, so any group may be shown."""
-        return not self.active_set
-
-    def legal_actions(self) -> tuple[Action, ...]:
-        """Every legal Show and Scout (Scout & Show combinations are left to `scout_and_shows`,
-        because the referee does not list them)."""
-        return (*self.legal_shows, *self.legal_scouts)
-
-    def cards_of(self, show: Show) -> tuple[Card, ...]:
-        """The cards a Show from the current hand would put on the table."""
-        return self.hand[show.start : show.stop]
-
-    def scouted_card(self, scout: Scout) -> Card:
-        """The card a Scout takes, turned as it would enter the hand."""
-        card = self.active_set[0 if scout.end is End.LEFT else -1]
-        return card.flipped() if scout.flip else card
-
-    def hand_after(self, scout: Scout) -> tuple[Card, ...]:
-        """The hand after a Scout, which is what the Show part of a Scout & Show indexes."""
-        hand = list(self.hand)
-        hand.insert(scout.insert_at, self.scouted_card(scout))
-        return tuple(hand)
-
-    def active_after(self, scout: Scout) -> tuple[Card, ...]:
-        """What remains of the active set after a Scout (what a Scout & Show must beat)."""
-        return self.active_set[1:] if scout.end is End.LEFT else self.active_set[:-1]
-
-    def scout_and_shows(self) -> list[ScoutAndShow]:
-        """Every Scout & Show this seat may play now (empty when none is available), found by
-        trying each legal Scout against the hand it would leave."""
-        from .groups import scout_and_shows  # groups imports this module
-
-        return scout_and_shows(self)
-
-    def is_legal(self, action: Action) -> bool:
-        """Whether the referee will accept `action`: Shows and Scouts are checked against the
-        request's lists, a Scout & Show against the group rules on the hand it leaves."""
-        from .groups import is_legal_scout_and_show  # groups imports this module
-
-        if isinstance(action, Show):
-            return action in self.legal_shows
-        if isinstance(action, Scout):
-            return action in self.legal_scouts
-        return is_legal_scout_and_show(self, action)
-
-    def fallback(self) -> Action:
-        """The always-legal answer the SDK sends when the bot cannot: the first legal Show
-        (lowest start, then shortest, like the referee's own fallback), else the first legal
-        Scout."""
-        if self.legal_shows:
-            return min(self.legal_shows, key=lambda show: (show.start, show.length))
-        if self.legal_scouts:
-            return self.legal_scouts[0]
-        return Scout(End.LEFT, flip=False, insert_at=0)
-
-
 @dataclass(frozen=True, slots=True)
 class AnswerResult:
     """What became of an answer. ILLEGAL and MALFORMED cost a strike but leave the request
@@ -396,17 +212,19 @@ class ProtocolError:
     message: str = ""
 
 
-RefereeMessage: TypeAlias = (
-    Welcome
-    | MatchStart
+MatchMessage: TypeAlias = (
+    MatchStart
     | RotationRequest
     | Observation
     | AnswerResult
     | PublicEvent
     | RoundEnded
     | MatchEnded
-    | ProtocolError
 )
+"""A referee message about one match (each has a `match_id`): all but Welcome and ProtocolError,
+which are about the connection."""
+
+RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError
 """Anything the referee sends; a DecisionRequest arrives as an `Observation`."""
 
 

@@ -1,0 +1,293 @@
+"""The link to the referee: a gRPC channel, and `Arena.Play` streams over it one after another.
+
+Each stream opens with Hello and carries every match the bot is seated in. When one is lost the
+next follows after a backoff, and the referee resumes the running matches on it; rejections that
+retrying cannot fix (bad token, wrong protocol, a newer connection with the same token) raise
+`ConnectionRejected` instead. What a stream brings in is handed on (Welcome and each match's
+messages); what goes out is queued in the `Outbox`, which outlives the streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import grpc
+from grpc import aio
+from scout.v1 import arena_pb2, arena_pb2_grpc
+
+from . import convert
+from .errors import ConnectionLost, ConnectionRejected
+from .types import (
+    PROTOCOL_VERSION,
+    BotMessage,
+    Hello,
+    MatchMessage,
+    ProtocolError,
+    RefereeMessage,
+    Welcome,
+)
+
+__all__ = [
+    "Connection",
+    "Outbox",
+    "PemSource",
+    "backoff_delay",
+    "channel_options",
+    "open_channel",
+]
+
+log = logging.getLogger("scout_client")
+
+MAX_SEND_BYTES = 64 * 1024
+"""The referee refuses bot messages above 64 KiB; failing locally gives a clearer error."""
+MAX_RECEIVE_BYTES = 16 * 1024 * 1024
+"""Observations carry a round's history; 16 MiB leaves ample room."""
+KEEPALIVE_MS = 20_000
+"""Ping every 20 s: the referee permits one every >= 10 s, and NATs drop idle streams."""
+
+BACKOFF_INITIAL_S = 0.2
+BACKOFF_MAX_S = 5.0
+CLOSE_GRACE_S = 1.0
+"""On stop, how long to wait for the referee to end the call after the half-close."""
+
+_JITTER = random.Random()
+
+PemSource = bytes | str | os.PathLike[str]
+"""PEM data as bytes, or the path of a PEM file."""
+
+_NEVER_RETRY = frozenset(
+    {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
+"""Statuses a retry would only repeat: the bot's configuration must change first."""
+
+
+def channel_options() -> list[tuple[str, int]]:
+    """gRPC channel options: keepalive pings the referee accepts, even while no match runs, and
+    message limits matching the referee's."""
+    return [
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # Without this, gRPC stops pinging after two pings on a stream that carries no data,
+        # which is the normal state of a bot waiting for its next match.
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.max_send_message_length", MAX_SEND_BYTES),
+        ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+        ("grpc.initial_reconnect_backoff_ms", int(BACKOFF_INITIAL_S * 1000)),
+        ("grpc.min_reconnect_backoff_ms", int(BACKOFF_INITIAL_S * 1000)),
+        ("grpc.max_reconnect_backoff_ms", int(BACKOFF_MAX_S * 1000)),
+    ]
+
+
+def _read_pem(source: PemSource | None) -> bytes | None:
+    if source is None or isinstance(source, bytes):
+        return source
+    return Path(source).read_bytes()
+
+
+def open_channel(
+    address: str,
+    *,
+    tls: bool,
+    ca_cert: PemSource | None,
+    client_cert: PemSource | None,
+    client_key: PemSource | None,
+) -> aio.Channel:
+    """A channel to `address`, over TLS when asked for or when any certificate is given."""
+    options = channel_options()
+    if tls or ca_cert is not None or client_cert is not None:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read_pem(ca_cert),
+            private_key=_read_pem(client_key),
+            certificate_chain=_read_pem(client_cert),
+        )
+        return aio.secure_channel(address, credentials, options=options)
+    return aio.insecure_channel(address, options=options)
+
+
+def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before reconnect `attempt` (0-based): 0.2 s doubling up to 5 s, with
+    jitter (half to all of the step) so many bots of one host do not reconnect in lockstep."""
+    step = min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * (1 << min(attempt, 16)))
+    return step * (rng if rng is not None else _JITTER).uniform(0.5, 1.0)
+
+
+def _is_rejection(code: grpc.StatusCode, details: str) -> bool:
+    if code in _NEVER_RETRY:
+        return True
+    # Another process took over this token; reconnecting would just take it back and forth.
+    return code is grpc.StatusCode.ABORTED and "superseded" in details.lower()
+
+
+class Outbox:
+    """Where answers go: the send queue of the open stream, or nowhere between streams. Streams
+    are numbered so that an answer can be known to have gone out on the stream now open rather
+    than lost with an earlier one."""
+
+    def __init__(self) -> None:
+        self.stream = 0
+        """The number of the latest stream (1 for the first)."""
+        self._queue: asyncio.Queue[BotMessage | None] | None = None
+
+    def send(self, message: BotMessage) -> int | None:
+        """Queue `message` on the open stream and return its number; None when no stream is
+        open, in which case the referee asks again after the reconnect."""
+        if self._queue is None:
+            return None
+        self._queue.put_nowait(message)
+        return self.stream
+
+    def open_stream(self, hello: Hello) -> asyncio.Queue[BotMessage | None]:
+        """A new stream's queue, Hello first; later `send`s go to it."""
+        self.stream += 1
+        queue: asyncio.Queue[BotMessage | None] = asyncio.Queue()
+        queue.put_nowait(hello)
+        self._queue = queue
+        return queue
+
+    def close_stream(self, queue: asyncio.Queue[BotMessage | None], *, half_close: bool) -> None:
+        """Stop sending to `queue`; with `half_close`, end the stream after what it holds."""
+        if self._queue is queue:
+            self._queue = None
+        if half_close:
+            queue.put_nowait(None)
+
+
+async def _outgoing(
+    queue: asyncio.Queue[BotMessage | None],
+) -> AsyncIterator[arena_pb2.BotMessage]:
+    """The request stream: everything put in `queue`, until None half-closes the stream."""
+    while (message := await queue.get()) is not None:
+        yield convert.bot_message_to_proto(message)
+
+
+class Connection:
+    """The Play streams of one `run_bot` call. Welcome and every match's messages are handed to
+    `on_welcome` and `on_match_message` (with the event-loop time they arrived, from which
+    deadlines count); protocol errors are logged and kept to explain a rejection."""
+
+    def __init__(
+        self,
+        channel: aio.Channel,
+        metadata: tuple[tuple[str, str], ...],
+        hello: Hello,
+        outbox: Outbox,
+        *,
+        on_welcome: Callable[[Welcome], None],
+        on_match_message: Callable[[MatchMessage, float], None],
+        stop: asyncio.Event,
+    ) -> None:
+        self._channel = channel
+        self._metadata = metadata
+        self._hello = hello
+        self._outbox = outbox
+        self._on_welcome = on_welcome
+        self._on_match_message = on_match_message
+        self._stop = stop
+        self._welcomed = False
+        self._last_error: ProtocolError | None = None
+
+    async def run(self, reconnect: bool) -> None:
+        """Stream until `stop` is set. Raises ConnectionRejected when the referee refuses the
+        bot, and ConnectionLost when a stream ends and `reconnect` is False."""
+        rng = random.Random()
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                await self._session()
+                problem = "the referee ended the stream"
+            except aio.AioRpcError as error:
+                code, details = error.code(), error.details() or ""
+                if _is_rejection(code, details):
+                    raise ConnectionRejected(code, details, self._last_error) from None
+                problem = f"{code.name}: {details}" if details else code.name
+            except Exception as error:  # keep playing through anything else, but say so
+                log.exception("the stream failed unexpectedly")
+                problem = f"{type(error).__name__}: {error}"
+            if self._stop.is_set():
+                break
+            if not reconnect:
+                raise ConnectionLost(f"connection to the referee lost ({problem})")
+            if self._welcomed:
+                attempt = 0
+            delay = backoff_delay(attempt, rng)
+            attempt += 1
+            log.warning("connection lost (%s); reconnecting in %.2f s", problem, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+
+    async def _session(self) -> None:
+        """One Play stream, until the referee ends it (returns, or raises AioRpcError with the
+        status) or `stop` is set (closes it gracefully and returns)."""
+        self._welcomed = False
+        self._last_error = None
+        queue = self._outbox.open_stream(self._hello)
+        stub = arena_pb2_grpc.ArenaStub(self._channel)
+        log.debug("connecting (attempt %d)", self._outbox.stream)
+        call = stub.Play(_outgoing(queue), metadata=self._metadata)
+        reader = asyncio.ensure_future(self._read(call))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()
+                return
+            # Stopping: half-close after the answers already queued and give the referee a
+            # moment to end the call on its side, then hang up.
+            self._outbox.close_stream(queue, half_close=True)
+            await asyncio.wait({reader}, timeout=CLOSE_GRACE_S)
+        finally:
+            self._outbox.close_stream(queue, half_close=False)
+            call.cancel()
+            for task in (reader, stopper):
+                task.cancel()
+            await asyncio.gather(reader, stopper, return_exceptions=True)
+
+    async def _read(
+        self, call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        async for received in call:
+            received_at = loop.time()
+            # A batch (we accept them in Hello) is several messages in their queued order.
+            batch = (received.batch.messages if received.WhichOneof("body") == "batch"
+                     else (received,))
+            for raw in batch:
+                try:
+                    message = convert.referee_message_from_proto(raw)
+                except ValueError as error:
+                    log.warning("ignoring an unreadable message from the referee: %s", error)
+                    continue
+                if message is None:
+                    log.warning("ignoring a message from the referee with no body this SDK "
+                                "knows")
+                    continue
+                self._receive(message, received_at)
+
+    def _receive(self, message: RefereeMessage, received_at: float) -> None:
+        if isinstance(message, Welcome):
+            self._welcomed = True
+            log.info("connected to the referee as %r (session %s%s)", message.bot_name,
+                     message.session_id, ", resumed" if message.resumed else "")
+            if message.protocol_version != PROTOCOL_VERSION:
+                log.warning("the referee speaks protocol %d, this SDK %d",
+                            message.protocol_version, PROTOCOL_VERSION)
+            self._on_welcome(message)
+        elif isinstance(message, ProtocolError):
+            self._last_error = message
+            log.warning("protocol error from the referee: %s: %s", message.code.name,
+                        message.message)
+        else:
+            self._on_match_message(message, received_at)

@@ -1,0 +1,259 @@
+"""Asking the bot, and answering the referee whatever the bot does.
+
+Each request is answered in its own task: a plain `act` runs in a worker thread, and the task
+answers with the fallback itself when the bot is late, raises, or returns something that is not
+a legal answer, so a buggy or slow bot loses a decision rather than a strike. Answers are kept
+until their match ends: the referee resends open requests after a reconnect (with the same
+request_id), and those are answered again without asking the bot twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from .bot import Bot
+from .connection import Outbox
+from .types import (
+    ActionChoice,
+    AnswerResult,
+    AnswerStatus,
+    BotMessage,
+    Observation,
+    RotationChoice,
+    RotationRequest,
+    Scout,
+    ScoutAndShow,
+    Show,
+)
+
+__all__ = ["DEFAULT_SAFETY_MARGIN_MS", "BotCalls", "Decisions"]
+
+log = logging.getLogger("scout_client")
+
+DEFAULT_SAFETY_MARGIN_MS = 100
+"""How long before the referee's limit the SDK sends the fallback, to cover network latency."""
+
+
+class BotCalls:
+    """Runs the bot's methods: `async def` ones on the event loop, plain ones in a worker
+    thread, so a slow bot in one match never stalls the others."""
+
+    def __init__(self, bot: Bot, executor: ThreadPoolExecutor) -> None:
+        self.bot = bot
+        self._executor = executor
+
+    async def invoke(self, method: Callable[[Any], object], argument: object) -> object:
+        result: object
+        if inspect.iscoroutinefunction(method):
+            result = method(argument)
+        else:
+            loop = asyncio.get_running_loop()
+            context = contextvars.copy_context()
+            call = functools.partial(context.run, method, argument)
+            result = await loop.run_in_executor(self._executor, call)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def hook(self, name: str, argument: object) -> None:
+        """Call the hook `name` if the bot overrides it; an exception is logged, not raised,
+        so a broken hook does not stop the match."""
+        method = getattr(self.bot, name, None)
+        if method is None or getattr(type(self.bot), name, None) is getattr(Bot, name, None):
+            return  # not overridden: skip the thread hop
+        try:
+            await self.invoke(method, argument)
+        except Exception:
+            log.exception("the bot's %s raised", name)
+
+
+@dataclass(eq=False)
+class _OpenRequest:
+    """What is remembered of one request until its match ends, so that a request resent after
+    a reconnect is answered without asking the bot twice."""
+
+    match_id: str
+    request_id: int
+    expires_at: float | None  # event-loop time the SDK must answer by; None: no deadline
+    fallback: BotMessage
+    answer: BotMessage | None = None
+    sent_on: int | None = None  # number of the stream the answer went out on
+    fallback_sent: bool = False
+    closed: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class Decisions:
+    """The requests of every running match, from the referee's question to its verdict."""
+
+    def __init__(
+        self, calls: BotCalls, outbox: Outbox, *, safety_margin_ms: int, use_time_bank: bool
+    ) -> None:
+        self._calls = calls
+        self._outbox = outbox
+        self._margin_ms = safety_margin_ms
+        self._use_time_bank = use_time_bank
+        self._requests: dict[tuple[str, int], _OpenRequest] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _time_limit_s(self, deadline_ms: int, time_bank_ms: int) -> float | None:
+        if deadline_ms <= 0:
+            return None  # the referee set no deadline
+        bank = time_bank_ms if self._use_time_bank else 0
+        return (deadline_ms + bank - self._margin_ms) / 1000
+
+    def open(self, request: RotationRequest | Observation, received_at: float) -> None:
+        """Start answering `request`, which arrived at event-loop time `received_at`."""
+        key = (request.match_id, request.request_id)
+        pending = self._requests.get(key)
+        if pending is not None:
+            if pending.answer is not None and not pending.closed and (
+                pending.sent_on != self._outbox.stream
+            ):
+                # The referee asks again after a reconnect: our answer was lost with the old
+                # stream (or never sent). Resend it rather than ask the bot twice.
+                log.info("match %s: resending the answer to request %d", request.match_id,
+                         request.request_id)
+                self._send(pending, pending.answer)
+            else:
+                log.debug("match %s: ignoring repeated request %d", request.match_id,
+                          request.request_id)
+            return
+        limit = self._time_limit_s(request.deadline_ms, request.time_bank_ms)
+        fallback: BotMessage
+        if isinstance(request, RotationRequest):
+            fallback = RotationChoice(request.match_id, request.request_id, rotate=False)
+        else:
+            fallback = ActionChoice(request.match_id, request.request_id, request.fallback())
+        pending = _OpenRequest(
+            match_id=request.match_id,
+            request_id=request.request_id,
+            expires_at=None if limit is None else received_at + limit,
+            fallback=fallback,
+        )
+        self._requests[key] = pending
+        pending.task = asyncio.ensure_future(self._answer(pending, request))
+        self._tasks.add(pending.task)
+        pending.task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, pending: _OpenRequest, request: RotationRequest | Observation) -> None:
+        what = "choose_rotation" if isinstance(request, RotationRequest) else "act"
+        where = f"match {pending.match_id}, request {pending.request_id}"
+        loop = asyncio.get_running_loop()
+        remaining = None if pending.expires_at is None else pending.expires_at - loop.time()
+        if remaining is not None and remaining <= 0:
+            log.warning("%s: no time left to ask the bot (deadline %d ms, bank %d ms, margin "
+                        "%d ms); sending the fallback", where, request.deadline_ms,
+                        request.time_bank_ms, self._margin_ms)
+            self._send(pending, pending.fallback)
+            return
+        job = asyncio.ensure_future(self._calls.invoke(getattr(self._calls.bot, what), request))
+        try:
+            done, _ = await asyncio.wait({job}, timeout=remaining)
+        finally:
+            if not job.done():
+                job.cancel()  # a worker thread cannot be stopped; its result is dropped
+        if not done:
+            log.warning("%s: the bot's %s did not return within %.0f ms; sending the fallback",
+                        where, what, (remaining or 0) * 1000)
+            self._send(pending, pending.fallback)
+            return
+        error = job.exception()
+        if error is not None:
+            log.error("%s: the bot's %s raised; sending the fallback", where, what,
+                      exc_info=error)
+            self._send(pending, pending.fallback)
+            return
+        self._send(pending, self._check_answer(request, job.result(), where) or pending.fallback)
+
+    def _check_answer(
+        self, request: RotationRequest | Observation, result: object, where: str
+    ) -> BotMessage | None:
+        """The bot's result as an answer, or None (after a warning) when it surely would be
+        rejected, so the caller sends the fallback instead of earning a strike."""
+        if isinstance(request, RotationRequest):
+            if not isinstance(result, bool):
+                log.warning("%s: choose_rotation returned %r, not a bool", where, result)
+            return RotationChoice(request.match_id, request.request_id, bool(result))
+        if not isinstance(result, Show | Scout | ScoutAndShow):
+            return self._refuse(where, result, "is not an Action (Show, Scout or ScoutAndShow)")
+        if isinstance(result, Show):
+            if result not in request.legal_shows:
+                return self._refuse(where, result, "is not among the legal shows")
+        elif isinstance(result, Scout):
+            if result not in request.legal_scouts:
+                return self._refuse(where, result, "is not among the legal scouts")
+        elif not request.scout_and_show_available:
+            return self._refuse(where, result, "is not available now")
+        elif result.scout not in request.legal_scouts:
+            return self._refuse(where, result, "has a Scout part not among the legal scouts")
+        # A Scout & Show's Show part is left to the referee, which has the last word.
+        return ActionChoice(request.match_id, request.request_id, result)
+
+    @staticmethod
+    def _refuse(where: str, result: object, problem: str) -> None:
+        log.warning("%s: act returned %r, which %s; sending the fallback", where, result, problem)
+        return None
+
+    def _send(self, pending: _OpenRequest, answer: BotMessage) -> None:
+        pending.answer = answer
+        pending.sent_on = self._outbox.send(answer)
+        if pending.sent_on is None:
+            log.info("match %s: not connected; request %d is answered when the referee asks "
+                     "again", pending.match_id, pending.request_id)
+
+    def settle(self, result: AnswerResult) -> None:
+        """Take in the referee's verdict on an answer. A rejected answer (a strike) leaves the
+        request open, so the always-legal fallback is sent if time remains; the caller then
+        tells the bot through `on_rejected`."""
+        pending = self._requests.get((result.match_id, result.request_id))
+        where = f"match {result.match_id}, request {result.request_id}"
+        if result.status is AnswerStatus.ACCEPTED:
+            if pending is not None:
+                pending.closed = True
+            return
+        if result.rejected:
+            log.warning("%s: answer %s: %s (strikes: %d)", where, result.status.name,
+                        result.reason, result.strikes)
+            loop = asyncio.get_running_loop()
+            if (
+                pending is not None
+                and not pending.closed
+                and not pending.fallback_sent
+                and pending.answer != pending.fallback
+                and (pending.expires_at is None or loop.time() < pending.expires_at)
+            ):
+                pending.fallback_sent = True
+                log.warning("%s: sending the fallback", where)
+                self._send(pending, pending.fallback)
+            return
+        if pending is not None:
+            pending.closed = True
+        if result.status is AnswerStatus.TIMED_OUT:
+            log.warning("%s: timed out; the referee played the fallback (strikes: %d)", where,
+                        result.strikes)
+        else:
+            log.info("%s: answer %s %s", where, result.status.name, result.reason)
+
+    def forget(self, match_id: str) -> None:
+        """Drop a finished match's requests, stopping any answer still being worked out."""
+        current = asyncio.current_task()
+        for key in [key for key in self._requests if key[0] == match_id]:
+            pending = self._requests.pop(key)
+            if pending.task is not None and pending.task is not current:
+                pending.task.cancel()
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel every answer being worked out; returns the tasks for the caller to await."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        return tasks

@@ -1,0 +1,145 @@
+"""The matches the bot is seated in, each with its own worker.
+
+Messages are routed to one worker per match, so each match sees its hooks and requests in the
+order the referee sent them while matches proceed independently. A match is forgotten when it
+ends, or when a reconnect comes too late for the referee to resume it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .decisions import BotCalls, Decisions
+from .types import (
+    AnswerResult,
+    MatchEnded,
+    MatchMessage,
+    MatchStart,
+    Observation,
+    PublicEvent,
+    RotationRequest,
+    RoundEnded,
+    Welcome,
+)
+
+__all__ = ["Matches"]
+
+log = logging.getLogger("scout_client")
+
+_ENDED_MATCHES_REMEMBERED = 1024
+
+
+@dataclass(eq=False)
+class _Match:
+    match_id: str
+    inbox: asyncio.Queue[tuple[float, MatchMessage]] = field(default_factory=asyncio.Queue)
+    worker: asyncio.Task[None] | None = None
+
+
+class Matches:
+    """Routes each match's messages to its worker and counts the matches that ended, setting
+    `stop` once `max_matches` have."""
+
+    def __init__(
+        self,
+        calls: BotCalls,
+        decisions: Decisions,
+        *,
+        max_matches: int | None,
+        stop: asyncio.Event,
+    ) -> None:
+        self._calls = calls
+        self._decisions = decisions
+        self._max_matches = max_matches
+        self._stop = stop
+        self.finished = 0
+        self._matches: dict[str, _Match] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._workers: set[asyncio.Task[None]] = set()
+
+    def receive(self, message: MatchMessage, received_at: float) -> None:
+        """Queue `message` for its match's worker, starting the worker for a new match."""
+        match_id = message.match_id
+        if match_id in self._ended:
+            log.debug("match %s: ignoring %s after the match ended", match_id,
+                      type(message).__name__)
+            return
+        match = self._matches.get(match_id)
+        if match is None:
+            if isinstance(message, AnswerResult):
+                log.warning("match %s: answer to request %d: %s %s", match_id,
+                            message.request_id, message.status.name, message.reason)
+                return
+            match = self._open(match_id)
+        match.inbox.put_nowait((received_at, message))
+
+    def resync(self, welcome: Welcome) -> None:
+        """After a Welcome that did not resume the session, drop the running matches: the
+        reconnect came after the grace, so the referee forfeited these seats and will say
+        nothing more about them."""
+        if welcome.resumed or not self._matches:
+            return
+        lost = sorted(self._matches)
+        log.warning("the referee did not resume %d running match(es): %s", len(lost),
+                    ", ".join(lost))
+        for match_id in lost:
+            self._end(match_id)
+
+    def _open(self, match_id: str) -> _Match:
+        match = _Match(match_id)
+        self._matches[match_id] = match
+        match.worker = asyncio.ensure_future(self._play(match))
+        self._workers.add(match.worker)
+        match.worker.add_done_callback(self._workers.discard)
+        return match
+
+    def _end(self, match_id: str) -> None:
+        match = self._matches.pop(match_id, None)
+        if match is None:
+            return
+        self._ended[match_id] = None
+        while len(self._ended) > _ENDED_MATCHES_REMEMBERED:
+            self._ended.popitem(last=False)
+        if match.worker is not None and match.worker is not asyncio.current_task():
+            match.worker.cancel()
+        self._decisions.forget(match_id)
+        self.finished += 1
+        if self._max_matches is not None and self.finished >= self._max_matches:
+            log.info("played %d match(es); stopping", self.finished)
+            self._stop.set()
+
+    async def _play(self, match: _Match) -> None:
+        """One match's messages in order: hooks are awaited so the bot sees events before the
+        next request; requests get their own task so a slow bot never delays reading."""
+        while True:
+            received_at, message = await match.inbox.get()
+            if isinstance(message, MatchStart):
+                if message.resumed:
+                    log.info("match %s resumed (seat %d, bank %d ms, %d strikes)",
+                             message.match_id, message.seat, message.time_bank_ms,
+                             message.strikes)
+                await self._calls.hook("on_match_start", message)
+            elif isinstance(message, RotationRequest | Observation):
+                self._decisions.open(message, received_at)
+            elif isinstance(message, AnswerResult):
+                self._decisions.settle(message)
+                if message.rejected:
+                    await self._calls.hook("on_rejected", message)
+            elif isinstance(message, PublicEvent):
+                await self._calls.hook("on_event", message)
+            elif isinstance(message, RoundEnded):
+                await self._calls.hook("on_round_end", message)
+            elif isinstance(message, MatchEnded):
+                await self._calls.hook("on_match_end", message)
+                self._end(match.match_id)
+                return
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel every match's worker; returns them for the caller to await."""
+        workers = list(self._workers)
+        for worker in workers:
+            worker.cancel()
+        return workers

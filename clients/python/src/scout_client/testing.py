@@ -1,0 +1,267 @@
+"""Helpers for testing bots against a fake referee; not used by the SDK at run time.
+
+A fake referee in a test speaks the protocol from the referee's side: it encodes the SDK's
+message types into the protobuf a real referee would send (`referee_message_to_proto` and the
+`*_to_proto` functions for each message) and decodes what the bot sends back
+(`bot_message_from_proto`). These are the mirrors of `convert`, so a test can write its script
+in the SDK's types and round-trip every message through the wire format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scout.v1 import arena_pb2, game_pb2
+
+from .convert import (
+    _END_TO_PROTO,
+    _ERROR_FROM_PROTO,
+    _KIND_FROM_PROTO,
+    _REASON_FROM_PROTO,
+    _STATUS_FROM_PROTO,
+    _inverse,
+    scout_from_proto,
+    scout_to_proto,
+    show_from_proto,
+    show_to_proto,
+)
+from .types import (
+    Action,
+    ActionChoice,
+    AnswerResult,
+    BotMessage,
+    Card,
+    End,
+    Hello,
+    MatchEnded,
+    MatchStart,
+    Observation,
+    PublicAction,
+    PublicEvent,
+    RefereeMessage,
+    RotationChoice,
+    RotationRequest,
+    RoundEnded,
+    ScoutAndShow,
+    TimeControl,
+    Welcome,
+)
+
+__all__ = [
+    "action_from_proto",
+    "answer_result_to_proto",
+    "bot_message_from_proto",
+    "card_to_proto",
+    "decision_request_to_proto",
+    "match_ended_to_proto",
+    "match_start_to_proto",
+    "public_action_to_proto",
+    "public_event_to_proto",
+    "referee_message_to_proto",
+    "rotation_request_to_proto",
+    "round_ended_to_proto",
+]
+
+_KIND_TO_PROTO = _inverse(_KIND_FROM_PROTO)
+_REASON_TO_PROTO = _inverse(_REASON_FROM_PROTO)
+_STATUS_TO_PROTO = _inverse(_STATUS_FROM_PROTO)
+_ERROR_TO_PROTO = _inverse(_ERROR_FROM_PROTO)
+
+
+# --- cards and actions -------------------------------------------------------------------------
+
+
+def card_to_proto(card: Card) -> game_pb2.Card:
+    return game_pb2.Card(face=card.face, other=card.other)
+
+
+def _cards_to_proto(cards: Iterable[Card]) -> list[game_pb2.Card]:
+    return [card_to_proto(card) for card in cards]
+
+
+def _end_to_proto(end: End | None) -> game_pb2.End.ValueType:
+    return game_pb2.END_UNSPECIFIED if end is None else _END_TO_PROTO[end]
+
+
+def public_action_to_proto(action: PublicAction) -> game_pb2.PublicAction:
+    return game_pb2.PublicAction(
+        seat=action.seat,
+        kind=_KIND_TO_PROTO[action.kind],
+        cards=_cards_to_proto(action.cards),
+        start=action.start or 0,
+        length=action.length or 0,
+        end=_end_to_proto(action.end),
+        insert_at=action.insert_at or 0,
+        by_referee=action.by_referee,
+    )
+
+
+def _time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
+    return game_pb2.TimeControl(
+        decision_ms=time_control.decision_ms, time_bank_ms=time_control.time_bank_ms
+    )
+
+
+# --- what a referee sends ----------------------------------------------------------------------
+
+
+def decision_request_to_proto(observation: Observation) -> arena_pb2.DecisionRequest:
+    seen = game_pb2.Observation(
+        match_id=observation.match_id,
+        seat=observation.seat,
+        num_players=observation.num_players,
+        round_index=observation.round_index,
+        num_rounds=observation.num_rounds,
+        starting_seat=observation.starting_seat,
+        hand=_cards_to_proto(observation.hand),
+        hand_sizes=observation.hand_sizes,
+        active_set=_cards_to_proto(observation.active_set),
+        active_owner=observation.active_owner,
+        captured_counts=observation.captured_counts,
+        scout_chips=observation.scout_chips,
+        scout_show_tokens=observation.scout_show_tokens,
+        scores=observation.scores,
+        current_seat=observation.current_seat,
+        history=[public_action_to_proto(action) for action in observation.history],
+    )
+    return arena_pb2.DecisionRequest(
+        match_id=observation.match_id,
+        request_id=observation.request_id,
+        observation=seen,
+        legal_shows=[show_to_proto(show) for show in observation.legal_shows],
+        legal_scouts=[scout_to_proto(scout) for scout in observation.legal_scouts],
+        scout_and_show_available=observation.scout_and_show_available,
+        deadline_ms=observation.deadline_ms,
+        time_bank_ms=observation.time_bank_ms,
+    )
+
+
+def rotation_request_to_proto(request: RotationRequest) -> arena_pb2.RotationRequest:
+    return arena_pb2.RotationRequest(
+        match_id=request.match_id,
+        request_id=request.request_id,
+        round_index=request.round_index,
+        hand=_cards_to_proto(request.hand),
+        deadline_ms=request.deadline_ms,
+        time_bank_ms=request.time_bank_ms,
+    )
+
+
+def match_start_to_proto(start: MatchStart) -> arena_pb2.MatchStart:
+    return arena_pb2.MatchStart(
+        match_id=start.match_id,
+        seat=start.seat,
+        player_names=start.player_names,
+        num_players=start.num_players,
+        num_rounds=start.num_rounds,
+        time_control=_time_control_to_proto(start.time_control),
+        resumed=start.resumed,
+        time_bank_ms=start.time_bank_ms,
+        strikes=start.strikes,
+    )
+
+
+def answer_result_to_proto(result: AnswerResult) -> arena_pb2.AnswerResult:
+    return arena_pb2.AnswerResult(
+        match_id=result.match_id,
+        request_id=result.request_id,
+        status=_STATUS_TO_PROTO[result.status],
+        reason=result.reason,
+        strikes=result.strikes,
+        time_bank_ms=result.time_bank_ms,
+    )
+
+
+def public_event_to_proto(event: PublicEvent) -> arena_pb2.PublicEvent:
+    return arena_pb2.PublicEvent(
+        match_id=event.match_id,
+        round_index=event.round_index,
+        action=public_action_to_proto(event.action),
+    )
+
+
+def round_ended_to_proto(ended: RoundEnded) -> arena_pb2.RoundEnded:
+    return arena_pb2.RoundEnded(
+        match_id=ended.match_id,
+        round_index=ended.round_index,
+        reason=_REASON_TO_PROTO[ended.reason],
+        exempt_seat=ended.exempt_seat,
+        round_scores=ended.round_scores,
+        totals=ended.totals,
+        hands=[game_pb2.Hand(cards=_cards_to_proto(hand)) for hand in ended.hands],
+        dealt_hands=[game_pb2.Hand(cards=_cards_to_proto(hand)) for hand in ended.dealt_hands],
+        rotations=ended.rotations,
+    )
+
+
+def match_ended_to_proto(ended: MatchEnded) -> arena_pb2.MatchEnded:
+    return arena_pb2.MatchEnded(
+        match_id=ended.match_id,
+        totals=ended.totals,
+        ranks=ended.ranks,
+        forfeited_seats=ended.forfeited_seats,
+        record_id=ended.record_id,
+    )
+
+
+def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessage:
+    """Wraps a typed referee message for the wire."""
+    if isinstance(message, Welcome):
+        return arena_pb2.RefereeMessage(
+            welcome=arena_pb2.Welcome(
+                protocol_version=message.protocol_version,
+                bot_name=message.bot_name,
+                session_id=message.session_id,
+                resumed=message.resumed,
+            )
+        )
+    if isinstance(message, MatchStart):
+        return arena_pb2.RefereeMessage(match_start=match_start_to_proto(message))
+    if isinstance(message, RotationRequest):
+        return arena_pb2.RefereeMessage(rotation_request=rotation_request_to_proto(message))
+    if isinstance(message, Observation):
+        return arena_pb2.RefereeMessage(decision_request=decision_request_to_proto(message))
+    if isinstance(message, AnswerResult):
+        return arena_pb2.RefereeMessage(answer_result=answer_result_to_proto(message))
+    if isinstance(message, PublicEvent):
+        return arena_pb2.RefereeMessage(public_event=public_event_to_proto(message))
+    if isinstance(message, RoundEnded):
+        return arena_pb2.RefereeMessage(round_ended=round_ended_to_proto(message))
+    if isinstance(message, MatchEnded):
+        return arena_pb2.RefereeMessage(match_ended=match_ended_to_proto(message))
+    return arena_pb2.RefereeMessage(
+        error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
+    )
+
+
+# --- what a referee reads ----------------------------------------------------------------------
+
+
+def action_from_proto(action: game_pb2.Action) -> Action | None:
+    """None when the message carries no action. Raises ValueError for a Scout without an end."""
+    kind = action.WhichOneof("kind")
+    if kind == "show":
+        return show_from_proto(action.show)
+    if kind == "scout":
+        return scout_from_proto(action.scout)
+    if kind == "scout_and_show":
+        both = action.scout_and_show
+        return ScoutAndShow(scout_from_proto(both.scout), show_from_proto(both.show))
+    return None
+
+
+def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:
+    """The typed body of a bot message, or None when it has none. Raises ValueError for a
+    Scout without an end, which a referee judges malformed."""
+    body = message.WhichOneof("body")
+    if body == "hello":
+        h = message.hello
+        return Hello(h.bot_name, h.bot_version, h.protocol_version, h.max_concurrent_matches)
+    if body == "rotation":
+        r = message.rotation
+        return RotationChoice(r.match_id, r.request_id, r.rotate)
+    if body == "action":
+        a = message.action
+        action = action_from_proto(a.action) if a.HasField("action") else None
+        return ActionChoice(a.match_id, a.request_id, action)
+    return None
