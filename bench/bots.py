@@ -38,7 +38,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from scout_arena.bots import Bot, GreedyBot, RandomBot, play_match
+from scout_arena.local import make_bot, play_match
+from scout_client import Bot
 
 JSON = dict[str, Any]
 KINDS = ("greedy", "random")
@@ -71,7 +72,7 @@ def mean_ci(values: Sequence[float]) -> JSON:
 
 
 def make(kind: str, seed: int) -> Bot:
-    return GreedyBot(seed) if kind == "greedy" else RandomBot(seed)
+    return make_bot(kind, seed)
 
 
 def play_one(seats: Sequence[str], seed: int) -> JSON:

@@ -3,12 +3,12 @@
 Run as ``.venv/bin/python bench/engine.py --json bench/results/engine.json`` (``--quick`` for a
 short run). Everything runs in this one process; no multiprocessing.
 
-Throughput: whole matches with `RandomBot` in every seat (through `scout_arena.bots.play_match`,
+Throughput: whole matches of uniformly random legal play on the engine (`random_playout`,
 so the deal, the rotation choices, every observation and the bots' own use of the observation's
 legal-move helpers are all inside the timed region) for 2, 3, 4 and 5 players over a fixed list
 of seeds. A *decision* is one applied action (rotation choices are not counted).
 
-Per-call medians: positions are sampled from seeded RandomBot matches (only positions whose
+Per-call medians: positions are sampled from seeded random-policy matches (only positions whose
 sampled action does not end the round, so no timing includes dealing the next round). At each
 position every operation is timed call by call with ``time.perf_counter_ns``; the median cost of
 timing an empty call is subtracted. ``apply`` and the hot path run on clones made beforehand, so
@@ -37,8 +37,7 @@ from typing import Any
 import scout_arena
 from rich.console import Console
 from rich.table import Table
-from scout_arena.bots import RandomBot, play_match
-from scout_arena.engine import Action, Phase, State
+from scout_arena.engine import Action, Observation, Phase, State
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 HOT_PATH_TARGET_NS = 20_000
@@ -56,16 +55,45 @@ JSON = dict[str, Any]
 # ----- throughput -------------------------------------------------------------------------
 
 
+def random_policy(rng: random.Random, observation: Observation) -> Action:
+    """Uniform over the action kinds a seat has (Show, Scout, Scout & Show), then uniform within
+    the kind, from the observation's own legal-move helpers: the cheapest sensible bot."""
+    kinds: list[Sequence[Action]] = [k for k in (observation.legal_shows(),
+                                                 observation.legal_scouts()) if k]
+    if observation.can_scout_and_show():
+        kinds.append(observation.legal_scout_and_shows())
+    return rng.choice(rng.choice(kinds))
+
+
+def random_playout(num_players: int, seed: int,
+                   on_action: Callable[[State, int, Action], None] | None = None) -> State:
+    """One match of random play (`random_policy`) straight on the engine, no bot layer: what
+    the engine itself sustains. Rotations are a coin flip per seat."""
+    rng = random.Random(seed)
+    state = State.new(num_players, seed)
+    while not state.is_over:
+        if state.phase is Phase.ROTATION:
+            for seat in range(num_players):
+                state.choose_rotation(seat, rng.random() < 0.5)
+            continue
+        actor = state.current_seat
+        assert actor is not None
+        action = random_policy(rng, state.observation(actor))
+        if on_action is not None:
+            on_action(state, actor, action)
+        state.apply(action)
+    return state
+
+
 def run_matches(num_players: int, seeds: Sequence[int]) -> JSON:
-    """Play one RandomBot match per seed; time the whole loop."""
+    """Play one random-playout match per seed; time the whole loop."""
     decisions = 0
     rounds = 0
     legal_total = 0
     c0 = time.process_time_ns()
     t0 = time.perf_counter_ns()
     for seed in seeds:
-        bots = [RandomBot(seed * 8 + seat) for seat in range(num_players)]
-        state = play_match(bots, seed)
+        state = random_playout(num_players, seed)
         for log in state.round_logs:
             decisions += len(log.actions)
         rounds += len(state.round_logs)
@@ -75,14 +103,12 @@ def run_matches(num_players: int, seeds: Sequence[int]) -> JSON:
     sample = seeds[: min(len(seeds), 20)]
     sampled_decisions = 0
     for seed in sample:
-        bots = [RandomBot(seed * 8 + seat) for seat in range(num_players)]
-
         def count(state: State, actor: int, action: Action) -> None:
             nonlocal legal_total, sampled_decisions
             legal_total += len(state.legal_actions())
             sampled_decisions += 1
 
-        play_match(bots, seed, count)
+        random_playout(num_players, seed, count)
     seconds = elapsed / 1e9
     cpu_seconds = cpu / 1e9
     return {
@@ -126,21 +152,21 @@ class Position:
 
 
 def sample_positions(num_players: int, count: int, rng: random.Random) -> list[Position]:
-    """Positions from seeded RandomBot matches, each with the action the bot chose there."""
+    """Positions from seeded random-policy matches, each with the action chosen there."""
     out: list[Position] = []
     seed = 10_000 * num_players
     while len(out) < count:
-        bots = [RandomBot(seed * 8 + seat) for seat in range(num_players)]
+        policy = random.Random(seed)
         state = State.new(num_players, seed)
         seed += 1
         while not state.is_over and len(out) < count:
             if state.phase is Phase.ROTATION:
-                for seat, bot in enumerate(bots):
-                    state.choose_rotation(seat, bot.choose_rotation(state.observation(seat)))
+                for seat in range(num_players):
+                    state.choose_rotation(seat, policy.random() < 0.5)
                 continue
             actor = state.current_seat
             assert actor is not None
-            action = bots[actor].act(state.observation(actor))
+            action = random_policy(policy, state.observation(actor))
             if rng.random() < 0.15:
                 probe = state.clone()
                 probe.apply(action)
@@ -216,12 +242,12 @@ REQUIRED_OPS = (
 )
 EXTRA_OPS = (
     "State.clone()", "hot path without separate check", "Observation.legal_shows()",
-    "Observation.can_scout_and_show()", "RandomBot.act(observation)",
+    "Observation.can_scout_and_show()", "random policy(observation)",
 )
 BASELINE_OP = "baseline: random.choice(list of len(legal_actions))"
 
 
-def measure_position(pos: Position, reps: int, bot: RandomBot) -> dict[str, list[int]]:
+def measure_position(pos: Position, reps: int, policy: random.Random) -> dict[str, list[int]]:
     s, a = pos.state, pos.action
     seat = s.current_seat
     assert seat is not None
@@ -237,7 +263,7 @@ def measure_position(pos: Position, reps: int, bot: RandomBot) -> dict[str, list
         "State.clone()": timed(s.clone, reps),
         "Observation.legal_shows()": timed(obs.legal_shows, reps),
         "Observation.can_scout_and_show()": timed(obs.can_scout_and_show, reps),
-        "RandomBot.act(observation)": timed(lambda: bot.act(obs), reps),
+        "random policy(observation)": timed(lambda: random_policy(policy, obs), reps),
         BASELINE_OP: timed(lambda: choice(items), reps),
     }
     samples["State.apply(action)"] = timed_each(_apply, [s.clone() for _ in range(reps)], a)
@@ -261,7 +287,7 @@ def summarize(values: Sequence[float]) -> JSON:
 
 def run_micro(positions_per_count: int, reps: int) -> JSON:
     rng = random.Random(2026)
-    bot = RandomBot(99)
+    policy = random.Random(99)
     # Timer + call overhead, subtracted from every sample.
     gc.disable()
     try:
@@ -277,10 +303,10 @@ def run_micro(positions_per_count: int, reps: int) -> JSON:
             gc.disable()
             # Warm-up on a few positions.
             for pos in positions[:5]:
-                measure_position(pos, 2, bot)
+                measure_position(pos, 2, policy)
             acc: dict[str, list[float]] = {}
             for pos in positions:
-                for op, raw in measure_position(pos, reps, bot).items():
+                for op, raw in measure_position(pos, reps, policy).items():
                     acc.setdefault(op, []).extend(max(0, t - overhead) for t in raw)
                 gc.collect()
             by_count[n] = acc
@@ -333,13 +359,13 @@ LABELS = {
     "hot path without separate check": "hot path, no 2nd check",
     "Observation.legal_shows()": "obs.legal_shows()",
     "Observation.can_scout_and_show()": "obs.can_s&s()",
-    "RandomBot.act(observation)": "RandomBot.act(obs)",
+    "random policy(observation)": "random policy(obs)",
     BASELINE_OP: "baseline random.choice",
 }
 
 
 def report(console: Console, data: JSON) -> None:
-    thr = Table(title="Whole matches, RandomBot in every seat, one core")
+    thr = Table(title="Whole matches, random policy in every seat, one core")
     for col in ("n", "matches", "dec/m", "match/s", "dec/s", "dec/CPU-s", "choice/s",
                 "÷choice"):
         thr.add_column(col, justify="right")

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .bots import BOTS, make_bot, play_match
 from .engine import State
+from .local import BUNDLED_BOTS, make_bot, play_match
 from .record import (
     MatchRecord,
     RecordError,
@@ -266,7 +266,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
 def cmd_web(args: argparse.Namespace) -> int:
     import uvicorn
-    from scout_ladder.web import TournamentSource, create_app
+
+    from .web import TournamentSource, create_app
 
     app = create_app(TournamentSource(args.dir), title=f"Scout Arena tournament {args.dir}")
     print(f"serving {args.dir} on http://{args.host}:{args.port}/", flush=True)
@@ -281,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     play = sub.add_parser("play", help="play one in-process match between bundled bots")
     play.add_argument("--players", type=int, choices=range(2, 6), default=4, metavar="N")
     play.add_argument("--seed", type=_seed, default=1)
-    play.add_argument("--bot", action="append", choices=sorted(BOTS),
+    play.add_argument("--bot", action="append", choices=sorted(BUNDLED_BOTS),
                       help="bot for the next seat (repeat per seat; one name fills every seat)")
     play.add_argument("--record", metavar="FILE", help="write the match record here")
     play.add_argument("--quiet", action="store_true", help="print nothing")
