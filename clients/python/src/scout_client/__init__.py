@@ -18,7 +18,7 @@ or from a shell: `scout-bot run my_bot.py:MyBot --address HOST:PORT --token T`.
 
 from .bot import Bot
 from .bots import GreedyBot, RandomBot
-from .errors import ConnectionLost, ConnectionRejected, ScoutClientError
+from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
 from .groups import beats, group_strength, groups_in, hand_potential
 from .runner import run, run_bot
 from .types import (
@@ -30,6 +30,8 @@ from .types import (
     Card,
     End,
     ErrorCode,
+    Goodbye,
+    GoodbyeReason,
     Hello,
     MatchEnded,
     MatchStart,
@@ -62,8 +64,11 @@ __all__ = [
     "ConnectionRejected",
     "End",
     "ErrorCode",
+    "Goodbye",
+    "GoodbyeReason",
     "GreedyBot",
     "Hello",
+    "InvalidToken",
     "MatchEnded",
     "MatchStart",
     "Observation",

@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 from .types import (
     Action,
     AnswerResult,
+    Goodbye,
     MatchEnded,
     MatchStart,
     Observation,
@@ -71,6 +72,12 @@ class Bot(ABC):
         """An answer was judged ILLEGAL or MALFORMED (a strike). The SDK has already sent the
         fallback if the request was still open and time remained; this is for logging and
         fixing the bot."""
+        return None
+
+    def on_goodbye(self, goodbye: Goodbye) -> Awaitable[None] | None:
+        """The referee ended the stream on purpose. With `goodbye.reconnect` the SDK comes
+        back after `goodbye.retry_after_ms`; without it `run`/`run_bot` return once this hook
+        has. Matches still running were stopped by the referee: drop their state here."""
         return None
 
     @property

@@ -4,6 +4,10 @@ SPEC names the bot: `random`, `greedy`, `module.path:ClassName` or `path/to/file
 The address and token come from flags or, as in every starter kit and the tournament runner,
 from SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS=1 and SCOUT_CA_CERT. `add_bot_run_arguments` and
 `run_from_args` let the server's `scout-arena bot run` offer the very same command.
+
+Exit status: 0 after a clean stop (a signal, --max-matches, or the referee's Goodbye without a
+reconnect), 1 when the referee rejects the bot, 2 for a usage problem (a missing address or
+token, a token gRPC cannot send, a bad SPEC or option).
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ from types import ModuleType
 
 from .bot import Bot
 from .bots import GreedyBot, RandomBot
-from .runner import DEFAULT_SAFETY_MARGIN_MS, ScoutClientError, run
+from .runner import (
+    DEFAULT_SAFETY_MARGIN_MS,
+    InvalidToken,
+    ScoutClientError,
+    run,
+    validate_token,
+)
 
 __all__ = [
     "BUNDLED_BOTS",
@@ -147,7 +157,8 @@ def _fail(message: str, code: int) -> int:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the bot the parsed arguments describe. Returns the exit code: 0 after a clean stop
-    (signal or --max-matches), 1 when the referee rejects the bot, 2 for a usage problem."""
+    (signal, --max-matches, or a Goodbye without a reconnect), 1 when the referee rejects the
+    bot, 2 for a usage problem (an unusable token included)."""
     logging.basicConfig(  # does nothing when the host program configured logging already
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -158,6 +169,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         return _fail("no referee address: pass --address HOST:PORT or set SCOUT_ADDRESS", 2)
     if not token:
         return _fail("no bot token: pass --token or set SCOUT_TOKEN", 2)
+    try:
+        validate_token(token)
+    except InvalidToken as error:
+        return _fail(f"{error} (the token came from {'--token' if args.token else 'SCOUT_TOKEN'})",
+                     2)
     ca_cert = args.ca_cert or os.environ.get("SCOUT_CA_CERT") or None
     tls = bool(args.tls or _env_flag("SCOUT_TLS") or ca_cert or args.client_cert)
     try:
@@ -178,6 +194,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             safety_margin_ms=args.safety_margin_ms,
             use_time_bank=not args.no_time_bank,
         )
+    except InvalidToken as error:
+        return _fail(str(error), 2)
     except ScoutClientError as error:
         return _fail(str(error), 1)
     except (ValueError, OSError) as error:  # bad option values, unreadable certificate files

@@ -3,7 +3,9 @@
 Each stream opens with Hello and carries every match the bot is seated in. When one is lost the
 next follows after a backoff, and the referee resumes the running matches on it; rejections that
 retrying cannot fix (bad token, wrong protocol, a newer connection with the same token) raise
-`ConnectionRejected` instead. What a stream brings in is handed on (Welcome and each match's
+`ConnectionRejected` instead. A stream the referee ends on purpose says so first with a Goodbye:
+then the SDK either stops (`run` returns) or comes back after the wait the referee asked for,
+without counting a failure. What a stream brings in is handed on (Welcome and each match's
 messages); what goes out is queued in the `Outbox`, which outlives the streams.
 """
 
@@ -14,7 +16,8 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+import unicodedata
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -22,10 +25,12 @@ from grpc import aio
 from scout.v1 import arena_pb2, arena_pb2_grpc
 
 from . import convert
-from .errors import ConnectionLost, ConnectionRejected
+from .errors import ConnectionLost, ConnectionRejected, InvalidToken
 from .types import (
     PROTOCOL_VERSION,
     BotMessage,
+    Goodbye,
+    GoodbyeReason,
     Hello,
     MatchMessage,
     ProtocolError,
@@ -38,8 +43,11 @@ __all__ = [
     "Outbox",
     "PemSource",
     "backoff_delay",
+    "bearer_metadata",
     "channel_options",
+    "goodbye_delay",
     "open_channel",
+    "validate_token",
 ]
 
 log = logging.getLogger("scout_client")
@@ -124,8 +132,62 @@ def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
     return step * (rng if rng is not None else _JITTER).uniform(0.5, 1.0)
 
 
+def goodbye_delay(retry_after_ms: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before reconnecting after a Goodbye that asks for it: the referee's
+    `retry_after_ms` plus a little jitter (up to a tenth of it, plus 0.1 s) so that the bots of
+    a restarted referee do not all come back at the same instant."""
+    base = max(0, retry_after_ms) / 1000
+    return base + (base / 10 + 0.1) * (rng if rng is not None else _JITTER).random()
+
+
+_NAMED_CHARACTERS = {"\n": "line feed", "\r": "carriage return", "\t": "tab", " ": "space"}
+
+
+def _describe(character: str) -> str:
+    """A character by code point and name, never printed itself: it may be unprintable, and it
+    is part of a secret."""
+    name = _NAMED_CHARACTERS.get(character) or unicodedata.name(character, "")
+    return f"U+{ord(character):04X}" + (f" ({name.lower()})" if name else "")
+
+
+def validate_token(token: str) -> None:
+    """Raise InvalidToken unless `token` can go out as `authorization: Bearer <token>`: it must
+    be non-empty printable ASCII (0x20-0x7E, all a gRPC header value may hold) with no
+    whitespace at either end. gRPC would refuse anything else on every attempt, and whitespace
+    at the ends is nearly always a newline or space copied along with the token."""
+    if not isinstance(token, str):
+        raise InvalidToken(f"invalid bot token: expected a str, got {type(token).__name__}")
+    if not token:
+        raise InvalidToken("invalid bot token: it is empty")
+    for end, character in (("starts", token[0]), ("ends", token[-1])):
+        if character.isspace():
+            raise InvalidToken(
+                f"invalid bot token: it {end} with whitespace, {_describe(character)}; remove "
+                "it (often a newline or space copied along with the token)"
+            )
+    for position, character in enumerate(token, start=1):
+        if not " " <= character <= "~":
+            raise InvalidToken(
+                f"invalid bot token: character {position} of {len(token)} is "
+                f"{_describe(character)}, but a token may only hold printable ASCII "
+                "(0x20-0x7E), which is all a gRPC header can carry; copy the token again "
+                "exactly as the organisers gave it"
+            )
+
+
+def bearer_metadata(token: str) -> tuple[tuple[str, str], ...]:
+    """The call metadata of a Play stream; raises InvalidToken for a token it cannot carry."""
+    validate_token(token)
+    return (("authorization", f"Bearer {token}"),)
+
+
+def _is_local_metadata_error(code: grpc.StatusCode, details: str) -> bool:
+    # gRPC's own refusal to send a header value it cannot encode: the same on every attempt.
+    return code is grpc.StatusCode.INTERNAL and "invalid metadata" in details.lower()
+
+
 def _is_rejection(code: grpc.StatusCode, details: str) -> bool:
-    if code in _NEVER_RETRY:
+    if code in _NEVER_RETRY or _is_local_metadata_error(code, details):
         return True
     # Another process took over this token; reconnecting would just take it back and forth.
     return code is grpc.StatusCode.ABORTED and "superseded" in details.lower()
@@ -173,10 +235,15 @@ async def _outgoing(
         yield convert.bot_message_to_proto(message)
 
 
+async def _no_hook(goodbye: Goodbye) -> None:
+    return None
+
+
 class Connection:
     """The Play streams of one `run_bot` call. Welcome and every match's messages are handed to
     `on_welcome` and `on_match_message` (with the event-loop time they arrived, from which
-    deadlines count); protocol errors are logged and kept to explain a rejection."""
+    deadlines count); protocol errors are logged and kept to explain a rejection. A Goodbye is
+    awaited in `on_goodbye` once its stream has ended, before `run` stops or reconnects."""
 
     def __init__(
         self,
@@ -187,6 +254,7 @@ class Connection:
         *,
         on_welcome: Callable[[Welcome], None],
         on_match_message: Callable[[MatchMessage, float], None],
+        on_goodbye: Callable[[Goodbye], Awaitable[None]] = _no_hook,
         stop: asyncio.Event,
     ) -> None:
         self._channel = channel
@@ -195,13 +263,20 @@ class Connection:
         self._outbox = outbox
         self._on_welcome = on_welcome
         self._on_match_message = on_match_message
+        self._on_goodbye = on_goodbye
         self._stop = stop
         self._welcomed = False
         self._last_error: ProtocolError | None = None
+        self._goodbye: Goodbye | None = None
+        self._said_goodbye = asyncio.Event()
 
     async def run(self, reconnect: bool) -> None:
-        """Stream until `stop` is set. Raises ConnectionRejected when the referee refuses the
-        bot, and ConnectionLost when a stream ends and `reconnect` is False."""
+        """Stream until `stop` is set or the referee says Goodbye without asking the bot back.
+        A stream that ends without a Goodbye is a fault: the next one follows after a backoff.
+        A Goodbye with `reconnect` is not: the next stream follows after its `retry_after_ms`,
+        and the backoff starts again from its first step. Raises ConnectionRejected when the
+        referee refuses the bot, and ConnectionLost when a stream ends and `reconnect` is
+        False."""
         rng = random.Random()
         attempt = 0
         while not self._stop.is_set():
@@ -211,49 +286,72 @@ class Connection:
             except aio.AioRpcError as error:
                 code, details = error.code(), error.details() or ""
                 if _is_rejection(code, details):
-                    raise ConnectionRejected(code, details, self._last_error) from None
+                    raise ConnectionRejected(
+                        code, details, self._last_error,
+                        local=_is_local_metadata_error(code, details),
+                    ) from None
                 problem = f"{code.name}: {details}" if details else code.name
             except Exception as error:  # keep playing through anything else, but say so
                 log.exception("the stream failed unexpectedly")
                 problem = f"{type(error).__name__}: {error}"
-            if self._stop.is_set():
-                break
-            if not reconnect:
-                raise ConnectionLost(f"connection to the referee lost ({problem})")
-            if self._welcomed:
-                attempt = 0
-            delay = backoff_delay(attempt, rng)
-            attempt += 1
-            log.warning("connection lost (%s); reconnecting in %.2f s", problem, delay)
+            if (goodbye := self._goodbye) is not None:
+                await self._on_goodbye(goodbye)
+                if self._stop.is_set() or not goodbye.reconnect:
+                    break
+                if not reconnect:
+                    raise ConnectionLost(
+                        f"the referee closed the stream and asks the bot to reconnect in "
+                        f"{goodbye.retry_after_ms} ms ({goodbye.reason.name}"
+                        f"{': ' + goodbye.message if goodbye.message else ''})",
+                        goodbye,
+                    )
+                attempt = 0  # the referee was there and well: not a failure
+                delay = goodbye_delay(goodbye.retry_after_ms, rng)
+                log.info("reconnecting in %.2f s, as the referee asked", delay)
+            else:
+                if self._stop.is_set():
+                    break
+                if not reconnect:
+                    raise ConnectionLost(f"connection to the referee lost ({problem})")
+                if self._welcomed:
+                    attempt = 0
+                delay = backoff_delay(attempt, rng)
+                attempt += 1
+                log.warning("connection lost (%s); reconnecting in %.2f s", problem, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
 
     async def _session(self) -> None:
         """One Play stream, until the referee ends it (returns, or raises AioRpcError with the
-        status) or `stop` is set (closes it gracefully and returns)."""
+        status) or `stop` is set (closes it gracefully and returns). After a Goodbye the status
+        the stream ends with does not matter (the session returns), and a referee that keeps
+        the stream open after it is given a moment before the SDK hangs up."""
         self._welcomed = False
         self._last_error = None
+        self._goodbye = None
+        self._said_goodbye.clear()
         queue = self._outbox.open_stream(self._hello)
         stub = arena_pb2_grpc.ArenaStub(self._channel)
         log.debug("connecting (attempt %d)", self._outbox.stream)
         call = stub.Play(_outgoing(queue), metadata=self._metadata)
         reader = asyncio.ensure_future(self._read(call))
         stopper = asyncio.ensure_future(self._stop.wait())
+        farewell = asyncio.ensure_future(self._said_goodbye.wait())
         try:
-            await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if reader.done():
+            await asyncio.wait({reader, stopper, farewell}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done() and self._goodbye is None:
                 reader.result()
                 return
-            # Stopping: half-close after the answers already queued and give the referee a
-            # moment to end the call on its side, then hang up.
+            # Stopping, or the referee said goodbye: half-close after the answers already
+            # queued and give the referee a moment to end the call on its side, then hang up.
             self._outbox.close_stream(queue, half_close=True)
             await asyncio.wait({reader}, timeout=CLOSE_GRACE_S)
         finally:
             self._outbox.close_stream(queue, half_close=False)
             call.cancel()
-            for task in (reader, stopper):
+            for task in (reader, stopper, farewell):
                 task.cancel()
-            await asyncio.gather(reader, stopper, return_exceptions=True)
+            await asyncio.gather(reader, stopper, farewell, return_exceptions=True)
 
     async def _read(
         self, call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
@@ -289,5 +387,18 @@ class Connection:
             self._last_error = message
             log.warning("protocol error from the referee: %s: %s", message.code.name,
                         message.message)
+        elif isinstance(message, Goodbye):
+            self._goodbye = message
+            self._said_goodbye.set()
+            said = f": {message.message}" if message.message else ""
+            if message.reconnect:
+                log.info("the referee is closing the stream (%s%s); it asks the bot to come "
+                         "back in %d ms", message.reason.name, said, message.retry_after_ms)
+            elif message.reason is GoodbyeReason.FINISHED:
+                log.info("the referee has finished (%s%s); not reconnecting",
+                         message.reason.name, said)
+            else:
+                log.warning("the referee closed the stream and does not want the bot back "
+                            "(%s%s); not reconnecting", message.reason.name, said)
         else:
             self._on_match_message(message, received_at)

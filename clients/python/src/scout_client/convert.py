@@ -25,6 +25,8 @@ from .types import (
     Card,
     End,
     ErrorCode,
+    Goodbye,
+    GoodbyeReason,
     Hello,
     MatchEnded,
     MatchStart,
@@ -49,6 +51,7 @@ __all__ = [
     "bot_message_to_proto",
     "card_from_proto",
     "decision_request_from_proto",
+    "goodbye_from_proto",
     "match_ended_from_proto",
     "match_start_from_proto",
     "public_action_from_proto",
@@ -107,6 +110,12 @@ _ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
     arena_pb2.ERROR_CODE_UNSUPPORTED_PROTOCOL: ErrorCode.UNSUPPORTED_PROTOCOL,
     arena_pb2.ERROR_CODE_BAD_MESSAGE: ErrorCode.BAD_MESSAGE,
     arena_pb2.ERROR_CODE_RATE_LIMITED: ErrorCode.RATE_LIMITED,
+}
+
+_GOODBYE_FROM_PROTO: dict[arena_pb2.GoodbyeReason.ValueType, GoodbyeReason] = {
+    arena_pb2.GOODBYE_REASON_UNSPECIFIED: GoodbyeReason.UNSPECIFIED,
+    arena_pb2.GOODBYE_REASON_SHUTDOWN: GoodbyeReason.SHUTDOWN,
+    arena_pb2.GOODBYE_REASON_FINISHED: GoodbyeReason.FINISHED,
 }
 
 
@@ -285,6 +294,17 @@ def match_ended_from_proto(ended: arena_pb2.MatchEnded) -> MatchEnded:
     )
 
 
+def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
+    """A reason this SDK does not know reads as UNSPECIFIED; `reconnect` alone decides what the
+    SDK does."""
+    return Goodbye(
+        reason=_GOODBYE_FROM_PROTO.get(goodbye.reason, GoodbyeReason.UNSPECIFIED),
+        message=goodbye.message,
+        reconnect=goodbye.reconnect,
+        retry_after_ms=goodbye.retry_after_ms,
+    )
+
+
 def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMessage | None:
     """The typed body of a referee message, or None when it has none this SDK knows."""
     body = message.WhichOneof("body")
@@ -308,6 +328,8 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMess
     if body == "error":
         code = _ERROR_FROM_PROTO.get(message.error.code, ErrorCode.UNSPECIFIED)
         return ProtocolError(code, message.error.message)
+    if body == "goodbye":
+        return goodbye_from_proto(message.goodbye)
     return None
 
 

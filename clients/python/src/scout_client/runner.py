@@ -1,10 +1,11 @@
 """Connects a Bot to a referee and plays until told to stop: `run_bot`, and `run` for scripts.
 
 One gRPC channel and one `Arena.Play` stream at a time carry every match the bot is seated in.
-The work is split by job: `connection` keeps the streams going (reconnecting with backoff and
-raising `ConnectionRejected` when retrying cannot help), `matches` gives each match a worker
-that sees its messages in order, and `decisions` asks the bot and answers every request in
-time, with the fallback when the bot cannot. This module wires them together.
+The work is split by job: `connection` keeps the streams going (reconnecting with backoff,
+raising `ConnectionRejected` when retrying cannot help, and stopping or coming back later as the
+referee's Goodbye says), `matches` gives each match a worker that sees its messages in order,
+and `decisions` asks the bot and answers every request in time, with the fallback when the bot
+cannot. This module wires them together.
 """
 
 from __future__ import annotations
@@ -15,22 +16,35 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 
 from .bot import Bot
-from .connection import Connection, Outbox, PemSource, backoff_delay, channel_options, open_channel
+from .connection import (
+    Connection,
+    Outbox,
+    PemSource,
+    backoff_delay,
+    bearer_metadata,
+    channel_options,
+    goodbye_delay,
+    open_channel,
+    validate_token,
+)
 from .decisions import DEFAULT_SAFETY_MARGIN_MS, BotCalls, Decisions
-from .errors import ConnectionLost, ConnectionRejected, ScoutClientError
+from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
 from .matches import Matches
-from .types import PROTOCOL_VERSION, Hello
+from .types import PROTOCOL_VERSION, Goodbye, Hello
 
 __all__ = [
     "DEFAULT_SAFETY_MARGIN_MS",
     "ConnectionLost",
     "ConnectionRejected",
+    "InvalidToken",
     "PemSource",
     "ScoutClientError",
     "backoff_delay",
     "channel_options",
+    "goodbye_delay",
     "run",
     "run_bot",
+    "validate_token",
 ]
 
 log = logging.getLogger("scout_client")
@@ -61,16 +75,21 @@ async def run_bot(
     safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
     use_time_bank: bool = True,
 ) -> int:
-    """Play on the referee at `address` (host:port) until `stop_event` is set or `max_matches`
-    matches have ended; returns the number of matches that ended.
+    """Play on the referee at `address` (host:port) until `stop_event` is set, `max_matches`
+    matches have ended, or the referee says Goodbye without asking the bot back; returns the
+    number of matches that ended. A Goodbye that asks the bot back is obeyed: the SDK
+    reconnects after its `retry_after_ms`, which is not a failure and grows no backoff.
 
     `tls` (implied by any certificate) uses TLS, with `ca_cert` to trust a private CA and
     `client_cert` + `client_key` when the referee requires client certificates; each is PEM
     bytes or a file path. The SDK answers with the fallback when the bot has not answered
     `safety_margin_ms` before the referee's limit: deadline + bank, or the deadline alone when
-    `use_time_bank` is False. Raises ConnectionRejected when the referee refuses the bot, and
-    ConnectionLost when the stream ends and `reconnect` is False.
+    `use_time_bank` is False. Raises InvalidToken (a ValueError) at once for a token gRPC could
+    never send (see `validate_token`), ConnectionRejected when the referee refuses the bot, and
+    ConnectionLost when the stream ends and `reconnect` is False (`error.goodbye` is set when
+    the referee asked the bot to come back later).
     """
+    metadata = bearer_metadata(token)
     if max_concurrent_matches < 1:
         raise ValueError("max_concurrent_matches must be at least 1")
     if max_matches is not None and max_matches < 1:
@@ -90,13 +109,18 @@ async def run_bot(
         calls, outbox, safety_margin_ms=safety_margin_ms, use_time_bank=use_time_bank
     )
     matches = Matches(calls, decisions, max_matches=max_matches, stop=stop)
+
+    async def on_goodbye(goodbye: Goodbye) -> None:
+        await calls.hook("on_goodbye", goodbye)
+
     connection = Connection(
         channel,
-        (("authorization", f"Bearer {token}"),),
+        metadata,
         _hello(bot, max_concurrent_matches),
         outbox,
         on_welcome=matches.resync,
         on_match_message=matches.receive,
+        on_goodbye=on_goodbye,
         stop=stop,
     )
     watcher: asyncio.Task[None] | None = None

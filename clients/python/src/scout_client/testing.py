@@ -16,6 +16,7 @@ from scout.v1 import arena_pb2, game_pb2
 from .convert import (
     _END_TO_PROTO,
     _ERROR_FROM_PROTO,
+    _GOODBYE_FROM_PROTO,
     _KIND_FROM_PROTO,
     _REASON_FROM_PROTO,
     _STATUS_FROM_PROTO,
@@ -32,6 +33,7 @@ from .types import (
     BotMessage,
     Card,
     End,
+    Goodbye,
     Hello,
     MatchEnded,
     MatchStart,
@@ -53,6 +55,7 @@ __all__ = [
     "bot_message_from_proto",
     "card_to_proto",
     "decision_request_to_proto",
+    "goodbye_to_proto",
     "match_ended_to_proto",
     "match_start_to_proto",
     "public_action_to_proto",
@@ -66,6 +69,7 @@ _KIND_TO_PROTO = _inverse(_KIND_FROM_PROTO)
 _REASON_TO_PROTO = _inverse(_REASON_FROM_PROTO)
 _STATUS_TO_PROTO = _inverse(_STATUS_FROM_PROTO)
 _ERROR_TO_PROTO = _inverse(_ERROR_FROM_PROTO)
+_GOODBYE_TO_PROTO = _inverse(_GOODBYE_FROM_PROTO)
 
 
 # --- cards and actions -------------------------------------------------------------------------
@@ -204,6 +208,15 @@ def match_ended_to_proto(ended: MatchEnded) -> arena_pb2.MatchEnded:
     )
 
 
+def goodbye_to_proto(goodbye: Goodbye) -> arena_pb2.Goodbye:
+    return arena_pb2.Goodbye(
+        reason=_GOODBYE_TO_PROTO[goodbye.reason],
+        message=goodbye.message,
+        reconnect=goodbye.reconnect,
+        retry_after_ms=goodbye.retry_after_ms,
+    )
+
+
 def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessage:
     """Wraps a typed referee message for the wire."""
     if isinstance(message, Welcome):
@@ -229,6 +242,8 @@ def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessag
         return arena_pb2.RefereeMessage(round_ended=round_ended_to_proto(message))
     if isinstance(message, MatchEnded):
         return arena_pb2.RefereeMessage(match_ended=match_ended_to_proto(message))
+    if isinstance(message, Goodbye):
+        return arena_pb2.RefereeMessage(goodbye=goodbye_to_proto(message))
     return arena_pb2.RefereeMessage(
         error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
     )

@@ -30,6 +30,8 @@ __all__ = [
     "Card",
     "End",
     "ErrorCode",
+    "Goodbye",
+    "GoodbyeReason",
     "Hello",
     "MatchEnded",
     "MatchMessage",
@@ -84,6 +86,16 @@ class ErrorCode(Enum):
     UNSUPPORTED_PROTOCOL = "unsupported_protocol"
     BAD_MESSAGE = "bad_message"
     RATE_LIMITED = "rate_limited"
+
+
+class GoodbyeReason(Enum):
+    """Why the referee closes a stream on purpose (see the protocol contract, §10.1)."""
+
+    UNSPECIFIED = "unspecified"
+    SHUTDOWN = "shutdown"
+    """The referee is restarting or being drained; come back after `retry_after_ms`."""
+    FINISHED = "finished"
+    """The tournament or event this referee served is over."""
 
 
 # --- what the referee sends ---------------------------------------------------------------------
@@ -212,6 +224,18 @@ class ProtocolError:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Goodbye:
+    """The referee is ending the stream on purpose; the last message before the stream ends.
+    With `reconnect` the SDK comes back after `retry_after_ms` (a planned restart, not a fault);
+    without it `run_bot` returns. `message` is for people and logs."""
+
+    reason: GoodbyeReason = GoodbyeReason.UNSPECIFIED
+    message: str = ""
+    reconnect: bool = False
+    retry_after_ms: int = 0
+
+
 MatchMessage: TypeAlias = (
     MatchStart
     | RotationRequest
@@ -221,10 +245,10 @@ MatchMessage: TypeAlias = (
     | RoundEnded
     | MatchEnded
 )
-"""A referee message about one match (each has a `match_id`): all but Welcome and ProtocolError,
-which are about the connection."""
+"""A referee message about one match (each has a `match_id`): all but Welcome, ProtocolError and
+Goodbye, which are about the connection."""
 
-RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError
+RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye
 """Anything the referee sends; a DecisionRequest arrives as an `Observation`."""
 
 
