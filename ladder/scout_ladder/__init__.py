@@ -2,8 +2,9 @@
 
 This package's storage layer is :class:`~scout_ladder.repository.Repository` (SQLAlchemy, on
 PostgreSQL or SQLite, schema by Alembic). Its names are re-exported here; the service, the
-matchmaker, the ratings and the CLI live in their own modules and are not imported here, so
-that reading the database needs neither gRPC nor the referee.
+matchmaker and the CLI live in their own modules and are not imported here, so that reading the
+database needs neither gRPC nor the referee. Of ``scout_arena`` it needs only ``ratings``, the
+one definition of the conservative rating the leaderboard sorts by.
 """
 
 from scout_ladder.repository import (

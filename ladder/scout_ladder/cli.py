@@ -93,7 +93,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for col in ("#", "bot", "owner", "mu-3sigma", "mu", "sigma", "games", "recent ranks"):
         table.add_column(col, justify="left" if col in ("bot", "owner") else "right")
     for r in rows:
-        table.add_row(str(r.rank), r.bot, r.owner, f"{r.mu - 3 * r.sigma:.2f}", f"{r.mu:.2f}",
+        table.add_row(str(r.rank), r.bot, r.owner, f"{r.conservative:.2f}", f"{r.mu:.2f}",
                       f"{r.sigma:.2f}", str(r.games), " ".join(map(str, r.recent_ranks)))
     _console().print(table)
     return 0
@@ -119,6 +119,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
 
 def cmd_bot(args: argparse.Namespace) -> int:
     from rich.table import Table
+    from scout_arena.ratings import conservative
 
     profile = _repo(args).bot_profile(args.name)
     if profile is None:
@@ -142,7 +143,7 @@ def cmd_bot(args: argparse.Namespace) -> int:
         history.add_column(col, justify="right")
     for point in profile.history[-20:]:
         history.add_row(point.match_id, f"{point.mu:.2f}", f"{point.sigma:.2f}",
-                        f"{point.mu - 3 * point.sigma:.2f}")
+                        f"{conservative(point.mu, point.sigma):.2f}")
     console.print(history)
     return 0
 

@@ -2,7 +2,7 @@
 
 These classes stay inside ``scout_ladder``: the repository hands out frozen dataclasses instead,
 so that no caller can trigger a lazy load on a closed session or change a row by accident.
-They live apart from ``repository.py`` so that Alembic's ``env.py`` (and the test that checks
+They live apart from ``repository`` so that Alembic's ``env.py`` (and the test that checks
 the migrations against the models) can read the metadata without the repository's behaviour.
 
 The words are the game's: a *bot* sits in a *seat* of a *match*; a *table size* is the number of

@@ -1,0 +1,172 @@
+"""The ladder database's engine, schema migration and transactions, for SQLite and PostgreSQL.
+
+PostgreSQL runs the ladder in production, SQLite a single box and the tests; both run the same
+Alembic migrations. SQLite gets ``foreign_keys=ON`` (off by default there), WAL (readers do not
+block the writer) and ``BEGIN IMMEDIATE`` for writes (two deferred transactions that both
+upgrade to writing would otherwise fail at once instead of waiting for the busy timeout).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+_SQLITE_BUSY_TIMEOUT_S = 30.0
+_WRITE_OPTION = "scout_ladder_write"
+
+# Alembic keeps the running migration's context in module globals (alembic.context, alembic.op),
+# so two migrations in one process must not overlap, whatever their databases.
+_ALEMBIC_LOCK = threading.Lock()
+
+
+def alembic_config(url: str | URL | None = None) -> Config:
+    """An Alembic configuration for the ladder's migrations, built in code so that no
+    alembic.ini is needed. With a URL it also works for ``alembic.command`` calls by hand
+    (``command.revision(alembic_config(url), autogenerate=True, message=...)``)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        rendered = url.render_as_string(hide_password=False) if isinstance(url, URL) else url
+        # ConfigParser interpolation would read a '%' in a password as a reference.
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Database:
+    """One SQLAlchemy engine (and so one connection pool) shared by every thread, and the one
+    way the queries reach it: :meth:`_transaction`, one per public call.
+
+    ``url`` is a SQLAlchemy URL: ``sqlite:///path/ladder.db`` or
+    ``postgresql+psycopg://user:password@host/db``. ``clock`` gives the current time (tests
+    pass a fake one to control the finish order).
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        echo: bool = False,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._url = make_url(url)
+        self._clock = clock or _utc_now
+        self._backend = self._url.get_backend_name()
+        self._memory_lock: threading.RLock | None = None
+        if self._backend == "sqlite":
+            self._engine = self._sqlite_engine(echo)
+        elif self._backend == "postgresql":
+            self._engine = create_engine(self._url, echo=echo, pool_pre_ping=True)
+        else:
+            raise ValueError(f"the ladder stores to sqlite or postgresql, not {self._backend}")
+
+    def _sqlite_engine(self, echo: bool) -> Engine:
+        database = self._url.database
+        in_memory = database in (None, "", ":memory:")
+        connect_args = {"timeout": _SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}
+        if in_memory:
+            # One connection for everybody, or each thread would see its own empty database;
+            # the lock keeps the threads' transactions on it from interleaving.
+            self._memory_lock = threading.RLock()
+            engine = create_engine(
+                self._url, echo=echo, connect_args=connect_args, poolclass=StaticPool
+            )
+        else:
+            engine = create_engine(self._url, echo=echo, connect_args=connect_args)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Let SQLAlchemy's "begin" hook below issue BEGIN, not the sqlite3 module, so that
+            # writes can say IMMEDIATE and DDL runs inside the migration's transaction.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(_SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            write = connection.get_execution_options().get(_WRITE_OPTION, False)
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+
+    def _now(self) -> datetime:
+        """The clock's time in UTC, so that what a call returns equals what it stored."""
+        now = self._clock()
+        if now.tzinfo is None:
+            raise ValueError("the ladder's clock must give timezone-aware datetimes")
+        return now.astimezone(UTC)
+
+    @property
+    def backend(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self._backend
+
+    @property
+    def url(self) -> str:
+        """The database URL with the password hidden, for logs."""
+        return self._url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        """Closes the pooled connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def migrate(self) -> None:
+        """Brings the schema to the newest revision (``alembic upgrade head``); a no-op when it
+        is there already, so the service runs it at every start."""
+        config = alembic_config()
+        with _ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection:
+            connection.execution_options(**{_WRITE_OPTION: True})
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+
+    def _locked(self) -> AbstractContextManager[object]:
+        return self._memory_lock if self._memory_lock is not None else nullcontext()
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Session]:
+        """One session in one transaction, committed on success and rolled back on error.
+
+        Reads on PostgreSQL run at REPEATABLE READ, so that a leaderboard or profile built from
+        several queries sees one moment; read-only transactions never fail to serialize.
+        """
+        with self._locked(), self._engine.connect() as connection:
+            if write:
+                connection.execution_options(**{_WRITE_OPTION: True})
+            elif self._backend == "postgresql":
+                connection.execution_options(isolation_level="REPEATABLE READ")
+            with Session(bind=connection, expire_on_commit=False) as session, session.begin():
+                yield session

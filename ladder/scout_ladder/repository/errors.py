@@ -1,0 +1,51 @@
+"""The errors the repository raises on purpose, one type per way a call can be refused.
+
+Callers (the gRPC service, the CLI) map each to its own status or message, so each failure kind
+keeps a type of its own instead of sharing a message-parsed one.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of the errors the repository raises on purpose."""
+
+
+class _NotFound(StorageError, KeyError):
+    """A lookup by name or id found nothing. A KeyError, so that callers mapping KeyError to
+    "not found" need no special case; printed plainly, not with KeyError's quotes."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class UnknownBotError(_NotFound):
+    """No bot has this name."""
+
+
+class UnknownMatchError(_NotFound):
+    """No match has this id."""
+
+
+class UnknownChallengeError(_NotFound):
+    """No challenge has this id."""
+
+
+class BotRetiredError(StorageError):
+    """The bot is retired, and a retired bot takes no seat and no challenge."""
+
+
+class BotOwnerError(StorageError):
+    """The name is registered to another owner: a new version keeps the owner."""
+
+
+class DuplicateMatchError(StorageError):
+    """A match with this id was already started."""
+
+
+class MatchStateError(StorageError):
+    """The match is not in flight (already finished or voided), so it cannot end again."""
+
+
+class InvalidInputError(StorageError, ValueError):
+    """The arguments contradict the stored data or the game (wrong seats, bad rank, ...)."""

@@ -1,0 +1,154 @@
+"""Stored matches read back: one, a page of them, a bot's latest, or all finished ones in
+the order they finished (what a rating recompute replays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from scout_ladder.models import Bot, Match, MatchSeat
+
+from .common import FETCH_BATCH, bot_by_name, match_summaries
+from .database import Database
+from .results import BotResult, FinishedMatch, MatchSummary
+
+
+def _bot_result(match: Match, seat: MatchSeat) -> BotResult:
+    assert match.finished_at is not None and seat.score is not None and seat.rank is not None
+    return BotResult(
+        match_id=match.id,
+        finished_at=match.finished_at,
+        table_size=match.table_size,
+        rated=match.rated,
+        seat=seat.seat,
+        bot_version=seat.bot_version,
+        score=seat.score,
+        rank=seat.rank,
+        forfeited=seat.forfeited,
+        timeouts=seat.timeouts,
+        illegal_actions=seat.illegal_actions,
+    )
+
+
+def _finished_match(summary: MatchSummary) -> FinishedMatch:
+    # A finished match has a rank in every seat (finish_match checks it).
+    ranks = tuple(seat.rank for seat in summary.seats if seat.rank is not None)
+    assert summary.finished_at is not None and len(ranks) == len(summary.seats)
+    return FinishedMatch(
+        match_id=summary.match_id,
+        table_size=summary.table_size,
+        rated=summary.rated,
+        challenge_id=summary.challenge_id,
+        finished_at=summary.finished_at,
+        bots=tuple(seat.bot for seat in summary.seats),
+        ranks=ranks,
+        seats=summary.seats,
+    )
+
+
+def recent_matches(session: Session, bot_id: int, n: int) -> list[MatchSummary]:
+    matches = session.scalars(
+        select(Match)
+        .join(MatchSeat, MatchSeat.match_id == Match.id)
+        .where(MatchSeat.bot_id == bot_id, Match.status == "finished")
+        .order_by(Match.finished_at.desc(), Match.id.desc())
+        .limit(max(n, 0))
+    )
+    return match_summaries(session, list(matches))
+
+
+def _recent_results(session: Session, bot_id: int, n: int) -> list[BotResult]:
+    rows = session.execute(
+        select(Match, MatchSeat)
+        .join(MatchSeat, MatchSeat.match_id == Match.id)
+        .where(MatchSeat.bot_id == bot_id, Match.status == "finished")
+        .order_by(Match.finished_at.desc(), Match.id.desc())
+        .limit(max(n, 0))
+    )
+    return [_bot_result(match, seat) for match, seat in rows]
+
+
+class MatchHistory(Database):
+    """The match-reading queries of :class:`~scout_ladder.repository.Repository`."""
+
+    def get_match(self, match_id: str) -> MatchSummary | None:
+        with self._transaction(write=False) as session:
+            match = session.get(Match, match_id)
+            return None if match is None else match_summaries(session, [match])[0]
+
+    def list_matches(
+        self,
+        bot: str | None = None,
+        table_size: int | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        status: str | None = None,
+    ) -> list[MatchSummary]:
+        """Matches newest first, optionally only those ``bot`` sat in, at one table size or in
+        one status. An unknown bot has played nothing: the list is empty."""
+        query = select(Match)
+        if bot is not None:
+            query = query.where(
+                Match.id.in_(
+                    select(MatchSeat.match_id)
+                    .join(Bot, Bot.id == MatchSeat.bot_id)
+                    .where(Bot.name == bot)
+                )
+            )
+        if table_size is not None:
+            query = query.where(Match.table_size == table_size)
+        if status is not None:
+            query = query.where(Match.status == status)
+        query = query.order_by(Match.created_at.desc(), Match.id.desc())
+        query = query.limit(max(limit, 0)).offset(max(offset, 0))
+        with self._transaction(write=False) as session:
+            return match_summaries(session, list(session.scalars(query)))
+
+    def get_record(self, match_id: str) -> str | None:
+        """The match's JSON record; None if the match is unknown, in flight or void."""
+        with self._transaction(write=False) as session:
+            return session.scalar(select(Match.record_json).where(Match.id == match_id))
+
+    def iter_finished_matches(
+        self, *, rated_only: bool = True, batch_size: int = FETCH_BATCH
+    ) -> Iterator[FinishedMatch]:
+        """Finished matches in the order they finished, seats with bot names and ranks: what a
+        rating recompute replays. Reads in batches, each its own short transaction, so a long
+        recompute holds no transaction open."""
+        after: tuple[datetime, str] | None = None
+        while True:
+            query = select(Match).where(Match.status == "finished")
+            if rated_only:
+                query = query.where(Match.rated.is_(True))
+            if after is not None:
+                finished_at, match_id = after
+                query = query.where(
+                    or_(
+                        Match.finished_at > finished_at,
+                        and_(Match.finished_at == finished_at, Match.id > match_id),
+                    )
+                )
+            query = query.order_by(Match.finished_at, Match.id).limit(batch_size)
+            with self._transaction(write=False) as session:
+                batch = [
+                    _finished_match(summary)
+                    for summary in match_summaries(session, list(session.scalars(query)))
+                ]
+            yield from batch
+            if len(batch) < batch_size:
+                return
+            after = (batch[-1].finished_at, batch[-1].match_id)
+
+    def recent_seat_results(self, bot_name: str, n: int) -> list[BotResult]:
+        """The bot's ``n`` latest finished matches, newest first, rated or not: what probation
+        looks at (timeouts, forfeits, illegal actions). ``bot_version`` tells the versions
+        apart, so a fixed new version need not answer for the old one."""
+        with self._transaction(write=False) as session:
+            bot = bot_by_name(session, bot_name)
+            return _recent_results(session, bot.id, n)
+

@@ -1,0 +1,205 @@
+"""What the repository hands out: frozen dataclasses, never ORM objects.
+
+A caller in another thread cannot lazily load through a closed session, and cannot change a row
+by assigning to an attribute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from scout_arena.ratings import conservative
+
+
+@dataclass(frozen=True, slots=True)
+class BotInfo:
+    """A registered bot as the ladder sees it now."""
+
+    name: str
+    owner: str
+    version: int
+    retired: bool
+    created_at: datetime
+    probation_reason: str | None
+    probation_since: datetime | None
+
+    @property
+    def on_probation(self) -> bool:
+        return self.probation_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class BotVersionInfo:
+    version: int
+    registered_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SeatResult:
+    """How one seat's match went, as the referee reported it; input of ``finish_match``.
+
+    ``bot`` must name the bot that ``start_match`` put in the seat: it catches a result list in
+    the wrong order before it is stored. ``rank`` is the competition rank (1 is best, equal
+    scores share a rank, forfeited seats rank last).
+    """
+
+    seat: int
+    bot: str
+    score: int
+    rank: int
+    forfeited: bool = False
+    timeouts: int = 0
+    illegal_actions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SeatSummary:
+    """A seat of a stored match. The result fields are None until the match is finished."""
+
+    seat: int
+    bot: str
+    bot_version: int
+    score: int | None
+    rank: int | None
+    forfeited: bool
+    timeouts: int
+    illegal_actions: int
+
+
+@dataclass(frozen=True, slots=True)
+class MatchSummary:
+    """A stored match without its record (records are large; ``get_record`` fetches one)."""
+
+    match_id: str
+    status: str
+    table_size: int
+    seed: int
+    rated: bool
+    challenge_id: int | None
+    created_at: datetime
+    finished_at: datetime | None
+    void_reason: str | None
+    seats: tuple[SeatSummary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedMatch:
+    """A finished match as a rating recompute needs it; ``bots`` and ``ranks`` are by seat."""
+
+    match_id: str
+    table_size: int
+    rated: bool
+    challenge_id: int | None
+    finished_at: datetime
+    bots: tuple[str, ...]
+    ranks: tuple[int, ...]
+    seats: tuple[SeatSummary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RatingInfo:
+    bot: str
+    mu: float
+    sigma: float
+    games: int
+    updated_at: datetime
+
+    @property
+    def conservative(self) -> float:
+        """mu - 3 sigma: the skill the bot has almost surely, which the leaderboard sorts by."""
+        return conservative(self.mu, self.sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow:
+    rank: int
+    bot: str
+    owner: str
+    mu: float
+    sigma: float
+    conservative: float
+    games: int
+    recent_ranks: tuple[int, ...]
+    """The recent form: ranks in the bot's last rated matches, newest first (at most 5)."""
+    on_probation: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RatingPoint:
+    """The rating a bot had right after a rated match."""
+
+    match_id: str
+    mu: float
+    sigma: float
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RatingHistoryEntry:
+    """Input of ``replace_ratings``: a bot's rating right after a match, from a recompute."""
+
+    bot: str
+    match_id: str
+    mu: float
+    sigma: float
+
+
+@dataclass(frozen=True, slots=True)
+class TableSizeRecord:
+    """A bot's finished matches at one table size. A win is a shared or outright rank 1."""
+
+    table_size: int
+    matches: int
+    wins: int
+    mean_rank: float
+    mean_score: float
+
+
+@dataclass(frozen=True, slots=True)
+class BotResult:
+    """One finished match from one bot's point of view."""
+
+    match_id: str
+    finished_at: datetime
+    table_size: int
+    rated: bool
+    seat: int
+    bot_version: int
+    score: int
+    rank: int
+    forfeited: bool
+    timeouts: int
+    illegal_actions: int
+
+
+@dataclass(frozen=True, slots=True)
+class BotProfile:
+    bot: BotInfo
+    rating: RatingInfo | None
+    leaderboard_rank: int | None
+    versions: tuple[BotVersionInfo, ...]
+    history: tuple[RatingPoint, ...]
+    """The rating after each rated match, oldest first."""
+    by_table_size: tuple[TableSizeRecord, ...]
+    matches_finished: int
+    timeouts: int
+    forfeits: int
+    illegal_actions: int
+    recent_matches: tuple[MatchSummary, ...]
+    """The bot's last finished matches with every seat, newest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChallengeInfo:
+    id: int
+    owner: str
+    bot: str
+    opponents: tuple[str, ...]
+    games_requested: int
+    games_played: int
+    games_in_flight: int
+    """Matches of this challenge started and not yet finished or voided: the matchmaker
+    schedules at most games_requested - games_played - games_in_flight more."""
+    status: str
+    created_at: datetime
