@@ -1,4 +1,4 @@
-"""The web pages and their JSON API (scout_ladder.web).
+"""The web pages and their JSON API (scout_arena.web, with the ladder's LadderSource).
 
 (a) API tests through Starlette's TestClient, against a real tournament output directory and
 against a seeded ladder database; every replay frame is checked against the engine's own
@@ -20,13 +20,13 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from scout_arena.bots import GreedyBot, RandomBot, play_match
-from scout_arena.engine import Card, Hand, State, deal_match
+from scout_arena.engine import Card, Hand, SpectatorView, State, deal_match, spectator_view
 from scout_arena.record import action_from_json, build_record, record_to_json
 
 with warnings.catch_warnings():
@@ -164,7 +164,7 @@ def _check_replay(replay: dict[str, Any], record: dict[str, Any]) -> None:
 
 
 def test_tournament_api(tournament_dir: Path) -> None:
-    from scout_ladder.web import TournamentSource, create_app
+    from scout_arena.web import TournamentSource, create_app
 
     summary = json.loads((tournament_dir / "summary.json").read_text())
     client = TestClient(create_app(TournamentSource(tournament_dir)))
@@ -199,7 +199,8 @@ def test_tournament_api(tournament_dir: Path) -> None:
 
 
 def test_ladder_api(ladder_repo: Any) -> None:
-    from scout_ladder.web import LadderSource, create_app
+    from scout_arena.web import create_app
+    from scout_ladder.web_source import LadderSource
 
     client = TestClient(create_app(LadderSource(ladder_repo)))
     board = client.get("/api/leaderboard").json()
@@ -259,13 +260,31 @@ def _play_until(state: State, actions: int) -> None:
         done += 1
 
 
+@dataclass
+class _LiveMatch:
+    """A match in play as the referee offers it to the web app, over an in-process State."""
+
+    match_id: str
+    players: list[str]
+    state: State
+
+    def spectator_view(self) -> SpectatorView:
+        return spectator_view(self.state)
+
+
+def _live_json(match_id: str, players: list[str], state: State) -> Any:
+    from scout_arena.web import live_json
+
+    return json.loads(json.dumps(live_json(match_id, players, spectator_view(state))))
+
+
 def test_spectator_view_shows_no_hidden_card() -> None:
-    from scout_ladder.web import create_app, spectator_view
+    from scout_arena.web import create_app
 
     state = State.new(4, 99)
     for _ in range(60):
         _play_until(state, 1)
-        view = json.loads(json.dumps(spectator_view("m-live", ["a", "b", "c", "d"], state)))
+        view = _live_json("m-live", ["a", "b", "c", "d"], state)
         current = {k: v for k, v in view.items() if k != "finished_rounds"}
         # of the round in play, only the active set's cards are visible; hands are sizes
         assert _cards_in(current) == [[c.face, c.other] for c in state.active_set]
@@ -277,12 +296,12 @@ def test_spectator_view_shows_no_hidden_card() -> None:
             break
     assert view["finished_rounds"], "the test should reach the end of a round"
 
-    live = [SimpleNamespace(match_id="m-live", names=["a", "b", "c", "d"], state=state)]
+    live = [_LiveMatch("m-live", ["a", "b", "c", "d"], state)]
     client = TestClient(create_app(_EmptySource(), live=lambda: live))
     assert client.get("/api/info").json()["live"] is True
     assert [m["match_id"] for m in client.get("/api/live").json()] == ["m-live"]
     got = client.get("/api/live/m-live").json()
-    assert got == json.loads(json.dumps(spectator_view("m-live", ["a", "b", "c", "d"], state)))
+    assert got == _live_json("m-live", ["a", "b", "c", "d"], state)
     assert client.get("/api/live/other").status_code == 404
 
 
@@ -302,6 +321,42 @@ class _EmptySource:
         return None
 
 
+class _RecordsSource(_EmptySource):
+    def __init__(self, records: dict[str, Any]) -> None:
+        self.records = records
+
+    def get_record(self, match_id: str) -> Any:
+        return self.records.get(match_id)
+
+
+def test_replay_is_one_engine_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frames are taken from the run that checks the record: the engine plays each recorded
+    action once, and a record that fails its checks gets replay's own message."""
+    from scout_arena.web import create_app
+
+    bots = [GreedyBot(3), RandomBot(4), GreedyBot(5)]
+    record = record_to_json(build_record(play_match(bots, 3), ["x", "y", "z"], match_id="m-1"))
+    tampered = json.loads(json.dumps(record))
+    tampered["totals"][0] += 1
+    client = TestClient(create_app(_RecordsSource({"m-1": record, "m-bad": tampered})))
+    applied = 0
+    apply = State.apply
+
+    def counting(state: State, action: Any) -> None:
+        nonlocal applied
+        applied += 1
+        apply(state, action)
+
+    monkeypatch.setattr(State, "apply", counting)
+    replay = client.get("/api/matches/m-1/replay").json()
+    assert applied == sum(len(r["actions"]) for r in record["rounds"])
+    monkeypatch.undo()
+    _check_replay(replay, record)
+    bad = client.get("/api/matches/m-bad/replay")
+    assert bad.status_code == 422
+    assert bad.json()["error"].startswith("the record does not replay: record: totals ")
+
+
 # --- (b) the pages in a real browser --------------------------------------------------------
 
 
@@ -313,7 +368,8 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _serve(repo: Any, app: Any = None) -> Iterator[str]:
-    from scout_ladder.web import LadderSource, create_app, make_server
+    from scout_arena.web import create_app, make_server
+    from scout_ladder.web_source import LadderSource
 
     port = _free_port()
     server = make_server(app or create_app(LadderSource(repo)), "127.0.0.1", port)
@@ -533,13 +589,12 @@ def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:
 
 
 def test_browser_live_page_hides_hands(browser: Any) -> None:
-    from scout_ladder.web import create_app
+    from scout_arena.web import create_app
     from selenium.webdriver.common.by import By
 
     state = State.new(3, 5)
     _play_until(state, 4)
-    live = [SimpleNamespace(match_id="m-live", names=["alpha", "bravo", "charlie"],
-                            state=state)]
+    live = [_LiveMatch("m-live", ["alpha", "bravo", "charlie"], state)]
     with _serve(None, create_app(_EmptySource(), live=lambda: live)) as url:
         _open(browser, f"{url}/#/live", "live")
         assert browser.find_element(By.CSS_SELECTOR, "#live-list a").text == "m-live"

@@ -9,9 +9,9 @@ anywhere (a file, the wire), and a typed `MatchRecord` through the same path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..engine import (
     Action,
@@ -20,6 +20,7 @@ from ..engine import (
     Hand,
     MalformedAction,
     Phase,
+    RoundResult,
     Scout,
     ScoutError,
     Show,
@@ -56,6 +57,21 @@ class ReplayResult:
     steps: tuple[ReplayStep, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayEvent:
+    """A moment of a replay worth looking at, so that a viewer can draw the match from the same
+    run that checks it: a round's deal (before the rotation choices), the table once every seat
+    has chosen, and each action. ``state`` is the replay's own engine state, valid only during
+    the call (the run goes on from it); ``round_result`` is set on the action that ended its
+    round, whose table the engine has already cleared for the next deal."""
+
+    kind: Literal["deal", "rotation", "action"]
+    round_index: int
+    state: State
+    step: ReplayStep | None = None
+    round_result: RoundResult | None = None
+
+
 def _field(obj: JSON, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in obj:
         raise RecordError(f"{where}: missing field '{key}'")
@@ -65,9 +81,11 @@ def _field(obj: JSON, key: str, kind: type | tuple[type, ...], where: str) -> An
     return value
 
 
-def replay(record: JSON | MatchRecord) -> ReplayResult:
+def replay(record: JSON | MatchRecord,
+           on_event: Callable[[ReplayEvent], None] | None = None) -> ReplayResult:
     """Re-run a record through the engine, checking every step; RecordError names the first
-    step that fails."""
+    step that fails. ``on_event`` sees each step as soon as it has been checked (a record that
+    fails later has then been partly reported: discard what it built on RecordError)."""
     if isinstance(record, MatchRecord):
         record = record_to_json(record)
     if record.get("format") != RECORD_FORMAT:
@@ -87,6 +105,8 @@ def replay(record: JSON | MatchRecord) -> ReplayResult:
         where = f"round {i + 1}"
         if state.is_over or state.round_index != i:
             raise RecordError(f"{where}: the match was already over before this round")
+        if on_event is not None:
+            on_event(ReplayEvent("deal", i, state))
         rotations = _field(entry, "rotations", list, where)
         if (len(rotations) == n and None in rotations and not record.get("finished")
                 and i == len(rounds) - 1 and not entry.get("actions")
@@ -96,6 +116,8 @@ def replay(record: JSON | MatchRecord) -> ReplayResult:
             raise RecordError(f"{where}: rotations must be {n} booleans, got {rotations!r}")
         for rotating_seat, rotate in enumerate(rotations):
             state.choose_rotation(rotating_seat, rotate)
+        if on_event is not None:
+            on_event(ReplayEvent("rotation", i, state))
         actions = _field(entry, "actions", list, where)
         for k, item in enumerate(actions):
             step = f"{where}, action {k + 1}"
@@ -119,6 +141,8 @@ def replay(record: JSON | MatchRecord) -> ReplayResult:
                 raise RecordError(f"{step} (seat {seat}, {action}): {exc}") from exc
             steps.append(ReplayStep(i, k + 1, seat, action,
                                     describe_action(seat, hand, active, action)))
+            if on_event is not None:
+                on_event(ReplayEvent("action", i, state, steps[-1], state.round_logs[i].result))
         result = state.round_logs[i].result
         if result is None:
             if i + 1 < len(rounds) or record.get("finished"):
