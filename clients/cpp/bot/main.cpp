@@ -1,6 +1,7 @@
 // scout-bot: the example bot program. Reads the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN,
 // SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY; flags override), plays until
-// SIGINT/SIGTERM (exit 0) or until the referee rejects it (exit 1). Logs go to stderr.
+// SIGINT/SIGTERM or the referee's Goodbye without reconnect (exit 0) or until the referee rejects
+// it (exit 1). Logs go to stderr.
 //
 // The logic is choose_action() in strategy.cpp; this file only wires it to the client library.
 #include <csignal>

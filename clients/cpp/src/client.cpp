@@ -6,6 +6,9 @@
 //   - one worker thread per running match: calls the Bot for that match's messages, in order.
 //   - a watchdog thread: sends the documented fallback for any request the bot has not answered
 //     `margin_ms` before deadline + bank, and cancels the call if a graceful stop stalls.
+// A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); it overrides
+// the status the call ends with: reconnect: false ends run() with 0, reconnect: true reconnects
+// after retry_after_ms plus jitter, without growing the backoff.
 // Writes to the stream are serialised by stream_mutex_. Request/match bookkeeping is guarded by
 // mutex_. mutex_ is never held while taking stream_mutex_ or context_mutex_ (or while writing).
 
@@ -174,6 +177,8 @@ private:
 
     void dispatch(v1::RefereeMessage message, Clock::time_point received);
     void on_welcome(const v1::Welcome& welcome);
+    void on_goodbye(const v1::Goodbye& goodbye);
+    void half_close_then_cancel();
     void on_answer_result(const v1::AnswerResult& result);
     void route(v1::RefereeMessage message, Clock::time_point received);
     bool open_request_locked(const Key& key, std::uint32_t deadline_ms, std::uint32_t bank_ms,
@@ -208,6 +213,7 @@ private:
     std::deque<std::string> ended_order_;
     std::optional<Clock::time_point> cancel_at_;
     std::optional<v1::ProtocolError> last_error_;
+    std::optional<v1::Goodbye> goodbye_;  // the current stream's Goodbye, once it came
     int finished_ = 0;
     int live_workers_ = 0;
     bool watchdog_exit_ = false;
@@ -263,6 +269,24 @@ int Client::Impl::run() {
         bool welcomed = false;
         const grpc::Status status = session(*stub, welcomed);
         if (stopping_) break;
+        std::optional<v1::Goodbye> goodbye;
+        {
+            std::lock_guard lock(mutex_);
+            goodbye.swap(goodbye_);
+        }
+        if (goodbye) {
+            // A planned end of the stream: it overrides whatever status the call ended with.
+            if (!goodbye->reconnect()) {
+                log_info("the referee does not want the bot back; stopping");
+                break;
+            }
+            attempt = 0;  // not a failure: the backoff starts afresh
+            const auto delay = goodbye_delay(goodbye->retry_after_ms(), unit(rng));
+            log_info("reconnecting in ", delay.count() / 1000.0, " s, as the referee asked");
+            std::unique_lock lock(mutex_);
+            cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
+            continue;
+        }
         const std::string code = status_code_name(status.error_code());
         const std::string& details = status.error_message();
         if (is_permanent_rejection(status.error_code(), details)) {
@@ -305,6 +329,10 @@ int Client::Impl::run() {
 
 void Client::Impl::stop() {
     if (stopping_.exchange(true)) return;
+    half_close_then_cancel();
+}
+
+void Client::Impl::half_close_then_cancel() {
     {
         // Half-close: the referee then ends the call; the watchdog cancels it if it does not.
         std::unique_lock lock(stream_mutex_, std::chrono::milliseconds(200));
@@ -324,6 +352,7 @@ grpc::Status Client::Impl::session(v1::Arena::Stub& stub, bool& welcomed) {
     {
         std::lock_guard lock(mutex_);
         last_error_.reset();
+        goodbye_.reset();
     }
     std::unique_ptr<Stream> stream = stub.Play(&context);
     {
@@ -374,6 +403,11 @@ grpc::Status Client::Impl::session(v1::Arena::Stub& stub, bool& welcomed) {
         std::lock_guard lock(context_mutex_);
         context_ = nullptr;
     }
+    if (!stopping_) {
+        // A cancel armed by a Goodbye's half-close belongs to this call, not to the next one.
+        std::lock_guard lock(mutex_);
+        cancel_at_.reset();
+    }
     return status;
 }
 
@@ -414,6 +448,9 @@ void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point receiv
         case v1::RefereeMessage::kAnswerResult:
             on_answer_result(message.answer_result());
             break;
+        case v1::RefereeMessage::kGoodbye:
+            on_goodbye(message.goodbye());
+            break;
         case v1::RefereeMessage::kMatchStart:
         case v1::RefereeMessage::kRotationRequest:
         case v1::RefereeMessage::kDecisionRequest:
@@ -448,6 +485,21 @@ void Client::Impl::on_welcome(const v1::Welcome& welcome) {
                     "out, or it restarted); dropping it");
         end_match_locked(id, /*drop=*/true);
     }
+}
+
+void Client::Impl::on_goodbye(const v1::Goodbye& goodbye) {
+    const std::string& reason = v1::GoodbyeReason_Name(goodbye.reason());
+    log_info("goodbye from the referee (", reason.empty() ? "unknown reason" : reason, ", ",
+             goodbye.reconnect()
+                 ? "reconnect in " + std::to_string(goodbye.retry_after_ms()) + " ms"
+                 : std::string("do not reconnect"),
+             "): ", goodbye.message().empty() ? "no message" : goodbye.message());
+    {
+        std::lock_guard lock(mutex_);
+        goodbye_ = goodbye;
+    }
+    // run() decides what follows once the call has ended; the referee ends it next.
+    half_close_then_cancel();
 }
 
 void Client::Impl::on_answer_result(const v1::AnswerResult& result) {

@@ -132,6 +132,12 @@ std::chrono::milliseconds backoff_delay(int attempt, double unit_random) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(step) * jitter));
 }
 
+std::chrono::milliseconds goodbye_delay(std::uint32_t retry_after_ms, double unit_random) {
+    const auto base = static_cast<std::int64_t>(retry_after_ms);
+    const double jitter = static_cast<double>(base / 10 + 100) * std::clamp(unit_random, 0.0, 1.0);
+    return std::chrono::milliseconds(base + static_cast<std::int64_t>(jitter));
+}
+
 std::chrono::milliseconds answer_budget(std::uint32_t deadline_ms, std::uint32_t time_bank_ms,
                                         int margin_ms, bool use_bank) {
     const std::int64_t total = static_cast<std::int64_t>(deadline_ms) +

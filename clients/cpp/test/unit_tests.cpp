@@ -206,6 +206,13 @@ TEST(backoff) {
     }
 }
 
+TEST(goodbye_delay) {
+    CHECK_EQ(scout::goodbye_delay(800, 0.0).count(), 800);
+    CHECK_EQ(scout::goodbye_delay(800, 0.5).count(), 890);
+    CHECK_EQ(scout::goodbye_delay(0, 0.5).count(), 50);
+    CHECK_EQ(scout::goodbye_delay(4294967295u, 0.0).count(), 4294967295LL);  // unsigned
+}
+
 TEST(answer_budget) {
     CHECK_EQ(scout::answer_budget(1000, 10000, 100).count(), 10900);
     CHECK_EQ(scout::answer_budget(1000, 10000, 100, false).count(), 900);

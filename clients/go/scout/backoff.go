@@ -26,6 +26,15 @@ func BackoffDelay(attempt int, rand01 func() float64) time.Duration {
 	return time.Duration(float64(step) * (0.5 + 0.5*rand01()))
 }
 
+// GoodbyeDelay returns how long to wait before reconnecting after a Goodbye with reconnect:
+// true (PROTOCOL.md §10.1): the referee's retry_after_ms plus a little jitter (up to a tenth of
+// it, plus 100 ms, scaled by rand01), so that many bots do not come back at the same instant.
+// It is not a failure and does not grow the backoff.
+func GoodbyeDelay(retryAfterMs uint32, rand01 func() float64) time.Duration {
+	base := time.Duration(retryAfterMs) * time.Millisecond
+	return base + time.Duration(float64(base/10+100*time.Millisecond)*rand01())
+}
+
 // IsRejection reports whether a Play call that ended with code and details is a refusal that
 // reconnecting cannot fix: a bad token, a client that breaks the protocol, or another process
 // that took over the token (ABORTED "superseded"; reconnecting would take it back and forth).

@@ -50,7 +50,10 @@ const (
 // in, answering with bot, until ctx is cancelled (then it closes the stream and returns nil).
 //
 // When the stream is lost it reconnects with exponential backoff (0.2 s doubling to 5 s, with
-// jitter) and the referee resumes the running matches. It returns a *RejectedError when the
+// jitter) and the referee resumes the running matches. When the referee ends the stream on
+// purpose with a Goodbye (PROTOCOL.md §10.1), the Goodbye decides: reconnect: false makes Run
+// return nil (the bot is done); reconnect: true reconnects after its retry_after_ms plus a
+// little jitter, which is not counted as a failure. It returns a *RejectedError when the
 // referee refuses the bot for a reason reconnecting cannot fix (unknown token, protocol
 // mismatch, another process took over the token), and another error when cfg is unusable.
 func Run(ctx context.Context, cfg Config, bot Bot) error {
@@ -210,6 +213,9 @@ type session struct {
 	closing  chan struct{} // closed to half-close the stream after the queued answers
 	done     chan struct{} // closed when the session is over
 	welcomed atomic.Bool
+	goodbye  atomic.Pointer[scoutv1.Goodbye] // the referee's Goodbye, if it sent one
+	bye      chan struct{}                   // closed when the Goodbye arrives
+	byeOnce  sync.Once
 }
 
 type client struct {
@@ -271,10 +277,25 @@ func (c *client) run(ctx context.Context) error {
 	}()
 	attempt := 0
 	for {
-		welcomed, err := c.session(ctx)
+		welcomed, goodbye, err := c.session(ctx)
 		if ctx.Err() != nil {
 			c.log.Info("stopped")
 			return nil
+		}
+		if goodbye != nil {
+			// A planned end of the stream: it overrides whatever status the call ended with.
+			if !goodbye.GetReconnect() {
+				c.log.Info("the referee does not want the bot back; stopping")
+				return nil
+			}
+			attempt = 0 // not a failure: the backoff starts afresh
+			delay := GoodbyeDelay(goodbye.GetRetryAfterMs(), rand.Float64)
+			c.log.Info("reconnecting as the referee asked", "in", delay.Round(time.Millisecond))
+			if !sleepCtx(ctx, delay) {
+				c.log.Info("stopped")
+				return nil
+			}
+			continue
 		}
 		if rejected, ok := errors.AsType[*RejectedError](err); ok {
 			return rejected
@@ -286,20 +307,30 @@ func (c *client) run(ctx context.Context) error {
 		attempt++
 		c.log.Warn("connection to the referee lost; reconnecting",
 			"problem", err, "in", delay.Round(time.Millisecond), "attempt", attempt)
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleepCtx(ctx, delay) {
 			c.log.Info("stopped")
 			return nil
-		case <-timer.C:
 		}
 	}
 }
 
-// session runs one Play stream until the referee ends it (its status, as an error) or ctx is
-// cancelled (the stream is half-closed, then cancelled, and the error is nil).
-func (c *client) session(ctx context.Context) (welcomed bool, err error) {
+// sleepCtx waits for d; false when ctx was cancelled first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// session runs one Play stream until the referee ends it (its status, as an error, and its
+// Goodbye if it sent one) or ctx is cancelled (the stream is half-closed, then cancelled, and
+// the error is nil). After a Goodbye the stream is half-closed too, and cancelled if the referee
+// does not end it within the close grace.
+func (c *client) session(ctx context.Context) (welcomed bool, goodbye *scoutv1.Goodbye, err error) {
 	c.mu.Lock()
 	c.sessions++
 	s := &session{
@@ -307,6 +338,7 @@ func (c *client) session(ctx context.Context) (welcomed bool, err error) {
 		out:     make(chan *scoutv1.BotMessage, outboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
+		bye:     make(chan struct{}),
 	}
 	c.protocolError = ""
 	c.mu.Unlock()
@@ -342,7 +374,7 @@ func (c *client) session(ctx context.Context) (welcomed bool, err error) {
 	stream, err := c.arena.Play(streamCtx, grpc.WaitForReady(true))
 	close(opened)
 	if err != nil {
-		return false, c.classify(err)
+		return false, nil, c.classify(err)
 	}
 	s.out <- c.hello // first, before any answer can be queued
 	c.mu.Lock()
@@ -369,6 +401,15 @@ func (c *client) session(ctx context.Context) (welcomed bool, err error) {
 			readerEnded = true
 		case <-time.After(closeGrace):
 		}
+	case <-s.bye:
+		// The referee ends the call next; half-close and give it the close grace to do so.
+		close(s.closing)
+		select {
+		case readErr = <-readerDone:
+			readerEnded = true
+		case <-time.After(closeGrace):
+		case <-ctx.Done():
+		}
 	}
 	c.mu.Lock()
 	if c.sess == s {
@@ -382,9 +423,12 @@ func (c *client) session(ctx context.Context) (welcomed bool, err error) {
 		<-readerDone
 	}
 	if ctx.Err() != nil {
-		return s.welcomed.Load(), nil
+		return s.welcomed.Load(), nil, nil
 	}
-	return s.welcomed.Load(), c.classify(readErr)
+	if bye := s.goodbye.Load(); bye != nil {
+		return s.welcomed.Load(), bye, nil
+	}
+	return s.welcomed.Load(), nil, c.classify(readErr)
 }
 
 // classify turns how a stream ended into a *RejectedError or a plain error to reconnect after.
@@ -448,6 +492,9 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 	case *scoutv1.RefereeMessage_Welcome:
 		c.onWelcome(s, body.Welcome)
 		return
+	case *scoutv1.RefereeMessage_Goodbye:
+		c.onGoodbye(s, body.Goodbye)
+		return
 	case *scoutv1.RefereeMessage_Error:
 		text := fmt.Sprintf("%s: %s", body.Error.GetCode(), body.Error.GetMessage())
 		c.mu.Lock()
@@ -491,6 +538,19 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 	}
 	c.mu.Unlock()
 	m.inbox.push(inbound{msg: msg, at: at})
+}
+
+// onGoodbye notes the referee's planned end of the stream (PROTOCOL.md §10.1); run decides what
+// follows once the call has ended.
+func (c *client) onGoodbye(s *session, g *scoutv1.Goodbye) {
+	s.goodbye.Store(g)
+	then := "do not reconnect"
+	if g.GetReconnect() {
+		then = fmt.Sprintf("reconnect in %d ms", g.GetRetryAfterMs())
+	}
+	c.log.Info("goodbye from the referee", "reason", g.GetReason(), "then", then,
+		"message", g.GetMessage())
+	s.byeOnce.Do(func() { close(s.bye) })
 }
 
 func (c *client) onWelcome(s *session, w *scoutv1.Welcome) {

@@ -361,3 +361,72 @@ func TestReconnectAndResend(t *testing.T) {
 		t.Errorf("the bot was asked %d times; want once", len(calls))
 	}
 }
+
+func goodbye(reason scoutv1.GoodbyeReason, reconnect bool, retryAfterMs uint32) *scoutv1.RefereeMessage {
+	return &scoutv1.RefereeMessage{Body: &scoutv1.RefereeMessage_Goodbye{Goodbye: &scoutv1.Goodbye{
+		Reason: reason, Message: "test", Reconnect: reconnect, RetryAfterMs: retryAfterMs}}}
+}
+
+func TestGoodbyeWithoutReconnectEndsRun(t *testing.T) {
+	bot := ActFunc(func(context.Context, *scoutv1.DecisionRequest) (*scoutv1.Action, error) { return nil, nil })
+	sessions := make(chan struct{}, 4)
+	done, _ := runAgainst(t, bot, Config{}, func(stream grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error {
+		sessions <- struct{}{}
+		if err := handshake(stream, 4, false); err != nil {
+			return err
+		}
+		return stream.Send(goodbye(scoutv1.GoodbyeReason_GOODBYE_REASON_FINISHED, false, 0))
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v; want nil after Goodbye{reconnect: false}", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run kept going after Goodbye{reconnect: false}")
+	}
+	if len(sessions) != 1 {
+		t.Errorf("%d Play calls; want 1", len(sessions))
+	}
+}
+
+func TestGoodbyeWithReconnectWaitsRetryAfter(t *testing.T) {
+	bot := ActFunc(func(context.Context, *scoutv1.DecisionRequest) (*scoutv1.Action, error) { return nil, nil })
+	opened := make(chan time.Time, 4)
+	byes := make(chan time.Time, 1)
+	sessions := 0
+	done, _ := runAgainst(t, bot, Config{}, func(stream grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error {
+		sessions++
+		opened <- time.Now()
+		if err := handshake(stream, 4, false); err != nil {
+			return err
+		}
+		if sessions == 1 {
+			if err := stream.Send(goodbye(scoutv1.GoodbyeReason_GOODBYE_REASON_SHUTDOWN, true, 400)); err != nil {
+				return err
+			}
+			byes <- time.Now()
+			// Going down: an UNAVAILABLE end does not turn the goodbye into a fault.
+			return status.Error(codes.Unavailable, "shutting down")
+		}
+		return stream.Send(goodbye(scoutv1.GoodbyeReason_GOODBYE_REASON_FINISHED, false, 0))
+	})
+	<-opened
+	byeAt := <-byes
+	select {
+	case second := <-opened:
+		if gap := second.Sub(byeAt); gap < 390*time.Millisecond {
+			t.Errorf("reconnected %v after the goodbye; want >= 400 ms", gap)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect after Goodbye{reconnect: true}")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v; want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run kept going after the second goodbye")
+	}
+}

@@ -15,7 +15,7 @@ use crate::config::{Config, Parsed, USAGE};
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs `bot` as a bot program and returns its exit status: 0 after a stop (SIGINT, SIGTERM,
-/// `--max-matches`), 1 when the referee rejects the bot, 2 for a usage problem. Problems are
+/// `--max-matches`, the referee's `Goodbye` without reconnect), 1 when the referee rejects the bot, 2 for a usage problem. Problems are
 /// reported as one line on stderr.
 pub fn main<B: Bot>(bot: B) -> ExitCode {
     let config = match Config::from_env_and_args() {

@@ -12,6 +12,11 @@
 //! requests with the same `request_id`. A request already answered is answered again from
 //! memory, never put to the bot twice. Statuses a retry cannot fix (bad token, bad protocol,
 //! a newer connection with the same token) end [`run`] with [`Error::Rejected`].
+//!
+//! A stream the referee ends on purpose carries a `Goodbye` last (PROTOCOL.md §10.1), which
+//! overrides the status the call ends with: `reconnect: false` ends [`run`] with `Ok`;
+//! `reconnect: true` reconnects after `retry_after_ms` plus a little jitter
+//! ([`goodbye_delay`]), which is not a failure and does not grow the backoff.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -36,8 +41,8 @@ use crate::proto::arena_client::ArenaClient;
 use crate::proto::bot_message::Body as Outgoing;
 use crate::proto::referee_message::Body as Incoming;
 use crate::proto::{
-    ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Hello, MatchEnded,
-    RotationChoice, RotationRequest, Welcome,
+    ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Goodbye, Hello,
+    MatchEnded, RotationChoice, RotationRequest, Welcome,
 };
 
 /// The protocol version this client speaks.
@@ -100,7 +105,8 @@ pub struct Summary {
 }
 
 /// Plays `bot` on the referee described by `config` until `shutdown` completes, or
-/// `config.max_matches` matches have ended, or the referee rejects the bot.
+/// `config.max_matches` matches have ended, or the referee says `Goodbye` without asking the bot
+/// back (all `Ok`), or the referee rejects the bot.
 pub async fn run<B: Bot>(
     config: Config,
     bot: B,
@@ -118,6 +124,23 @@ pub async fn run<B: Bot>(
                     code: status.code(),
                     message: runner.rejection_message(&status),
                 });
+            }
+            SessionEnd::Goodbye(goodbye) => {
+                if !goodbye.reconnect {
+                    info!("the referee does not want the bot back; stopping");
+                    break;
+                }
+                attempt = 0; // not a failure: the backoff starts afresh
+                let delay = goodbye_delay(goodbye.retry_after_ms);
+                info!(
+                    "reconnecting in {:.2} s, as the referee asked",
+                    delay.as_secs_f64()
+                );
+                tokio::select! {
+                    () = shutdown.as_mut() => break,
+                    () = sleep(delay) => {}
+                }
+                continue;
             }
             SessionEnd::Lost(problem) => problem,
         };
@@ -147,6 +170,14 @@ pub fn backoff_delay(attempt: u32) -> Duration {
         .saturating_mul(1 << attempt.min(16))
         .min(BACKOFF_MAX);
     step.mul_f64(0.5 + 0.5 * random_unit())
+}
+
+/// The wait before reconnecting after a `Goodbye` with `reconnect: true`: the referee's
+/// `retry_after_ms` plus a little jitter (up to a tenth of it, plus 100 ms), so that many bots
+/// do not come back at the same instant.
+pub fn goodbye_delay(retry_after_ms: u32) -> Duration {
+    let base = Duration::from_millis(u64::from(retry_after_ms));
+    base + (base / 10 + Duration::from_millis(100)).mul_f64(random_unit())
 }
 
 /// A random number in [0, 1), from the standard library's randomly keyed hasher.
@@ -236,6 +267,8 @@ fn with_tls(_endpoint: Endpoint, _config: &Config) -> Result<Endpoint, Error> {
 enum SessionEnd {
     /// Stopped on purpose (shutdown, or `max_matches` reached).
     Stopped,
+    /// The referee ended the stream on purpose, with this `Goodbye`.
+    Goodbye(Goodbye),
     /// A status that says not to reconnect.
     Rejected(Status),
     /// Anything else: reconnect.
@@ -251,6 +284,8 @@ struct Runner<B: Bot> {
     connection: u64,
     welcomed: bool,
     last_error: Option<String>,
+    /// The current stream's `Goodbye`, once the referee sent it.
+    goodbye: Option<Goodbye>,
     matches: HashMap<String, mpsc::UnboundedSender<(Instant, Incoming)>>,
     ended: HashSet<String>,
     ended_order: VecDeque<String>,
@@ -274,6 +309,7 @@ impl<B: Bot> Runner<B> {
             connection: 0,
             welcomed: false,
             last_error: None,
+            goodbye: None,
             matches: HashMap::new(),
             ended: HashSet::new(),
             ended_order: VecDeque::new(),
@@ -303,6 +339,7 @@ impl<B: Bot> Runner<B> {
         self.connection += 1;
         self.welcomed = false;
         self.last_error = None;
+        self.goodbye = None;
         debug!(
             "connecting to {} (connection {})",
             endpoint.uri(),
@@ -355,6 +392,10 @@ impl<B: Bot> Runner<B> {
                 Ok(None) => return SessionEnd::Lost("the referee ended the stream".into()),
                 Err(status) => return self.ended_with(status),
             }
+            if self.goodbye.is_some() {
+                // The referee ends the call next, whatever its status: half-close and let it.
+                break;
+            }
             if self.max_matches_reached() {
                 info!("played {} match(es); stopping", self.finished);
                 break;
@@ -365,7 +406,10 @@ impl<B: Bot> Runner<B> {
         self.shared.close_outbox();
         let drain = async { while let Ok(Some(_)) = incoming.message().await {} };
         let _ = timeout(CLOSE_GRACE, drain).await;
-        SessionEnd::Stopped
+        match self.goodbye.take() {
+            Some(goodbye) => SessionEnd::Goodbye(goodbye),
+            None => SessionEnd::Stopped,
+        }
     }
 
     fn ended_with(&self, status: Status) -> SessionEnd {
@@ -388,6 +432,7 @@ impl<B: Bot> Runner<B> {
         }
         let match_id = match &body {
             Incoming::Welcome(welcome) => return self.on_welcome(welcome),
+            Incoming::Goodbye(goodbye) => return self.on_goodbye(goodbye.clone()),
             Incoming::Error(error) => {
                 let code = error.code().as_str_name();
                 warn!("protocol error from the referee: {code}: {}", error.message);
@@ -461,6 +506,25 @@ impl<B: Bot> Runner<B> {
         }
     }
 
+    /// The referee closes the stream on purpose (PROTOCOL.md §10.1); `run` decides what follows.
+    fn on_goodbye(&mut self, goodbye: Goodbye) {
+        let then = if goodbye.reconnect {
+            format!("reconnect in {} ms", goodbye.retry_after_ms)
+        } else {
+            "do not reconnect".to_owned()
+        };
+        info!(
+            "goodbye from the referee ({}, {then}): {}",
+            goodbye.reason().as_str_name(),
+            if goodbye.message.is_empty() {
+                "no message"
+            } else {
+                goodbye.message.as_str()
+            }
+        );
+        self.goodbye = Some(goodbye);
+    }
+
     fn remember_ended(&mut self, match_id: String) {
         if self.ended.insert(match_id.clone()) {
             self.ended_order.push_back(match_id);
@@ -528,7 +592,10 @@ async fn play_match<B: Bot>(
                 shared.forget_match(&match_id);
                 return;
             }
-            Incoming::Welcome(_) | Incoming::Error(_) | Incoming::Batch(_) => {}
+            Incoming::Welcome(_)
+            | Incoming::Error(_)
+            | Incoming::Batch(_)
+            | Incoming::Goodbye(_) => {}
         }
     }
 }
@@ -1203,6 +1270,33 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[test]
+    fn goodbye_delay_is_retry_after_plus_a_little_jitter() {
+        for _ in 0..100 {
+            let delay = goodbye_delay(800).as_millis();
+            assert!((800..=980).contains(&delay), "{delay}");
+            assert!(goodbye_delay(0).as_millis() <= 100);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_goodbye_in_a_batch_is_noted() {
+        let mut runner = Runner::new(config(), Arc::new(TestBot::new(0)));
+        let goodbye = Goodbye {
+            reason: crate::proto::GoodbyeReason::Shutdown.into(),
+            reconnect: true,
+            retry_after_ms: 800,
+            ..Default::default()
+        };
+        let batch = RefereeBatch {
+            messages: vec![RefereeMessage {
+                body: Some(Incoming::Goodbye(goodbye.clone())),
+            }],
+        };
+        runner.dispatch(Incoming::Batch(batch), Instant::now());
+        assert_eq!(runner.goodbye, Some(goodbye));
     }
 
     #[test]

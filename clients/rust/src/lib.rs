@@ -27,7 +27,8 @@
 //!
 //! A bot program usually hands everything to [`cli::main`], which follows the launch
 //! convention (environment `SCOUT_ADDRESS`, `SCOUT_TOKEN`, ... overridden by flags), logs to
-//! stderr and exits 0 on SIGINT/SIGTERM or 1 when the referee rejects the bot.
+//! stderr and exits 0 on SIGINT/SIGTERM or on the referee's `Goodbye` without reconnect, and 1
+//! when the referee rejects the bot.
 
 pub mod cli;
 pub mod config;
@@ -45,7 +46,7 @@ pub mod proto {
 pub use bot::Bot;
 pub use client::{
     BACKOFF_INITIAL, BACKOFF_MAX, Error, KEEPALIVE_INTERVAL, PROTOCOL_VERSION, Summary,
-    backoff_delay, is_rejection, run,
+    backoff_delay, goodbye_delay, is_rejection, run,
 };
 pub use config::Config;
 pub use game::{check_action, fallback_action, group_strength, hand_faces, show_strength};

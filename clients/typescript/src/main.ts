@@ -1,7 +1,8 @@
 // The bot program: `node dist/main.js`. Reads the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN,
 // SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY; flags override), plays the bot of
-// src/bot.ts until SIGTERM/SIGINT (exit 0), and exits 1 with a one-line message when the referee
-// rejects it (unknown token, superseded, ...), 2 on a usage error.
+// src/bot.ts until SIGTERM/SIGINT or the referee's Goodbye{reconnect: false} (exit 0), and exits 1
+// with a one-line message when the referee rejects it (unknown token, superseded, ...), 2 on a
+// usage error.
 
 import { chooseAction } from "./bot";
 import { resolveConfig, type Config } from "./lib/config";

@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { performance } from "node:perf_hooks";
 import * as grpc from "@grpc/grpc-js";
 
 import { chooseAction } from "../src/bot";
@@ -147,6 +148,48 @@ describe("runBot against a fake referee", () => {
     stop.abort();
     await run;
     assert.equal(referee.connections, start + 2);
+  });
+
+  it("ends the run on Goodbye{reconnect: false}, without reconnecting", async () => {
+    const stop = new AbortController();
+    const start = referee.connections;
+    referee.script = async (call) => {
+      await next(call);
+      call.write({ welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } });
+      call.write({ goodbye: { reason: "GOODBYE_REASON_FINISHED", message: "event over" } });
+      call.end();
+    };
+    const summary = await runBot({ chooseAction }, referee.options(stop));
+    assert.equal(summary.goodbye?.reason, "GOODBYE_REASON_FINISHED");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(referee.connections, start + 1);
+  });
+
+  it("reconnects after retry_after_ms on Goodbye{reconnect: true}", async () => {
+    const stop = new AbortController();
+    const start = referee.connections;
+    let goodbyeAt = 0;
+    let secondAt = 0;
+    referee.script = async (call, connection) => {
+      await next(call);
+      call.write({ welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } });
+      if (connection === start + 1) {
+        call.write({
+          goodbye: { reason: "GOODBYE_REASON_SHUTDOWN", reconnect: true, retryAfterMs: 400 },
+        });
+        goodbyeAt = performance.now();
+        // An UNAVAILABLE end (a referee going down) does not turn the goodbye into a fault.
+        call.emit("error", { code: grpc.status.UNAVAILABLE, details: "shutting down" });
+        return;
+      }
+      secondAt = performance.now();
+      call.write({ goodbye: { reason: "GOODBYE_REASON_FINISHED" } });
+      call.end();
+    };
+    const summary = await runBot({ chooseAction }, referee.options(stop));
+    assert.equal(referee.connections, start + 2);
+    assert.ok(summary.goodbye !== undefined);
+    assert.ok(secondAt - goodbyeAt >= 390, `reconnected after ${secondAt - goodbyeAt} ms`);
   });
 
   it("stops with ConnectionRejected on UNAUTHENTICATED, without retrying", async () => {

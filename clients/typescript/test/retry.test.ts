@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 
-import { backoffDelayMs, isRejection } from "../src/lib";
+import { backoffDelayMs, goodbyeDelayMs, isRejection } from "../src/lib";
 
 describe("backoffDelayMs", () => {
   it("doubles from 0.2 s up to 5 s", () => {
@@ -25,6 +25,23 @@ describe("backoffDelayMs", () => {
       const delay = backoffDelayMs(3);
       assert.ok(delay >= 800 && delay <= 1600, String(delay));
     }
+  });
+});
+
+describe("goodbyeDelayMs", () => {
+  it("waits retry_after_ms plus a little jitter", () => {
+    assert.equal(
+      goodbyeDelayMs(800, () => 0),
+      800,
+    );
+    assert.equal(
+      goodbyeDelayMs(800, () => 0.5),
+      890,
+    );
+    assert.equal(
+      goodbyeDelayMs(0, () => 0.5),
+      50,
+    );
   });
 });
 

@@ -95,9 +95,11 @@ public:
     Client& operator=(const Client&) = delete;
 
     /// Connects and plays until stop() is called (returns 0), max_matches matches have ended
-    /// (returns 0), or the referee rejects the bot for a reason a reconnect cannot fix
-    /// (UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION, ABORTED "superseded", ...):
-    /// logs one line and returns 1. Connection losses are retried with backoff.
+    /// (returns 0), the referee says Goodbye with reconnect: false (returns 0), or the referee
+    /// rejects the bot for a reason a reconnect cannot fix (UNAUTHENTICATED, INVALID_ARGUMENT,
+    /// FAILED_PRECONDITION, ABORTED "superseded", ...): logs one line and returns 1. Connection
+    /// losses are retried with backoff; a Goodbye with reconnect: true is followed by a reconnect
+    /// after its retry_after_ms (plus a little jitter), which does not count as a failure.
     int run();
 
     /// Thread-safe; may be called from any thread (e.g. a signal-waiting thread).

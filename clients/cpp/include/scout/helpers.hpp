@@ -53,6 +53,11 @@ std::string describe(const v1::Action& action);
 /// jitter factor 0.5 + 0.5*unit_random (unit_random in [0, 1)).
 std::chrono::milliseconds backoff_delay(int attempt, double unit_random);
 
+/// The wait before reconnecting after a Goodbye with reconnect: true (PROTOCOL.md §10.1): the
+/// referee's retry_after_ms plus a little jitter, (retry_after_ms/10 + 100 ms) * unit_random, so
+/// that many bots do not come back at the same instant. Not a failure: no backoff step.
+std::chrono::milliseconds goodbye_delay(std::uint32_t retry_after_ms, double unit_random);
+
 /// How long the bot may take for a request before the kit sends the fallback itself:
 /// deadline + bank - margin (never negative). With use_bank=false the bank is not drawn on.
 std::chrono::milliseconds answer_budget(std::uint32_t deadline_ms, std::uint32_t time_bank_ms,

@@ -7,7 +7,9 @@
 // confused bot loses a decision, not a strike. When the stream is lost the runner reconnects
 // with exponential backoff and the referee resumes the running matches; requests it sends again
 // (same request_id) are answered from memory rather than put to the bot twice. Rejections that
-// retrying cannot fix end the run with a ConnectionRejected error.
+// retrying cannot fix end the run with a ConnectionRejected error. A stream the referee closes on
+// purpose ends with a Goodbye (PROTOCOL.md §10.1): `reconnect: false` ends the run normally;
+// `reconnect: true` reconnects after its `retry_after_ms` (plus jitter), not counted as a failure.
 
 import * as fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -30,6 +32,7 @@ import {
   type ArenaClient,
   type BotMessage,
   type DecisionRequest,
+  type Goodbye,
   type MatchEnded,
   type MatchStart,
   type ProtocolError,
@@ -40,7 +43,7 @@ import {
   type RoundEnded,
   type Welcome,
 } from "./proto";
-import { backoffDelayMs, isRejection, statusName } from "./retry";
+import { backoffDelayMs, goodbyeDelayMs, isRejection, statusName } from "./retry";
 
 /** Given to the bot with every request. */
 export interface RequestContext {
@@ -96,6 +99,8 @@ export interface RunOptions {
 export interface RunSummary {
   /** Matches that ended (MatchEnded received) during the run. */
   matchesFinished: number;
+  /** The referee's Goodbye (`reconnect: false`) that ended the run, if that is how it ended. */
+  goodbye?: Goodbye;
 }
 
 /** The referee refused the bot for a reason reconnecting cannot fix. */
@@ -220,10 +225,14 @@ class Runner {
   private connection = 0;
   private welcomed = false;
   private lastProtocolError: ProtocolError | undefined;
+  /** The current stream's Goodbye, if the referee sent one. */
+  private goodbye: Goodbye | undefined;
   private stopping = false;
   private wake: (() => void) | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   matchesFinished = 0;
+  /** Set when a Goodbye with `reconnect: false` ended the run. */
+  finalGoodbye: Goodbye | undefined;
 
   constructor(
     private readonly bot: Bot,
@@ -244,6 +253,25 @@ class Runner {
         const end = await this.session();
         if (this.stopping) {
           break;
+        }
+        const goodbye = this.goodbye;
+        if (goodbye !== undefined) {
+          // A planned end of the stream (§10.1): it overrides whatever status the call ended with.
+          if (!goodbye.reconnect) {
+            this.log.info("the referee does not want the bot back; stopping");
+            this.finalGoodbye = goodbye;
+            break;
+          }
+          if (this.options.reconnect === false) {
+            throw new ConnectionLost(
+              `the referee closed the stream (${goodbye.reason}: ${goodbye.message || "no message"})`,
+            );
+          }
+          attempt = 0; // not a failure: the backoff starts afresh
+          const delay = goodbyeDelayMs(goodbye.retryAfterMs);
+          this.log.info(`reconnecting in ${(delay / 1000).toFixed(2)} s, as the referee asked`);
+          await this.sleep(delay);
+          continue;
         }
         if (isRejection(end.code, end.details)) {
           throw new ConnectionRejected(end.code, end.details, this.lastProtocolError);
@@ -303,6 +331,7 @@ class Runner {
     this.connection += 1;
     this.welcomed = false;
     this.lastProtocolError = undefined;
+    this.goodbye = undefined;
     const metadata = new grpc.Metadata();
     metadata.set("authorization", `Bearer ${this.options.token}`);
     this.log.debug(`connecting to ${this.options.address} (connection ${this.connection})`);
@@ -367,6 +396,9 @@ class Runner {
             `protocol error from the referee: ${message.error.code}: ${message.error.message}`,
           );
         }
+        return;
+      case "goodbye":
+        if (message.goodbye) this.onGoodbye(message.goodbye);
         return;
       case "matchStart":
         if (message.matchStart) this.onMatchStart(message.matchStart);
@@ -445,6 +477,27 @@ class Runner {
       }
     }, RESYNC_WINDOW_MS);
     this.resyncTimer.unref();
+  }
+
+  /**
+   * The referee closes the stream on purpose (§10.1). The Goodbye decides what follows once the
+   * call has ended (see run()); meanwhile half-close, and hang up if the referee does not.
+   */
+  private onGoodbye(goodbye: Goodbye): void {
+    this.goodbye = goodbye;
+    const then = goodbye.reconnect ? `reconnect in ${goodbye.retryAfterMs} ms` : "do not reconnect";
+    this.log.info(
+      `goodbye from the referee (${goodbye.reason}, ${then}): ${goodbye.message || "no message"}`,
+    );
+    const call = this.call;
+    if (call !== undefined) {
+      try {
+        call.end();
+      } catch {
+        // already ended
+      }
+      setTimeout(() => call.cancel(), CLOSE_GRACE_MS).unref();
+    }
   }
 
   /** False for a match that already ended (late messages about it are ignored). */
@@ -666,7 +719,8 @@ class Runner {
     pending.answer = answer;
     clearTimeout(pending.timer);
     const call = this.call;
-    if (call === undefined || this.stopping) {
+    // After a Goodbye the stream is half-closed: nothing more can be written on it.
+    if (call === undefined || this.stopping || this.goodbye !== undefined) {
       pending.sentOn = undefined;
       this.log.info(
         `match ${pending.matchId}: not connected; request ${pending.requestId} is answered when ` +
@@ -741,8 +795,10 @@ function describeError(error: unknown): string {
 }
 
 /**
- * Plays `bot` on the referee until `options.signal` is aborted (resolves) or the referee rejects
- * the bot (rejects with ConnectionRejected). Connection losses are retried with backoff.
+ * Plays `bot` on the referee until `options.signal` is aborted or the referee says Goodbye with
+ * `reconnect: false` (resolves), or the referee rejects the bot (rejects with ConnectionRejected).
+ * Connection losses are retried with backoff; a Goodbye with `reconnect: true` is followed by a
+ * reconnect after its `retry_after_ms`.
  */
 export async function runBot(bot: Bot, options: RunOptions): Promise<RunSummary> {
   const runner = new Runner(bot, options);
@@ -757,5 +813,9 @@ export async function runBot(bot: Bot, options: RunOptions): Promise<RunSummary>
   } finally {
     signal?.removeEventListener("abort", onAbort);
   }
-  return { matchesFinished: runner.matchesFinished };
+  const summary: RunSummary = { matchesFinished: runner.matchesFinished };
+  if (runner.finalGoodbye !== undefined) {
+    summary.goodbye = runner.finalGoodbye;
+  }
+  return summary;
 }

@@ -13,6 +13,7 @@ export {
   type Card,
   type DecisionRequest,
   type End,
+  type Goodbye,
   type MatchEnded,
   type MatchStart,
   type Observation,
@@ -25,4 +26,4 @@ export {
   type Show,
   type Welcome,
 } from "./proto";
-export { backoffDelayMs, isRejection } from "./retry";
+export { backoffDelayMs, goodbyeDelayMs, isRejection } from "./retry";

@@ -16,6 +16,17 @@ export function backoffDelayMs(attempt: number, random: () => number = Math.rand
   return step * (0.5 + 0.5 * random());
 }
 
+/**
+ * Milliseconds to wait before reconnecting after a `Goodbye{reconnect: true}` (PROTOCOL.md
+ * §10.1): the referee's `retry_after_ms` plus a little jitter (up to a tenth of it, plus
+ * 100 ms), so that many bots do not come back at the same instant. Not a failure: it does not
+ * grow the backoff.
+ */
+export function goodbyeDelayMs(retryAfterMs: number, random: () => number = Math.random): number {
+  const base = Math.max(0, Number(retryAfterMs) || 0);
+  return base + (base / 10 + 100) * random();
+}
+
 /** Statuses that a retry would only repeat: the bot's configuration or code must change. */
 const NEVER_RETRY: ReadonlySet<Status> = new Set([
   Status.UNAUTHENTICATED,

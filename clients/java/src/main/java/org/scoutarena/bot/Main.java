@@ -20,8 +20,9 @@ import org.scoutarena.client.ScoutBot;
 
 /**
  * {@code java -jar scout-bot.jar}: reads the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN, ...;
- * flags override), plays {@link ExampleBot} until SIGTERM/SIGINT (exit 0), and exits 1 with a
- * one-line message when the referee refuses the bot. Logs go to stderr.
+ * flags override), plays {@link ExampleBot} until SIGTERM/SIGINT or the referee's Goodbye without
+ * reconnect (exit 0), and exits 1 with a one-line message when the referee refuses the bot. Logs
+ * go to stderr.
  */
 public final class Main {
 

@@ -44,6 +44,7 @@ import org.scoutarena.scout.v1.AnswerResult;
 import org.scoutarena.scout.v1.ArenaGrpc;
 import org.scoutarena.scout.v1.BotMessage;
 import org.scoutarena.scout.v1.DecisionRequest;
+import org.scoutarena.scout.v1.Goodbye;
 import org.scoutarena.scout.v1.Hello;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
@@ -66,6 +67,11 @@ import org.scoutarena.scout.v1.Welcome;
  * jitter); the referee then resumes the running matches and re-sends open requests with the same
  * {@code request_id}, which are answered without asking the bot twice. Rejections a retry cannot
  * fix end {@link #run()} with {@link ConnectionRejectedException}.
+ *
+ * <p>A stream the referee ends on purpose carries a {@code Goodbye} last (PROTOCOL.md §10.1),
+ * which overrides the status the call ends with: {@code reconnect: false} makes {@link #run()}
+ * return normally; {@code reconnect: true} reconnects after {@code retry_after_ms} plus a little
+ * jitter ({@link Backoff#afterGoodbye}), which is not a failure and does not grow the backoff.
  */
 public final class ArenaClient {
 
@@ -171,8 +177,9 @@ public final class ArenaClient {
   }
 
   /**
-   * Plays until {@link #stop()} or until {@code maxMatches} matches ended; returns the number of
-   * matches that ended. Reconnects on connection loss.
+   * Plays until {@link #stop()}, until {@code maxMatches} matches ended, or until the referee says
+   * {@code Goodbye} without asking the bot back; returns the number of matches that ended.
+   * Reconnects on connection loss, and after a {@code Goodbye} with {@code reconnect: true}.
    *
    * @throws ConnectionRejectedException the referee refused the bot (do not retry)
    * @throws InterruptedException the calling thread was interrupted
@@ -189,6 +196,24 @@ public final class ArenaClient {
         if (status == null) {
           closeGracefully(current);
           break;
+        }
+        Goodbye goodbye = current.goodbye;
+        if (goodbye != null) {
+          // A planned end of the stream: it overrides whatever status the call ends with.
+          closeGracefully(current);
+          if (!goodbye.getReconnect()) {
+            log.info("the referee does not want the bot back; stopping");
+            break;
+          }
+          attempt = 0; // not a failure: the backoff starts afresh
+          Duration delay = Backoff.afterGoodbye(goodbye.getRetryAfterMs(),
+              ThreadLocalRandom.current());
+          log.info(String.format(Locale.ROOT, "reconnecting in %.2f s, as the referee asked",
+              delay.toMillis() / 1000.0));
+          if (sleepUnlessStopped(delay)) {
+            break;
+          }
+          continue;
         }
         if (isRejection(status)) {
           throw new ConnectionRejectedException(status.getCode(), status.getDescription(),
@@ -247,14 +272,17 @@ public final class ArenaClient {
     return next;
   }
 
-  /** The status that ended {@code current}, or null when {@link #stop()} came first. */
+  /**
+   * The status that ended {@code current} (OK while a stream that said Goodbye is still open), or
+   * null when {@link #stop()} came first.
+   */
   private Status awaitEnd(Session current) throws InterruptedException {
     try {
-      CompletableFuture.anyOf(current.done, stopped).get();
+      CompletableFuture.anyOf(current.done, stopped, current.bye).get();
     } catch (ExecutionException e) {
       throw new IllegalStateException(e);
     }
-    return stopped.isDone() ? null : current.done.getNow(Status.UNKNOWN);
+    return stopped.isDone() ? null : current.done.getNow(Status.OK);
   }
 
   private void closeGracefully(Session current) throws InterruptedException {
@@ -320,6 +348,7 @@ public final class ArenaClient {
   private void receive(Session from, RefereeMessage message, long receivedAt) {
     switch (message.getBodyCase()) {
       case WELCOME -> onWelcome(from, message.getWelcome());
+      case GOODBYE -> onGoodbye(from, message.getGoodbye());
       case ERROR -> onProtocolError(from, message.getError());
       case MATCH_START -> onMatchStart(message.getMatchStart());
       case ROTATION_REQUEST -> onRotationRequest(message.getRotationRequest(), receivedAt);
@@ -353,6 +382,17 @@ public final class ArenaClient {
       log.warning("the referee did not resume " + lost.size() + " running match(es): " + lost);
       lost.forEach(this::forgetMatch);
     }
+  }
+
+  /** The referee closes the stream on purpose (§10.1); {@link #run()} decides what follows. */
+  private void onGoodbye(Session from, Goodbye goodbye) {
+    from.goodbye = goodbye;
+    String then = goodbye.getReconnect()
+        ? "reconnect in " + Integer.toUnsignedLong(goodbye.getRetryAfterMs()) + " ms"
+        : "do not reconnect";
+    log.info("goodbye from the referee (" + goodbye.getReason() + ", " + then + "): "
+        + (goodbye.getMessage().isEmpty() ? "no message" : goodbye.getMessage()));
+    from.bye.complete(goodbye);
   }
 
   private void onProtocolError(Session from, ProtocolError error) {
@@ -693,6 +733,9 @@ public final class ArenaClient {
   private final class Session implements ClientResponseObserver<BotMessage, RefereeMessage> {
     final int number;
     final CompletableFuture<Status> done = new CompletableFuture<>();
+    /** Completed when the referee says Goodbye. */
+    final CompletableFuture<Goodbye> bye = new CompletableFuture<>();
+    volatile Goodbye goodbye;
     volatile boolean welcomed;
     volatile String lastError;
     private ClientCallStreamObserver<BotMessage> requestStream;

@@ -45,6 +45,8 @@ import org.scoutarena.scout.v1.ArenaGrpc;
 import org.scoutarena.scout.v1.BotMessage;
 import org.scoutarena.scout.v1.DecisionRequest;
 import org.scoutarena.scout.v1.End;
+import org.scoutarena.scout.v1.Goodbye;
+import org.scoutarena.scout.v1.GoodbyeReason;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
 import org.scoutarena.scout.v1.Observation;
@@ -318,6 +320,36 @@ class ArenaClientTest {
     assertEquals(1, calls.get(), "the bot is asked once");
     assertFalse(run.isDone());
     run.cancel(true);
+  }
+
+  private static RefereeMessage goodbye(GoodbyeReason reason, boolean reconnect, int retryMs) {
+    return RefereeMessage.newBuilder().setGoodbye(Goodbye.newBuilder().setReason(reason)
+        .setMessage("test").setReconnect(reconnect).setRetryAfterMs(retryMs)).build();
+  }
+
+  @Test
+  void aGoodbyeWithoutReconnectEndsRunNormally() throws Exception {
+    Future<Integer> run = play(bot(Moves::fallback), "good");
+    Stream stream = handshake(false);
+    stream.send(goodbye(GoodbyeReason.GOODBYE_REASON_FINISHED, false, 0));
+    // The bot half-closes after the goodbye; the fake referee then ends the call.
+    stream.closed().get(5, TimeUnit.SECONDS);
+    assertEquals(0, run.get(5, TimeUnit.SECONDS));
+    assertNull(streams.poll(300, TimeUnit.MILLISECONDS), "no second Play call");
+  }
+
+  @Test
+  void aGoodbyeWithReconnectComesBackAfterRetryAfter() throws Exception {
+    Future<Integer> run = play(bot(Moves::fallback), "good");
+    Stream first = handshake(false);
+    first.send(goodbye(GoodbyeReason.GOODBYE_REASON_SHUTDOWN, true, 400));
+    long sent = System.nanoTime();
+    Stream second = handshake(false);
+    long waitedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sent);
+    assertTrue(waitedMs >= 390, "reconnected after " + waitedMs + " ms");
+    second.send(goodbye(GoodbyeReason.GOODBYE_REASON_FINISHED, false, 0));
+    assertEquals(0, run.get(5, TimeUnit.SECONDS));
+    assertNull(streams.poll(300, TimeUnit.MILLISECONDS), "no third Play call");
   }
 
   @Test

@@ -20,6 +20,17 @@ class BackoffTest {
   }
 
   @Test
+  void afterAGoodbyeWaitsRetryAfterPlusALittleJitter() {
+    SplittableRandom random = new SplittableRandom(7);
+    for (int i = 0; i < 2000; i++) {
+      long delay = Backoff.afterGoodbye(800, random).toMillis();
+      assertTrue(delay >= 800 && delay <= 980, "delay " + delay);
+    }
+    assertTrue(Backoff.afterGoodbye(0, random).toMillis() <= 100);
+    assertTrue(Backoff.afterGoodbye(-1, random).toMillis() >= 4_294_967_295L, "unsigned");
+  }
+
+  @Test
   void jitterStaysBetweenHalfAndAllOfTheStep() {
     SplittableRandom random = new SplittableRandom(7);
     for (int attempt = 0; attempt < 12; attempt++) {
