@@ -26,8 +26,8 @@ from typing import Any
 import trueskill
 from rich.console import Console
 from rich.table import Table
-from scout_ladder.matchmaker import Candidate, MatchmakerConfig, choose_table
 from scout_arena.ratings import Rating, make_env, rate_table, replay_ratings
+from scout_ladder.matchmaker import Candidate, MatchmakerConfig, choose_table
 
 JSON = dict[str, Any]
 

@@ -68,3 +68,105 @@ def test_decision_request_assembled_from_history_bytes_equals_the_message_built_
                 history += convert.history_entry_bytes(
                     convert.public_action_to_pb(state.last_action))
     assert checked > 200
+
+
+def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None:
+    """The events a match emits, through `MatchWire` (history spliced from bytes, fallbacks
+    marked by_referee), parse as the messages the plain converters build."""
+    from scout_arena.bots import RandomBot
+    from scout_arena.engine import Phase, State
+    from scout_arena.server import convert
+    from scout_arena.server.events import ActionPlayed, AnswerJudged, DecisionRequested, Verdict
+
+    state = State.new(4, 5)
+    bots = [RandomBot(seat) for seat in range(4)]
+    wire = convert.MatchWire()
+    history: list[game_pb2.PublicAction] = []
+    round_index = -1
+    decisions = 0
+    while not state.is_over:
+        if state.phase is Phase.ROTATION:
+            for seat in range(4):
+                state.choose_rotation(seat, False)
+            continue
+        assert state.current_seat is not None
+        if state.round_index != round_index:
+            round_index, history = state.round_index, []
+        obs = state.observation(state.current_seat)
+        decisions += 1
+        got = arena_pb2.RefereeMessage.FromString(
+            wire.encode(DecisionRequested("m-1", decisions, obs, 1000, 9000)))
+        assert got == convert.decision_request(obs, "m-1", decisions, 1000, 9000, history)
+        by_referee = decisions % 3 == 0
+        before = state.round_index
+        state.apply(bots[state.current_seat].act(obs))
+        assert state.last_action is not None
+        played = ActionPlayed("m-1", before, state.last_action, by_referee)
+        sent = arena_pb2.RefereeMessage.FromString(wire.encode(played))
+        assert sent == convert.referee_message(played)
+        assert sent.public_event.action.by_referee is by_referee
+        history.append(sent.public_event.action)
+    assert decisions > 50
+    judged = AnswerJudged("m-1", 7, Verdict.ILLEGAL, "no", strikes=2, time_bank_ms=300)
+    assert arena_pb2.RefereeMessage.FromString(wire.encode(judged)).answer_result == \
+        arena_pb2.AnswerResult(match_id="m-1", request_id=7,
+                               status=arena_pb2.ANSWER_STATUS_ILLEGAL, reason="no", strikes=2,
+                               time_bank_ms=300)
+
+
+def test_bot_messages_read_into_answers_or_a_protocol_error() -> None:
+    from scout_arena.engine import Show
+    from scout_arena.server.convert import read_answer
+    from scout_arena.server.events import ActionAnswer, RotationAnswer
+
+    show = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
+        match_id="m", request_id=3, action=game_pb2.Action(show=game_pb2.Show(start=1, length=2))))
+    assert read_answer(show) == ActionAnswer("m", 3, Show(1, 2))
+    empty = read_answer(arena_pb2.BotMessage(action=arena_pb2.ActionChoice(match_id="m")))
+    assert isinstance(empty, ActionAnswer) and empty.action is None and "empty" in empty.unreadable
+    rotate = arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(match_id="m", request_id=1,
+                                                                    rotate=True))
+    assert read_answer(rotate) == RotationAnswer("m", 1, True)
+    for message in (arena_pb2.BotMessage(), arena_pb2.BotMessage(hello=arena_pb2.Hello())):
+        error = read_answer(message)
+        assert isinstance(error, arena_pb2.RefereeMessage)
+        assert error.error.code == arena_pb2.ERROR_CODE_BAD_MESSAGE and error.error.message
+
+
+def test_every_kind_of_match_request_error_has_its_documented_status() -> None:
+    import grpc
+    from scout_arena.server import errors
+    from scout_arena.server.service import match_request_status
+
+    expected = {
+        errors.RefereeClosing: grpc.StatusCode.UNAVAILABLE,
+        errors.InvalidTable: grpc.StatusCode.INVALID_ARGUMENT,
+        errors.InvalidTimeControl: grpc.StatusCode.INVALID_ARGUMENT,
+        errors.UnknownBot: grpc.StatusCode.NOT_FOUND,
+        errors.BotNotConnected: grpc.StatusCode.FAILED_PRECONDITION,
+        errors.BotAtCapacity: grpc.StatusCode.FAILED_PRECONDITION,
+    }
+    kinds = {cls for cls in vars(errors).values() if isinstance(cls, type)
+             and issubclass(cls, errors.MatchRequestError) and cls is not errors.MatchRequestError}
+    assert kinds == set(expected)
+    for kind, status in expected.items():
+        assert match_request_status(kind("why")) == status
+
+
+def test_the_referee_logic_knows_no_wire() -> None:
+    """Only the servicers (`service`) and the wire (`convert`) speak gRPC and scout.v1; the
+    match logic, the clock, the connections, the events and the facade import neither."""
+    import ast
+    from pathlib import Path
+
+    import scout_arena.server
+
+    root = Path(scout_arena.server.__file__).parent
+    for name in ("clock", "connections", "errors", "events", "facade", "match", "referee"):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        wire = {m for m in imported if m.split(".")[0] in {"grpc", "scout", "google"}}
+        assert not wire, f"{name}.py imports {sorted(wire)}"

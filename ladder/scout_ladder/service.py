@@ -20,9 +20,8 @@ from typing import Any
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
 from scout_arena.ratings import Rating, make_env, rate_table
-from scout_arena.record import record_to_json
-from scout_arena.server import Referee, RefereeServer, TimeControl
-from scout_arena.server.core import BotEntry, MatchRunner, MatchStatus
+from scout_arena.record import MatchRecord, record_to_json
+from scout_arena.server import RefereeFacade, TimeControl
 
 from .matchmaker import Candidate, MatchmakerConfig, choose_table
 from .repository import Repository
@@ -66,15 +65,14 @@ class Ladder:
         self.config = config
         self.rng = random.Random(config.rng_seed)
         self.env = make_env()
-        self.referee = Referee({}, records_dir=None, default_time_control=config.time_control,
-                               reconnect_grace_s=config.reconnect_grace_s)
-        self.referee.authenticator = self._authenticate
-        self.referee.on_match_finished.append(self._match_finished)
-        self.referee.on_connect.append(self._connected)
-        self.server = RefereeServer(
-            self.referee, host=config.host, port=config.port, admin_token=config.admin_token,
+        self.referee = RefereeFacade(
+            host=config.host, port=config.port, admin_token=config.admin_token,
+            time_control=config.time_control, reconnect_grace_s=config.reconnect_grace_s,
+            authenticator=self._authenticate,
             extra_services=[(lambda srv: ladder_pb2_grpc.add_LadderServicer_to_server(
                 LadderServicer(self), srv), "scout.v1.Ladder")])
+        self.referee.on_match_finished(self._match_finished)
+        self.referee.on_connect(self._connected)
         self.ratings: dict[str, Rating] = {}
         self.owners: dict[str, str] = {}
         self.versions: dict[str, int] = {}
@@ -91,7 +89,7 @@ class Ladder:
 
     @property
     def address(self) -> str:
-        return self.server.address
+        return self.referee.address
 
     async def start(self) -> None:
         await asyncio.to_thread(self.repo.migrate)
@@ -103,16 +101,18 @@ class Ladder:
         stored = await asyncio.to_thread(self.repo.ratings)
         self.ratings = {name: Rating(r.mu, r.sigma) for name, r in stored.items()}
         await self._refresh_bots()
-        await self.server.start()
+        await self.referee.start()
         if self.config.web_port is not None:
             await self._start_web()
         self._scheduler = asyncio.create_task(self._schedule_forever(), name="ladder scheduler")
 
     async def _start_web(self) -> None:
-        from .web import LadderSource, create_app, make_server
+        from scout_arena.web import create_app, make_server
+
+        from .web_source import LadderSource
 
         app = create_app(LadderSource(self.repo), title="Scout Arena ladder",
-                         live=self.referee.running)
+                         live=self.referee.live_matches)
         self._web = make_server(app, self.config.web_host, self.config.web_port or 0)
         self._web_task = asyncio.create_task(self._web.serve(), name="ladder web")
         while not self._web.started:
@@ -136,7 +136,7 @@ class Ladder:
             self._web.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await self._web_task
-        await self.server.stop()
+        await self.referee.stop()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
@@ -150,11 +150,11 @@ class Ladder:
         self.versions[bot.name] = bot.version
         return bot.name
 
-    def _connected(self, bot: BotEntry) -> None:
-        self.idle_since.setdefault(bot.name, time.monotonic())
-        if bot.name in self.unschedulable and self.unschedulable[bot.name].startswith("probation"):
-            self.unschedulable.pop(bot.name)
-            self._spawn(self._lift_probation(bot.name))
+    def _connected(self, name: str) -> None:
+        self.idle_since.setdefault(name, time.monotonic())
+        if name in self.unschedulable and self.unschedulable[name].startswith("probation"):
+            self.unschedulable.pop(name)
+            self._spawn(self._lift_probation(name))
 
     async def _lift_probation(self, name: str) -> None:
         await asyncio.to_thread(self.repo.set_probation, name, None)
@@ -186,13 +186,12 @@ class Ladder:
             except Exception:
                 log.exception("scheduling pass failed; trying again")
 
-    def _idle_bots(self) -> list[BotEntry]:
-        return [b for b in self.referee.bots.values()
-                if b.connection is not None and b.free_slots > 0
-                and b.name not in self.unschedulable and b.name in self.owners]
+    def _idle_bots(self) -> list[str]:
+        return [name for name, free in self.referee.connected_bots().items()
+                if free > 0 and name not in self.unschedulable and name in self.owners]
 
     async def _schedule_once(self) -> None:
-        idle = {b.name: b for b in self._idle_bots()}
+        idle = dict.fromkeys(self._idle_bots())
         for challenge in await asyncio.to_thread(self.repo.open_challenges):
             names = [challenge.bot, *challenge.opponents]
             if all(n in idle for n in names):
@@ -221,10 +220,10 @@ class Ladder:
     async def _start(self, names: list[str], challenge_id: int | None) -> None:
         self.rng.shuffle(names)
         seed = self.rng.getrandbits(64)
-        runner = self.referee.create_match(names, seed)
-        self.match_kinds[runner.match_id] = challenge_id
+        match_id = self.referee.create_match(names, seed)
+        self.match_kinds[match_id] = challenge_id
         await asyncio.to_thread(
-            self.repo.start_match, runner.match_id, len(names), seed,
+            self.repo.start_match, match_id, len(names), seed,
             [(n, self.versions.get(n, 1)) for n in names], challenge_id is None, challenge_id)
         for n in names:
             self.idle_since.pop(n, None)
@@ -236,20 +235,20 @@ class Ladder:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    def _match_finished(self, runner: MatchRunner) -> None:
+    def _match_finished(self, record: MatchRecord) -> None:
         now = time.monotonic()
-        for name in runner.names:
+        for name in record.players:
             self.idle_since[name] = now
-        if runner.status is MatchStatus.FINISHED:
-            self._spawn(self._record_result(runner))
+        if record.status == "finished":
+            self._spawn(self._record_result(record))
 
-    async def _record_result(self, runner: MatchRunner) -> None:
+    async def _record_result(self, record: MatchRecord) -> None:
         from .repository import SeatResult
 
-        record = runner.record
-        outcome = None if record is None else record.outcome
-        assert record is not None and outcome is not None
-        challenge_id = self.match_kinds.pop(runner.match_id, None)
+        outcome = record.outcome
+        assert record.match_id is not None and outcome is not None
+        match_id = record.match_id
+        challenge_id = self.match_kinds.pop(match_id, None)
         rated = challenge_id is None
         results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
                               forfeited=i in outcome.forfeits,
@@ -259,16 +258,16 @@ class Ladder:
         async with self._finish_lock:
             updates: dict[str, tuple[float, float]] = {}
             if rated:
-                before = [self.ratings.get(n, Rating()) for n in runner.names]
+                before = [self.ratings.get(n, Rating()) for n in record.players]
                 after = rate_table(self.env, before, outcome.ranks)
-                updates = {n: (r.mu, r.sigma) for n, r in zip(runner.names, after, strict=True)}
-            await asyncio.to_thread(self.repo.finish_match, runner.match_id,
+                updates = {n: (r.mu, r.sigma) for n, r in zip(record.players, after, strict=True)}
+            await asyncio.to_thread(self.repo.finish_match, match_id,
                                     json.dumps(record_to_json(record)), results, updates)
             for n, (mu, sigma) in updates.items():
                 self.ratings[n] = Rating(mu, sigma)
             if challenge_id is not None:
                 await asyncio.to_thread(self.repo.challenge_played, challenge_id)
-        for name in runner.names:
+        for name in record.players:
             await self._check_probation(name)
 
     async def _check_probation(self, name: str) -> None:
@@ -301,10 +300,8 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
         return self.ladder.repo
 
     async def _admin(self, context: Context) -> None:
-        from scout_arena.server.service import bearer_token
-
         token = self.ladder.config.admin_token
-        if token is not None and bearer_token(context) != token:
+        if token is not None and RefereeFacade.bearer_token(context) != token:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "this call needs 'authorization: Bearer <admin token>'")
 
@@ -360,9 +357,8 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
 
     async def Challenge(self, request: ladder_pb2.ChallengeRequest,
                         context: Context) -> ladder_pb2.ChallengeResponse:
-        from scout_arena.server.service import bearer_token
-
-        bot = await asyncio.to_thread(self.repo.authenticate, bearer_token(context))
+        bot = await asyncio.to_thread(self.repo.authenticate,
+                                      RefereeFacade.bearer_token(context))
         if bot is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "a challenge is made with the challenging bot's own token")
@@ -377,7 +373,7 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
 def _entry(row: Any) -> ladder_pb2.LeaderboardEntry:
     return ladder_pb2.LeaderboardEntry(
         rank=row.rank, bot=ladder_pb2.BotSummary(name=row.bot, owner=row.owner),
-        mu=row.mu, sigma=row.sigma, conservative=row.mu - 3 * row.sigma, games=row.games,
+        mu=row.mu, sigma=row.sigma, conservative=row.conservative, games=row.games,
         recent_ranks=list(row.recent_ranks))
 
 

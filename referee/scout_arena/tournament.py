@@ -29,8 +29,7 @@ from typing import Any
 from .engine.cards import MASK64, SplitMix64
 from .ratings import RatingBook, conservative
 from .record import JSON, MatchOutcome, MatchRecord, RecordError, load_record
-from .server import Referee, RefereeServer, TimeControl
-from .server.core import MatchRunner, MatchStatus
+from .server import RefereeFacade, TimeControl
 
 CONFIG_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
@@ -264,20 +263,19 @@ class Tournament:
                     f"continue that one with --resume {self.out}")
         config_path.write_text(json.dumps(self.config.to_json(), indent=1) + "\n")
         self._load_finished()
-        referee = Referee({b.spec.name: b.token for b in self.bots.values()},
-                          records_dir=self.records_dir,
-                          default_time_control=TimeControl(self.config.decision_ms,
-                                                           self.config.time_bank_ms),
-                          reconnect_grace_s=self.config.reconnect_grace_s)
-        server = RefereeServer(referee, host="127.0.0.1", port=0)
-        await server.start()
+        referee = RefereeFacade({b.spec.name: b.token for b in self.bots.values()},
+                                host="127.0.0.1", port=0, records_dir=self.records_dir,
+                                time_control=TimeControl(self.config.decision_ms,
+                                                         self.config.time_bank_ms),
+                                reconnect_grace_s=self.config.reconnect_grace_s)
+        await referee.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         try:
-            await self._launch_bots(server.address)
+            await self._launch_bots(referee.address)
             await self._wait_connected(referee, stop)
             play_started = time.monotonic()
             try:
@@ -286,7 +284,7 @@ class Tournament:
                 self.play_seconds = time.monotonic() - play_started
         finally:
             self.interrupted = stop.is_set()
-            await server.stop()
+            await referee.stop()
             await self._stop_bots()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -311,14 +309,15 @@ class Tournament:
             finally:
                 log.close()
 
-    async def _wait_connected(self, referee: Referee, stop: asyncio.Event) -> None:
+    async def _wait_connected(self, referee: RefereeFacade, stop: asyncio.Event) -> None:
         deadline = time.monotonic() + self.config.connect_timeout_s
         while time.monotonic() < deadline and not stop.is_set():
             self._poll_processes()
+            connected = referee.connected_bots()
             waiting = [b for b in self.bots.values() if b.status == "starting"
-                       and referee.bots[b.spec.name].connection is None]
+                       and b.spec.name not in connected]
             for b in self.bots.values():
-                if b.status == "starting" and referee.bots[b.spec.name].connection is not None:
+                if b.status == "starting" and b.spec.name in connected:
                     b.status = "connected"
             if not waiting:
                 return
@@ -338,14 +337,24 @@ class Tournament:
                     b.status = "crashed"
                     b.notes.append(f"exited with status {b.exit_code} during the tournament")
 
-    def _absent(self, referee: Referee) -> set[str]:
+    def _absent(self, connected: dict[str, int]) -> set[str]:
         self._poll_processes()
         return {name for name, b in self.bots.items()
-                if b.disqualified or referee.bots[name].connection is None}
+                if b.disqualified or name not in connected}
 
-    async def _play(self, referee: Referee, stop: asyncio.Event) -> None:
+    async def _play(self, referee: RefereeFacade, stop: asyncio.Event) -> None:
+        """Start matches as seats free up until the schedule is played or ``stop`` is set;
+        matches still running then are aborted (records written) by the referee's stop."""
         pending = [m for m in self.schedule if m.key not in self.done]
-        running: dict[asyncio.Task[None], ScheduledMatch] = {}
+        running: dict[str, ScheduledMatch] = {}
+        ended: list[MatchRecord] = []
+        woken = asyncio.Event()
+
+        def match_ended(record: MatchRecord) -> None:
+            ended.append(record)
+            woken.set()
+
+        referee.on_match_finished(match_ended)
         progress = self._progress()
         resumed = len(self.done)
         task_id = progress.add_task("matches", total=len(self.schedule),
@@ -357,50 +366,47 @@ class Tournament:
                     started = self._start_next(referee, pending)
                     if started is None:
                         break
-                    runner, item = started
-                    running[asyncio.ensure_future(self._finish(runner, item))] = item
+                    match_id, item = started
+                    running[match_id] = item
                 if not running:
                     await asyncio.sleep(0.05)
                     continue
-                stop_wait = asyncio.ensure_future(stop.wait())
-                done, _ = await asyncio.wait({*running, stop_wait},
-                                             return_when=asyncio.FIRST_COMPLETED)
-                stop_wait.cancel()
-                for finished in done:
-                    running.pop(finished, None)  # type: ignore[arg-type]
+                if not ended:
+                    waits = {asyncio.ensure_future(woken.wait()),
+                             asyncio.ensure_future(stop.wait())}
+                    try:
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for wait in waits:
+                            wait.cancel()
+                woken.clear()
+                records, ended[:] = ended[:], []
+                for record in records:
+                    scheduled = running.pop(record.match_id or "", None)
+                    if scheduled is not None:
+                        self._finish(record, scheduled)
                 if progress is not None and task_id is not None:
                     progress.update(task_id, completed=len(self.done), leader=self._leader(),
                                     rate=self._rate(len(self.done) - resumed))
-        if running:
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
 
-    def _start_next(self, referee: Referee, pending: list[ScheduledMatch]
-                    ) -> tuple[MatchRunner, ScheduledMatch] | None:
-        absent = self._absent(referee)
+    def _start_next(self, referee: RefereeFacade, pending: list[ScheduledMatch]
+                    ) -> tuple[str, ScheduledMatch] | None:
+        connected = referee.connected_bots()
+        absent = self._absent(connected)
         for i, item in enumerate(pending):
             present = [n for n in item.seats if n not in absent]
-            if all(referee.bots[n].free_slots > 0 for n in present):
+            if all(connected.get(n, 0) > 0 for n in present):
                 pending.pop(i)
-                runner = referee.create_match(list(item.seats), item.seed, absent=absent,
-                                              absent_ok=True,
-                                              meta={"tournament_key": item.key})
-                return runner, item
+                match_id = referee.create_match(list(item.seats), item.seed, absent=absent,
+                                                absent_ok=True,
+                                                meta={"tournament_key": item.key})
+                return match_id, item
         return None
 
-    async def _finish(self, runner: MatchRunner, item: ScheduledMatch) -> None:
-        assert runner.task is not None
-        try:
-            await asyncio.shield(runner.task)
-        except asyncio.CancelledError:
-            runner.task.cancel()
-            with contextlib.suppress(BaseException):
-                await runner.task
-            raise
-        if runner.status is MatchStatus.FINISHED and runner.record is not None:
-            self.done[item.key] = runner.record
-            forfeited = set(runner.forfeited)
+    def _finish(self, record: MatchRecord, item: ScheduledMatch) -> None:
+        if record.status == "finished":
+            self.done[item.key] = record
+            forfeited = set(record.forfeits)
             for seat, name in enumerate(item.seats):
                 bot = self.bots[name]
                 if seat in forfeited:

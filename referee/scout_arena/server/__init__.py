@@ -1,7 +1,24 @@
-"""The gRPC referee: many matches at once, clocks, strikes, records."""
+"""The gRPC referee: many matches at once, clocks, strikes, records.
 
-from .core import MatchRunner, MatchStatus, Referee, TimeControl
-from .service import RefereeServer, TlsConfig, serve_forever
+Apps use `RefereeFacade` (and `LiveMatch`, `TimeControl`, the `MatchRequestError` kinds); the
+referee's own command line assembles `Referee` and `RefereeServer` itself.
+"""
 
-__all__ = ["MatchRunner", "MatchStatus", "Referee", "RefereeServer", "TimeControl", "TlsConfig",
+from .clock import TimeControl
+from .errors import (
+    BotAtCapacity,
+    BotNotConnected,
+    InvalidTable,
+    InvalidTimeControl,
+    MatchRequestError,
+    RefereeClosing,
+    UnknownBot,
+)
+from .facade import LiveMatch, RefereeFacade
+from .referee import Referee
+from .service import RefereeServer, TlsConfig, bearer_token, serve_forever
+
+__all__ = ["BotAtCapacity", "BotNotConnected", "InvalidTable", "InvalidTimeControl",
+           "LiveMatch", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
+           "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
            "serve_forever"]

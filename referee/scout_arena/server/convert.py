@@ -1,13 +1,18 @@
-"""The one place where protobuf messages and engine values meet.
+"""The one place where protobuf messages and the referee's values meet: the wire.
 
-Everything else in the referee speaks engine types (`Action`, `Observation`, `RoundResult`);
-this module builds outgoing messages and reads incoming actions, turning anything unreadable into
-`MalformedAction` with a message a bot author can act on.
+Everything else in the referee speaks engine types and `events`; this module serializes the
+events a match emits (`Wire`, `MatchWire`), reads bots' answers into `RotationAnswer` /
+`ActionAnswer` (anything unreadable becomes a reason a bot author can act on), and builds what
+the Matches service and spectators are sent. The referee's speed lives here too: a broadcast
+is serialized once for the whole table, each round's history is kept serialized and spliced
+into every DecisionRequest as bytes, and the messages of cards and of legal Scouts are built
+once and reused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2
 
@@ -24,6 +29,27 @@ from ..engine import (
     ScoutAndShow,
     Show,
 )
+from .clock import TimeControl
+from .events import (
+    ActionAnswer,
+    ActionPlayed,
+    AnswerJudged,
+    BotEvent,
+    DecisionRequested,
+    MatchEnded,
+    MatchSnapshot,
+    MatchStarted,
+    MatchStatus,
+    RotationAnswer,
+    RotationRequested,
+    RoundEnded,
+    RoundStarted,
+    SpectatorEvent,
+    Verdict,
+    Welcome,
+)
+
+PROTOCOL_VERSION = 1
 
 _END_TO_PB = {End.LEFT: game_pb2.END_LEFT, End.RIGHT: game_pb2.END_RIGHT}
 _END_FROM_PB = {game_pb2.END_LEFT: End.LEFT, game_pb2.END_RIGHT: End.RIGHT}
@@ -233,5 +259,187 @@ def time_control_to_pb(decision_ms: int, time_bank_ms: int) -> game_pb2.TimeCont
     return game_pb2.TimeControl(decision_ms=decision_ms, time_bank_ms=time_bank_ms)
 
 
-__all__ = ["action_from_pb", "action_to_pb", "decision_request", "matches_pb2",
-           "observation_to_pb", "public_action_to_pb", "rotation_request", "round_ended"]
+
+
+def time_control_from_pb(request: matches_pb2.CreateMatchRequest,
+                         default: TimeControl) -> TimeControl:
+    """A CreateMatch's time control: absent or zero fields take the referee's defaults."""
+    if not request.HasField("time_control"):
+        return default
+    return TimeControl(request.time_control.decision_ms or default.decision_ms,
+                       request.time_control.time_bank_ms or default.time_bank_ms)
+
+
+# ----- events to bots ---------------------------------------------------------------------
+
+_VERDICT_TO_PB: dict[Verdict, arena_pb2.AnswerStatus.ValueType] = {
+    Verdict.ACCEPTED: arena_pb2.ANSWER_STATUS_ACCEPTED,
+    Verdict.ILLEGAL: arena_pb2.ANSWER_STATUS_ILLEGAL,
+    Verdict.MALFORMED: arena_pb2.ANSWER_STATUS_MALFORMED,
+    Verdict.STALE: arena_pb2.ANSWER_STATUS_STALE,
+    Verdict.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
+    Verdict.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
+}
+
+
+def public_event(event: ActionPlayed) -> arena_pb2.PublicEvent:
+    return arena_pb2.PublicEvent(match_id=event.match_id, round_index=event.round_index,
+                                 action=public_action_to_pb(event.action, event.by_referee))
+
+
+def round_ended_event(event: RoundEnded) -> arena_pb2.RoundEnded:
+    return round_ended(event.match_id, event.result, event.totals, event.dealt_hands,
+                       event.rotations)
+
+
+def match_ended(event: MatchEnded) -> arena_pb2.MatchEnded:
+    return arena_pb2.MatchEnded(match_id=event.match_id, totals=event.totals, ranks=event.ranks,
+                                forfeited_seats=event.forfeited_seats, record_id=event.record_id)
+
+
+def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
+    """The RefereeMessage of any event a bot is sent, built from the event alone."""
+    if isinstance(event, AnswerJudged):
+        return arena_pb2.RefereeMessage(answer_result=arena_pb2.AnswerResult(
+            match_id=event.match_id, request_id=event.request_id,
+            status=_VERDICT_TO_PB[event.verdict], reason=event.reason, strikes=event.strikes,
+            time_bank_ms=event.time_bank_ms))
+    if isinstance(event, ActionPlayed):
+        return arena_pb2.RefereeMessage(public_event=public_event(event))
+    if isinstance(event, DecisionRequested):
+        return decision_request(event.observation, event.match_id, event.request_id,
+                                event.deadline_ms, event.time_bank_ms)
+    if isinstance(event, RotationRequested):
+        return rotation_request(event.match_id, event.request_id, event.round_index,
+                                event.hand, event.deadline_ms, event.time_bank_ms)
+    if isinstance(event, RoundEnded):
+        return arena_pb2.RefereeMessage(round_ended=round_ended_event(event))
+    if isinstance(event, MatchEnded):
+        return arena_pb2.RefereeMessage(match_ended=match_ended(event))
+    if isinstance(event, MatchStarted):
+        tc = event.time_control
+        return arena_pb2.RefereeMessage(match_start=arena_pb2.MatchStart(
+            match_id=event.match_id, seat=event.seat, player_names=event.players,
+            num_players=event.num_players, num_rounds=event.num_rounds,
+            time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
+            resumed=event.resumed, time_bank_ms=event.time_bank_ms, strikes=event.strikes))
+    if isinstance(event, Welcome):
+        return arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(
+            protocol_version=PROTOCOL_VERSION, bot_name=event.bot_name,
+            session_id=event.session_id, resumed=event.resumed))
+    assert_never(event)
+
+
+def encode_event(event: BotEvent) -> bytes:
+    return referee_message(event).SerializeToString()
+
+
+class MatchWire:
+    """One match's messages to its bots. It keeps the history of the round in play as
+    serialized ``Observation.history`` entries, one appended as each action is broadcast, and
+    splices them into every DecisionRequest as bytes: the history grows with every action, and
+    converting it again for every request was the largest cost of asking for a decision."""
+
+    __slots__ = ("_count", "_history", "_round")
+
+    def __init__(self) -> None:
+        self._round = -1
+        self._count = 0
+        self._history = bytearray()
+
+    def _follow(self, round_index: int) -> None:
+        if round_index != self._round:
+            self._round = round_index
+            self._count = 0
+            self._history = bytearray()
+
+    def encode(self, event: BotEvent) -> bytes:
+        if isinstance(event, DecisionRequested):
+            obs = event.observation
+            self._follow(obs.round_index)
+            assert len(obs.history) == self._count, "every action of the round is encoded once"
+            return decision_request_bytes(obs, event.match_id, event.request_id,
+                                          event.deadline_ms, event.time_bank_ms,
+                                          bytes(self._history))
+        if isinstance(event, ActionPlayed):
+            action = public_action_to_pb(event.action, event.by_referee)
+            self._follow(event.round_index)
+            self._history += history_entry_bytes(action)
+            self._count += 1
+            return arena_pb2.RefereeMessage(public_event=arena_pb2.PublicEvent(
+                match_id=event.match_id, round_index=event.round_index,
+                action=action)).SerializeToString()
+        return encode_event(event)
+
+
+class ProtobufWire:
+    """The referee's `events.Wire`: scout.v1 messages, serialized."""
+
+    def for_match(self, match_id: str) -> MatchWire:
+        return MatchWire()
+
+    def encode(self, event: BotEvent) -> bytes:
+        return encode_event(event)
+
+
+# ----- answers from bots ------------------------------------------------------------------
+
+def read_answer(message: arena_pb2.BotMessage
+                ) -> RotationAnswer | ActionAnswer | arena_pb2.RefereeMessage:
+    """A bot's answer, or the ProtocolError to send back when the message is not an answer."""
+    kind = message.WhichOneof("body")
+    if kind == "action":
+        choice = message.action
+        try:
+            action = action_from_pb(choice.action)
+        except MalformedAction as exc:
+            return ActionAnswer(choice.match_id, choice.request_id, None, str(exc))
+        return ActionAnswer(choice.match_id, choice.request_id, action)
+    if kind == "rotation":
+        rotation = message.rotation
+        return RotationAnswer(rotation.match_id, rotation.request_id, rotation.rotate)
+    text = ("Hello is sent once, first" if kind == "hello"
+            else "a BotMessage needs a body: rotation or action")
+    return arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
+        code=arena_pb2.ERROR_CODE_BAD_MESSAGE, message=text))
+
+
+# ----- organisers and spectators ----------------------------------------------------------
+
+_STATUS_TO_PB: dict[MatchStatus, matches_pb2.MatchStatus.ValueType] = {
+    MatchStatus.RUNNING: matches_pb2.MATCH_STATUS_RUNNING,
+    MatchStatus.FINISHED: matches_pb2.MATCH_STATUS_FINISHED,
+    MatchStatus.ABORTED: matches_pb2.MATCH_STATUS_ABORTED,
+}
+_STATUS_FROM_PB = {pb: status for status, pb in _STATUS_TO_PB.items()}
+
+
+def match_status_from_pb(status: matches_pb2.MatchStatus.ValueType) -> MatchStatus | None:
+    """None for MATCH_STATUS_UNSPECIFIED (or a status this referee does not know): any."""
+    return _STATUS_FROM_PB.get(status)
+
+
+def match_info(snapshot: MatchSnapshot) -> matches_pb2.MatchInfo:
+    tc = snapshot.time_control
+    return matches_pb2.MatchInfo(
+        match_id=snapshot.match_id, status=_STATUS_TO_PB[snapshot.status],
+        bots=snapshot.players, seed=snapshot.seed,
+        time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
+        round_index=snapshot.round_index, totals=snapshot.totals,
+        ranks=snapshot.ranks, forfeited_seats=snapshot.forfeited_seats)
+
+
+def spectator_event(event: SpectatorEvent) -> matches_pb2.SpectatorEvent:
+    if isinstance(event, ActionPlayed):
+        return matches_pb2.SpectatorEvent(public_event=public_event(event))
+    if isinstance(event, RoundStarted):
+        return matches_pb2.SpectatorEvent(round_started=matches_pb2.RoundStarted(
+            match_id=event.match_id, round_index=event.round_index,
+            starting_seat=event.starting_seat, hand_sizes=event.hand_sizes))
+    if isinstance(event, RoundEnded):
+        return matches_pb2.SpectatorEvent(round_ended=round_ended_event(event))
+    if isinstance(event, MatchEnded):
+        return matches_pb2.SpectatorEvent(match_ended=match_ended(event))
+    if isinstance(event, MatchSnapshot):
+        return matches_pb2.SpectatorEvent(match_info=match_info(event))
+    assert_never(event)

@@ -1,4 +1,10 @@
-"""gRPC servicers (Arena for bots, Matches for organisers) and the server around them."""
+"""gRPC servicers (Arena for bots, Matches for organisers) and the server around them.
+
+Here and in `convert` the referee meets gRPC and scout.v1; the match logic below knows
+neither. The servicers read messages into the referee's values (through `convert`), hand them
+to the `Referee`, and write out what it queued; each kind of `MatchRequestError` becomes its
+status code here.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +27,28 @@ from grpc_reflection.v1alpha import reflection
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 
 from ..record import record_to_json
-from .convert import varint
-from .core import (
+from .connections import BotConnection
+from .convert import (
     PROTOCOL_VERSION,
-    BotConnection,
-    MatchRequestError,
-    MatchRunner,
-    MatchStatus,
-    Referee,
-    TimeControl,
+    ProtobufWire,
+    match_info,
+    match_status_from_pb,
+    read_answer,
+    spectator_event,
+    time_control_from_pb,
+    varint,
 )
+from .errors import (
+    BotAtCapacity,
+    BotNotConnected,
+    InvalidTable,
+    InvalidTimeControl,
+    MatchRequestError,
+    RefereeClosing,
+    UnknownBot,
+)
+from .match import MatchRunner
+from .referee import Referee
 
 log = logging.getLogger("scout_arena.referee")
 
@@ -54,7 +72,12 @@ SERVER_OPTIONS = [
 ]
 
 
+ExtraService = tuple[Callable[[grpc.aio.Server], None], str]
+"""(function adding a servicer to the server, full service name): a service sharing the port."""
+
+
 def bearer_token(context: Context) -> str:
+    """The token of a call's ``authorization: Bearer <token>`` metadata, or "" without one."""
     for key, value in context.invocation_metadata() or ():
         if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
             return value[len("Bearer "):].strip()
@@ -166,12 +189,7 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                                    hello.bot_version)
         connection.handler_task = asyncio.current_task()
         connection.accepts_batches = hello.accepts_batches
-        welcome = arena_pb2.Welcome(protocol_version=PROTOCOL_VERSION, bot_name=bot.name,
-                                    session_id=connection.session_id)
-        welcome_message = arena_pb2.RefereeMessage(welcome=welcome)
-        connection.send(welcome_message)
-        welcome.resumed = self.referee.attach(connection)
-        welcome_message.welcome.CopyFrom(welcome)
+        self.referee.attach(connection)
         log.info("bot %s connected (session %s)", bot.name, connection.session_id)
         stopping = asyncio.Event()
         writer = asyncio.get_running_loop().create_task(
@@ -184,13 +202,17 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                 if isinstance(message, Unreadable):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message.abort_text())
                 assert isinstance(message, arena_pb2.BotMessage)
-                self.referee.route(connection, message)
+                answer = read_answer(message)
+                if isinstance(answer, arena_pb2.RefereeMessage):
+                    connection.send(answer.SerializeToString())
+                else:
+                    self.referee.route(connection, answer)
         except asyncio.CancelledError:
             if not connection.superseded:
                 raise
         finally:
             stopping.set()
-            connection.outbox.put_nowait(None)
+            connection.close()
             await _let_writer_finish(writer)
             self.referee.detach(connection)
             log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
@@ -223,12 +245,23 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                 return
 
 
-_STATUS = {
-    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
-    "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
-    "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION,
-    "UNAVAILABLE": grpc.StatusCode.UNAVAILABLE,
+MATCH_REQUEST_STATUS: dict[type[MatchRequestError], grpc.StatusCode] = {
+    RefereeClosing: grpc.StatusCode.UNAVAILABLE,
+    InvalidTable: grpc.StatusCode.INVALID_ARGUMENT,
+    UnknownBot: grpc.StatusCode.NOT_FOUND,
+    BotNotConnected: grpc.StatusCode.FAILED_PRECONDITION,
+    BotAtCapacity: grpc.StatusCode.FAILED_PRECONDITION,
+    InvalidTimeControl: grpc.StatusCode.INVALID_ARGUMENT,
 }
+
+
+def match_request_status(error: MatchRequestError) -> grpc.StatusCode:
+    """The status a CreateMatch ends with for ``error`` (by its type, or the nearest base)."""
+    for kind in type(error).__mro__:
+        status = MATCH_REQUEST_STATUS.get(kind)
+        if status is not None:
+            return status
+    return grpc.StatusCode.FAILED_PRECONDITION
 
 
 class MatchesServicer(matches_pb2_grpc.MatchesServicer):
@@ -257,17 +290,14 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
         context: Context,
     ) -> matches_pb2.MatchInfo:
         await self._authorise(context)
-        tc = self.referee.default_time_control
-        if request.HasField("time_control"):
-            tc = TimeControl(request.time_control.decision_ms or tc.decision_ms,
-                             request.time_control.time_bank_ms or tc.time_bank_ms)
+        tc = time_control_from_pb(request, self.referee.default_time_control)
         try:
             runner = self.referee.create_match(
                 list(request.bots), request.seed if request.HasField("seed") else None, tc)
         except MatchRequestError as exc:
-            await context.abort(_STATUS[exc.code], str(exc))
+            await context.abort(match_request_status(exc), str(exc))
             raise
-        return runner.info()
+        return match_info(runner.snapshot())
 
     async def GetMatch(
         self, request: matches_pb2.GetMatchRequest,
@@ -275,7 +305,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
     ) -> matches_pb2.MatchInfo:
         await self._authorise(context)
         runner = await self._runner(request.match_id, context)
-        return runner.info()
+        return match_info(runner.snapshot())
 
     async def GetRecord(
         self, request: matches_pb2.GetRecordRequest,
@@ -296,20 +326,18 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
         await self._authorise(context)
         runner = await self._runner(request.match_id, context)
         async for event in runner.watch():
-            yield event
+            yield spectator_event(event)
 
     async def ListMatches(
         self, request: matches_pb2.ListMatchesRequest,
         context: Context,
     ) -> matches_pb2.ListMatchesResponse:
         await self._authorise(context)
-        wanted = {matches_pb2.MATCH_STATUS_RUNNING: MatchStatus.RUNNING,
-                  matches_pb2.MATCH_STATUS_FINISHED: MatchStatus.FINISHED,
-                  matches_pb2.MATCH_STATUS_ABORTED: MatchStatus.ABORTED}.get(request.status)
+        wanted = match_status_from_pb(request.status)
         limit = request.limit if request.limit > 0 else 100
         runners = sorted(self.referee.matches.values(), key=lambda m: m.created_at, reverse=True)
-        chosen = [m.info() for m in runners if wanted is None or m.status is wanted][:limit]
-        return matches_pb2.ListMatchesResponse(matches=chosen)
+        chosen = [m for m in runners if wanted is None or m.status is wanted][:limit]
+        return matches_pb2.ListMatchesResponse(matches=[match_info(m.snapshot()) for m in chosen])
 
 
 @dataclass(frozen=True)
@@ -330,11 +358,12 @@ class RefereeServer:
 
     def __init__(self, referee: Referee, *, host: str = "127.0.0.1", port: int = 0,
                  admin_token: str | None = None, tls: TlsConfig | None = None,
-                 extra_services: Sequence[tuple[Callable[[grpc.aio.Server], None], str]] = (),
+                 extra_services: Sequence[ExtraService] = (),
                  ) -> None:
-        """``extra_services``: (function adding a servicer to the server, full service name),
-        for services that share this server (the ladder's)."""
+        """``extra_services``: services that share this server (the ladder's)."""
         self.referee = referee
+        if not referee.has_wire:
+            referee.wire = ProtobufWire()
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         for add, _ in extra_services:
             add(self.server)

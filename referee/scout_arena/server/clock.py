@@ -1,0 +1,67 @@
+"""Time control: what a match grants per decision and per match, and each seat's bank.
+
+A request's clock starts when the referee queues it for the bot and stops when the answer is
+read off the stream, so a slow network costs the bot, never the other seats. Answering within
+the decision time is free; beyond it the overrun comes out of the seat's bank, and a request
+still unanswered when both are spent times out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .errors import InvalidTimeControl
+
+DEFAULT_DECISION_MS = 1000
+DEFAULT_TIME_BANK_MS = 10_000
+MAX_DECISION_MS = 600_000
+
+
+@dataclass(frozen=True, slots=True)
+class TimeControl:
+    """Per-decision time plus a per-match bank, both in milliseconds."""
+
+    decision_ms: int = DEFAULT_DECISION_MS
+    time_bank_ms: int = DEFAULT_TIME_BANK_MS
+
+    def check(self) -> None:
+        """Refuse a time control no match may use (a zero decision time could never be met)."""
+        for value, what in ((self.decision_ms, "decision_ms"),
+                            (self.time_bank_ms, "time_bank_ms")):
+            if not 0 <= value <= MAX_DECISION_MS or (what == "decision_ms" and value < 1):
+                raise InvalidTimeControl(f"{what} {value} is out of range")
+
+
+DEFAULT_TIME_CONTROL = TimeControl()
+
+
+@dataclass(slots=True)
+class SeatClock:
+    """One seat's bank over a match, and when its open request was sent."""
+
+    decision_ms: int
+    bank_ms: float
+    sent_at: float = 0.0
+
+    def start(self) -> float:
+        """Start timing a request just queued; returns the monotonic time it expires at."""
+        self.sent_at = time.monotonic()
+        return self.sent_at + (self.decision_ms + self.bank_ms) / 1000
+
+    def answered(self, received_at: float) -> None:
+        """Charge the bank whatever an accepted answer took beyond the decision time."""
+        overrun = (received_at - self.sent_at) * 1000 - self.decision_ms
+        if overrun > 0:
+            self.bank_ms = max(0.0, self.bank_ms - overrun)
+
+    def ran_out(self) -> None:
+        self.bank_ms = 0
+
+    def left(self) -> tuple[int, int]:
+        """(decision time, bank) still left for the open request: a resync re-sends the request
+        with these, because reconnecting does not restart its clock."""
+        elapsed_ms = (time.monotonic() - self.sent_at) * 1000
+        decision = max(0, int(self.decision_ms - elapsed_ms))
+        bank = max(0, int(self.bank_ms - max(0.0, elapsed_ms - self.decision_ms)))
+        return decision, bank

@@ -1,0 +1,140 @@
+"""The referee as the apps see it: what tournaments and the ladder need, and nothing more.
+
+An app starts a referee server, learns which bots are connected and how many more matches
+each takes, creates matches, and hears of every match that ends through its typed
+`MatchRecord`; the ladder also vouches for tokens itself and hears of connections. Seats,
+clocks, connections and the wire stay inside, so they can change without the apps noticing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, final
+
+from ..engine import SpectatorView, spectator_view
+from ..record import JSON, MatchRecord
+from .clock import DEFAULT_TIME_CONTROL, TimeControl
+from .connections import Authenticator
+from .match import MatchRunner
+from .referee import Referee
+from .service import ExtraService, RefereeServer, bearer_token
+
+
+class LiveMatch(Protocol):
+    """A match being played, as onlookers may see it (the web pages' live view)."""
+
+    @property
+    def match_id(self) -> str: ...
+
+    @property
+    def players(self) -> Sequence[str]:
+        """Bot names by seat."""
+        ...
+
+    def spectator_view(self) -> SpectatorView:
+        """The public table now: never a card of a hand still in play."""
+        ...
+
+
+@final
+class _LiveMatch:
+    __slots__ = ("_match",)
+
+    def __init__(self, match: MatchRunner) -> None:
+        self._match = match
+
+    @property
+    def match_id(self) -> str:
+        return self._match.match_id
+
+    @property
+    def players(self) -> Sequence[str]:
+        return self._match.names
+
+    def spectator_view(self) -> SpectatorView:
+        return spectator_view(self._match.state)
+
+
+def _record(match: MatchRunner) -> MatchRecord:
+    record = match.record
+    assert record is not None, "a match is stored before it is reported finished"
+    return record
+
+
+class RefereeFacade:
+    """A referee and the gRPC server bots and organisers reach it on.
+
+    ``tokens``: bot name -> token of the bots known from the start (`register_bot` adds more);
+    ``authenticator`` names the bot of any other token, or refuses it. ``records_dir``: where
+    each match's record is written as it ends (None: kept in memory only). ``extra_services``:
+    (function adding a servicer to the grpc server, full service name) for services that share
+    the port (the ladder's)."""
+
+    def __init__(self, tokens: Mapping[str, str] | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0, admin_token: str | None = None,
+                 records_dir: Path | None = None, time_control: TimeControl = DEFAULT_TIME_CONTROL,
+                 reconnect_grace_s: float = 10.0, authenticator: Authenticator | None = None,
+                 extra_services: Sequence[ExtraService] = ()) -> None:
+        self._referee = Referee(tokens or {}, records_dir=records_dir,
+                                default_time_control=time_control,
+                                reconnect_grace_s=reconnect_grace_s)
+        self._referee.bots.authenticator = authenticator
+        self._server = RefereeServer(self._referee, host=host, port=port,
+                                     admin_token=admin_token, extra_services=extra_services)
+
+    bearer_token = staticmethod(bearer_token)
+    """The token of a gRPC call's ``authorization: Bearer <token>`` metadata ("" if none): for
+    services that share the referee's server and authenticate their callers the same way."""
+
+    @property
+    def address(self) -> str:
+        """host:port the server listens on (the port is chosen at construction when 0)."""
+        return self._server.address
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self, drain_s: float = 0.0) -> None:
+        """Stop taking matches, give running ones ``drain_s`` to finish, abort the rest (each
+        still writes its record and is reported finished, as aborted), then close the server."""
+        await self._server.stop(drain_s)
+
+    # ----- bots -----------------------------------------------------------------------------
+
+    def register_bot(self, name: str, token: str) -> None:
+        """Let a bot in with ``token`` (a new token for a known bot replaces its old one)."""
+        self._referee.register(name, token)
+
+    def on_connect(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(bot name)`` whenever a bot's stream is accepted (new or resumed)."""
+        self._referee.on_connect.append(lambda bot: callback(bot.name))
+
+    def connected_bots(self) -> dict[str, int]:
+        """Every connected bot, with how many more matches it takes now (0: it is busy). A bot
+        not in the mapping is not connected."""
+        return {bot.name: bot.free_slots for bot in self._referee.bots
+                if bot.connection is not None}
+
+    # ----- matches --------------------------------------------------------------------------
+
+    def create_match(self, bots: Sequence[str], seed: int | None = None,
+                     time_control: TimeControl | None = None, *,
+                     absent: Collection[str] = (), absent_ok: bool = False,
+                     meta: JSON | None = None) -> str:
+        """Start a match now and return its id. ``bots`` by seat; seats of bots in ``absent``
+        (or, with ``absent_ok``, of bots not connected) forfeit from the first move and are
+        played by the fallback. ``meta`` is kept in the record (`MatchRecord.meta_value`).
+        Raises a `MatchRequestError` naming what to change when the match cannot start."""
+        match = self._referee.create_match(bots, seed, time_control, absent=absent,
+                                           absent_ok=absent_ok, meta=meta)
+        return match.match_id
+
+    def on_match_finished(self, callback: Callable[[MatchRecord], None]) -> None:
+        """Call ``callback(record)`` as each match ends, once its record is stored:
+        ``record.status`` is "finished" (with a result) or "aborted" (stopped without one)."""
+        self._referee.on_match_finished.append(lambda match: callback(_record(match)))
+
+    def live_matches(self) -> list[LiveMatch]:
+        """The matches being played now; call it on the event loop, between two actions."""
+        return [_LiveMatch(match) for match in self._referee.running()]

@@ -1,0 +1,424 @@
+"""One match as the referee plays it: ask each seat in turn, keep the clock, count strikes.
+
+Every match is its own asyncio task, so a slow, silent or hostile bot only ever costs its own
+seat time. What happens is told as `events`: the match's `MatchWire` serializes each one (a
+broadcast once for the whole table) and the seats' connections carry the bytes; spectators get
+the same events from `watch`. Nothing here knows what a message looks like on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from ..engine import (
+    Action,
+    End,
+    IllegalAction,
+    MalformedAction,
+    OutOfTurn,
+    Phase,
+    Scout,
+    State,
+    rank_scores,
+    spectator_view,
+)
+from ..record import JSON, MatchRecord, Note, RefereeMeta, SeatStats, build_record
+from .clock import SeatClock, TimeControl
+from .connections import BotEntry
+from .events import (
+    ActionAnswer,
+    ActionPlayed,
+    AnswerJudged,
+    BotEvent,
+    DecisionRequested,
+    MatchEnded,
+    MatchSnapshot,
+    MatchStarted,
+    MatchStatus,
+    MatchWire,
+    Request,
+    RotationAnswer,
+    RotationRequested,
+    RoundEnded,
+    RoundStarted,
+    SpectatorEvent,
+    Verdict,
+)
+
+log = logging.getLogger("scout_arena.referee")
+
+T = TypeVar("T")
+
+_FORFEIT = object()
+_TIMEOUT = object()
+
+
+class MatchHost(Protocol):
+    """What a match needs of the referee that runs it."""
+
+    max_strikes: int
+
+    async def store_record(self, match: MatchRunner) -> None: ...
+
+    def match_finished(self, match: MatchRunner) -> None: ...
+
+
+@dataclass(slots=True)
+class OpenRequest:
+    request_id: int
+    event: Request
+
+    @property
+    def kind(self) -> str:
+        return self.event.kind
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+@dataclass(eq=False)
+class Seat:
+    """One bot's place in one match, with its clock and strikes."""
+
+    match: MatchRunner
+    index: int
+    bot: BotEntry
+    clock: SeatClock
+    strikes: int = 0
+    forfeited: bool = False
+    absent: bool = False
+    timeouts: int = 0
+    illegal: int = 0
+    open: OpenRequest | None = None
+    answers: deque[Any] = field(default_factory=deque)
+    waiter: asyncio.Future[None] | None = None
+
+    def deliver(self, item: Any) -> None:
+        """An answer (or the forfeit signal) for the request this seat has open."""
+        self.answers.append(item)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_answer(self, limit: float) -> Any:
+        """The next delivered item, or `_TIMEOUT` at monotonic time ``limit``. A future and a
+        timer per wait: cheaper than wait_for, which makes a task every time."""
+        loop = asyncio.get_running_loop()
+        while not self.answers:
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                return _TIMEOUT
+            waiter = self.waiter = loop.create_future()
+            timer = loop.call_later(remaining, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self.waiter = None
+        return self.answers.popleft()
+
+    def send(self, message: bytes) -> None:
+        connection = self.bot.connection
+        if connection is not None and not self.absent:
+            connection.send(message)
+
+
+class MatchRunner:
+    """Plays one match: asks each seat in turn, enforces the clock, records everything."""
+
+    def __init__(self, host: MatchHost, match_id: str, bots: Sequence[BotEntry], seed: int,
+                 time_control: TimeControl, wire: MatchWire, meta: JSON | None = None) -> None:
+        self.host = host
+        self.match_id = match_id
+        self.seed = seed
+        self.time_control = time_control
+        self.wire = wire
+        self.state = State.new(len(bots), seed)
+        self.seats = [Seat(self, i, bot, SeatClock(time_control.decision_ms,
+                                                   float(time_control.time_bank_ms)))
+                      for i, bot in enumerate(bots)]
+        self.names = tuple(bot.name for bot in bots)
+        self.versions = [bot.connection.version if bot.connection else "" for bot in bots]
+        self.status = MatchStatus.RUNNING
+        self.notes: list[Note] = []
+        self.record: MatchRecord | None = None
+        self.spectator_log: list[SpectatorEvent] = []
+        self._changed = asyncio.Event()
+        self._closed = False  # set with the last spectator event (after the record is stored)
+        self._next_request = 0
+        self.created_at = time.time()
+        self.task: asyncio.Task[None] | None = None
+        self.extra_meta: JSON = dict(meta or {})
+        self._finishing = False
+
+    # ----- public views -----------------------------------------------------------------
+
+    @property
+    def forfeited(self) -> list[int]:
+        return [s.index for s in self.seats if s.forfeited]
+
+    def snapshot(self) -> MatchSnapshot:
+        view = spectator_view(self.state)
+        forfeited = tuple(self.forfeited)
+        ranks = rank_scores(view.scores, forfeited) if self.status is MatchStatus.FINISHED \
+            else ()
+        return MatchSnapshot(self.match_id, self.status, self.names, self.seed,
+                             self.time_control, view.round_index, view.scores, forfeited, ranks)
+
+    async def watch(self) -> AsyncIterator[SpectatorEvent]:
+        """Every public event from the start, then live ones until the match ends."""
+        yield self.snapshot()
+        sent = 0
+        while True:
+            changed = self._changed
+            while sent < len(self.spectator_log):
+                yield self.spectator_log[sent]
+                sent += 1
+            if self._closed:
+                return
+            await changed.wait()
+
+    def _publish(self, event: SpectatorEvent) -> None:
+        self.spectator_log.append(event)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def note(self, kind: str, seat: int, detail: str) -> None:
+        state = self.state
+        self.notes.append(Note(kind, seat, state.round_index,
+                               len(state.round_logs[-1].actions), detail))
+
+    # ----- messages to seats --------------------------------------------------------------
+
+    def _broadcast(self, event: BotEvent) -> None:
+        message = self.wire.encode(event)
+        for seat in self.seats:
+            seat.send(message)
+
+    def _match_started(self, seat: Seat, resumed: bool) -> MatchStarted:
+        return MatchStarted(self.match_id, seat.index, self.names, self.state.num_players,
+                            self.state.num_rounds, self.time_control, resumed,
+                            int(seat.clock.bank_ms), seat.strikes)
+
+    def resync(self, seat: Seat) -> None:
+        """After a reconnect: the match's start again, then the open request with its time
+        left."""
+        seat.send(self.wire.encode(self._match_started(seat, resumed=True)))
+        request = seat.open
+        if request is None:
+            return
+        deadline_ms, time_bank_ms = seat.clock.left()
+        seat.send(self.wire.encode(dataclasses.replace(
+            request.event, deadline_ms=deadline_ms, time_bank_ms=time_bank_ms)))
+
+    def judge(self, seat: Seat, request_id: int, verdict: Verdict, reason: str = "") -> None:
+        seat.send(self.wire.encode(AnswerJudged(self.match_id, request_id, verdict, reason,
+                                                seat.strikes, int(seat.clock.bank_ms))))
+
+    # ----- strikes and forfeits -----------------------------------------------------------
+
+    def strike(self, seat: Seat, kind: str, detail: str) -> None:
+        seat.strikes += 1
+        self.note(kind, seat.index, detail)
+        if seat.strikes >= self.host.max_strikes and not seat.forfeited:
+            self.forfeit(seat, f"{seat.strikes} strikes")
+
+    def forfeit(self, seat: Seat, reason: str) -> None:
+        if seat.forfeited or self.status is not MatchStatus.RUNNING:
+            return
+        seat.forfeited = True
+        self.note("forfeit", seat.index, reason)
+        log.info("match %s: seat %d (%s) forfeits: %s", self.match_id, seat.index,
+                 seat.bot.name, reason)
+        if seat.open is not None:
+            seat.deliver(_FORFEIT)
+
+    # ----- asking for answers -------------------------------------------------------------
+
+    async def _ask(self, seat: Seat, request: Callable[[int, int, int], Request],
+                   accept: Callable[[Any], T]) -> T | None:
+        """Send one request and wait for an acceptable answer within decision time + bank.
+
+        Returns what ``accept`` made of the answer, or None when the referee must play the
+        fallback (timeout or forfeit)."""
+        if seat.forfeited:
+            return None
+        self._next_request += 1
+        request_id = self._next_request
+        decision_ms = self.time_control.decision_ms
+        event = request(request_id, decision_ms, int(seat.clock.bank_ms))
+        message = self.wire.encode(event)
+        limit = seat.clock.start()
+        seat.open = OpenRequest(request_id, event)
+        seat.send(message)
+        try:
+            while True:
+                item = await seat.next_answer(limit)
+                if item is _TIMEOUT:
+                    seat.clock.ran_out()
+                    seat.timeouts += 1
+                    seat.open = None
+                    self.strike(seat, "timeout", f"no acceptable answer to request "
+                                f"{request_id} within {decision_ms} ms and the bank")
+                    self.judge(seat, request_id, Verdict.TIMED_OUT,
+                               "time ran out (decision time and bank); the referee played the "
+                               "fallback")
+                    return None
+                if item is _FORFEIT:
+                    return None
+                answer, received_at = item
+                try:
+                    value = accept(answer)
+                except (MalformedAction, IllegalAction, OutOfTurn) as exc:
+                    malformed = isinstance(exc, MalformedAction)
+                    seat.illegal += 1
+                    self.strike(seat, "illegal_action", f"request {request_id}: {exc}")
+                    self.judge(seat, request_id,
+                               Verdict.MALFORMED if malformed else Verdict.ILLEGAL, str(exc))
+                    if seat.forfeited:
+                        return None
+                    continue
+                seat.clock.answered(received_at)
+                seat.open = None
+                self.judge(seat, request_id, Verdict.ACCEPTED)
+                return value
+        finally:
+            seat.open = None
+            seat.answers.clear()
+
+    async def _rotation(self, seat: Seat) -> bool:
+        state = self.state
+        hand = tuple(state.deals[state.round_index][seat.index])
+
+        def request(request_id: int, deadline_ms: int, time_bank_ms: int) -> RotationRequested:
+            return RotationRequested(self.match_id, request_id, seat.index, state.round_index,
+                                     hand, deadline_ms, time_bank_ms)
+
+        def accept(answer: RotationAnswer) -> bool:
+            return answer.rotate
+
+        choice = await self._ask(seat, request, accept)
+        return bool(choice)
+
+    def fallback(self) -> Action:
+        """The documented always-legal move: the first legal Show (lowest start, then
+        shortest), else the left end of the active set, unturned, into position 0."""
+        shows = self.state.legal_shows()
+        return shows[0] if shows else Scout(End.LEFT, False, 0)
+
+    async def _decision(self, seat: Seat) -> tuple[Action, bool]:
+        state = self.state
+        observation = state.observation(seat.index)
+
+        def request(request_id: int, deadline_ms: int, time_bank_ms: int) -> DecisionRequested:
+            return DecisionRequested(self.match_id, request_id, observation, deadline_ms,
+                                     time_bank_ms)
+
+        def accept(answer: ActionAnswer) -> Action:
+            action = answer.action
+            if action is None:
+                raise MalformedAction(answer.unreadable)
+            state.check(action)
+            return action
+
+        action = await self._ask(seat, request, accept)
+        if action is None:
+            return self.fallback(), True
+        return action, False
+
+    # ----- the match loop -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        state = self.state
+        try:
+            for seat in self.seats:
+                seat.send(self.wire.encode(self._match_started(seat, resumed=False)))
+            self._round_started()
+            while not state.is_over:
+                if state.phase is Phase.ROTATION:
+                    choices = await asyncio.gather(*(self._rotation(s) for s in self.seats))
+                    for seat, rotate in zip(self.seats, choices, strict=True):
+                        state.choose_rotation(seat.index, rotate)
+                    continue
+                actor = state.current_seat
+                assert actor is not None
+                seat = self.seats[actor]
+                action, by_referee = await self._decision(seat)
+                rounds_before = len(state.round_results)
+                round_index = state.round_index
+                state.apply(action)
+                self._action_done(round_index, by_referee)
+                if len(state.round_results) > rounds_before:
+                    self._round_done(rounds_before)
+                    if not state.is_over:
+                        self._round_started()
+            await self._finish(MatchStatus.FINISHED)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._finish(MatchStatus.ABORTED))
+            raise
+        except Exception:
+            log.exception("match %s crashed", self.match_id)
+            await asyncio.shield(self._finish(MatchStatus.ABORTED))
+
+    def _action_done(self, round_index: int, by_referee: bool) -> None:
+        public = self.state.last_action
+        assert public is not None
+        event = ActionPlayed(self.match_id, round_index, public, by_referee)
+        self._broadcast(event)
+        self._publish(event)
+
+    def _round_started(self) -> None:
+        state = self.state
+        self._publish(RoundStarted(self.match_id, state.round_index, state.starting_seat,
+                                   tuple(len(h) for h in state.hands)))
+
+    def _round_done(self, index: int) -> None:
+        state = self.state
+        round_log = state.round_logs[index]
+        assert round_log.result is not None
+        event = RoundEnded(self.match_id, round_log.result, tuple(state.scores),
+                           round_log.dealt_hands, tuple(round_log.rotations))
+        self._broadcast(event)
+        self._publish(event)
+
+    async def _finish(self, status: MatchStatus) -> None:
+        if self._finishing:
+            return
+        self._finishing = True
+        state = self.state
+        forfeits = self.forfeited
+        meta = RefereeMeta(
+            status=status.value, decision_ms=self.time_control.decision_ms,
+            time_bank_ms=self.time_control.time_bank_ms, bot_versions=tuple(self.versions),
+            created_at=self.created_at, ended_at=time.time(),
+            seats=tuple(SeatStats(strikes=s.strikes, timeouts=s.timeouts,
+                                  illegal_actions=s.illegal, forfeited=s.forfeited,
+                                  time_bank_ms=int(s.clock.bank_ms)) for s in self.seats),
+            extra=self.extra_meta)
+        self.record = build_record(state, self.names, match_id=self.match_id,
+                                   forfeits=forfeits, notes=self.notes, meta=meta)
+        await self.host.store_record(self)
+        # The status changes only once the record is on disk: FINISHED means it can be read.
+        self.status = status
+        # Watchers stop on this flag, set just before the last event is published.
+        self._closed = True
+        if status is MatchStatus.FINISHED:
+            ended = MatchEnded(self.match_id, tuple(state.scores),
+                               rank_scores(state.scores, forfeits), tuple(forfeits),
+                               record_id=self.match_id)
+            self._broadcast(ended)
+            self._publish(ended)
+        else:
+            self._publish(self.snapshot())
+        for seat in self.seats:
+            seat.bot.seats.pop(self.match_id, None)
+        self.host.match_finished(self)

@@ -1,0 +1,218 @@
+"""The referee: the bots it knows, their live streams, and every match, running or done.
+
+Streams come and go through `attach`/`detach` (a newer stream of a bot supersedes the older
+one; a bot that stays away past the reconnect grace forfeits its seats); answers come in
+through `route`; matches start with `create_match` and store their records here. It speaks
+to bots only through its `Wire` (`convert`, given by the server that carries it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+
+from ..record import JSON, dump_record
+from .clock import DEFAULT_TIME_CONTROL, TimeControl
+from .connections import BotConnection, BotEntry, BotRegistry
+from .errors import BotAtCapacity, BotNotConnected, InvalidTable, RefereeClosing, UnknownBot
+from .events import Answer, AnswerJudged, MatchStatus, Verdict, Welcome, Wire
+from .match import MatchRunner
+
+MAX_STRIKES = 3
+
+
+class Referee:
+    """Registered bots, their connections, and every match, running or done."""
+
+    def __init__(self, tokens: Mapping[str, str], *, records_dir: Path | None = None,
+                 default_time_control: TimeControl = DEFAULT_TIME_CONTROL,
+                 reconnect_grace_s: float = 10.0, max_strikes: int = MAX_STRIKES) -> None:
+        self.bots = BotRegistry(tokens)
+        self.records_dir = records_dir
+        self.default_time_control = default_time_control
+        self.reconnect_grace_s = reconnect_grace_s
+        self.max_strikes = max_strikes
+        self.matches: dict[str, MatchRunner] = {}
+        self.accepting = True
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._wire: Wire | None = None
+        self.on_match_finished: list[Callable[[MatchRunner], None]] = []
+        self.on_connect: list[Callable[[BotEntry], None]] = []
+
+    @property
+    def wire(self) -> Wire:
+        if self._wire is None:
+            raise RuntimeError("the referee has no wire to its bots yet: serve it with a "
+                               "RefereeServer before it starts matches")
+        return self._wire
+
+    @wire.setter
+    def wire(self, wire: Wire) -> None:
+        self._wire = wire
+
+    @property
+    def has_wire(self) -> bool:
+        return self._wire is not None
+
+    def register(self, name: str, token: str) -> BotEntry:
+        return self.bots.register(name, token)
+
+    async def authenticate(self, token: str) -> BotEntry | None:
+        return await self.bots.authenticate(token)
+
+    # ----- connections --------------------------------------------------------------------
+
+    def attach(self, connection: BotConnection) -> bool:
+        """Welcome ``connection`` and make it its bot's live one, superseding any older
+        stream, and resync every running match of the bot. Returns whether running matches
+        were resumed."""
+        bot = connection.bot
+        resumed = bool(bot.seats)
+        connection.send(self.wire.encode(Welcome(bot.name, connection.session_id, resumed)))
+        old = bot.connection
+        if old is not None and old is not connection:
+            old.superseded = True
+            old.close()
+            if old.handler_task is not None:
+                old.handler_task.cancel()
+        if bot.grace_task is not None:
+            bot.grace_task.cancel()
+            bot.grace_task = None
+        detail = ("resumed with a full resync" if old is None else
+                  "a newer connection took over (the older one was not yet seen to end); "
+                  "resumed with a full resync")
+        bot.connection = connection
+        for seat in list(bot.seats.values()):
+            seat.match.note("reconnect", seat.index, detail)
+            seat.match.resync(seat)
+        for callback in self.on_connect:
+            callback(bot)
+        return resumed
+
+    def detach(self, connection: BotConnection) -> None:
+        """A stream ended. If it was the bot's live one, start the reconnect grace."""
+        bot = connection.bot
+        if bot.connection is not connection:
+            return
+        bot.connection = None
+        if bot.seats:
+            for seat in bot.seats.values():
+                seat.match.note("disconnect", seat.index,
+                                f"stream ended; {self.reconnect_grace_s:g} s to reconnect")
+            bot.grace_task = asyncio.get_running_loop().create_task(self._grace(bot))
+
+    async def _grace(self, bot: BotEntry) -> None:
+        await asyncio.sleep(self.reconnect_grace_s)
+        if bot.connection is None:
+            # The bot has left these matches: a later connection resumes none of them
+            # (Welcome{resumed: false}, nothing more about them) and gets only new matches.
+            for match_id, seat in list(bot.seats.items()):
+                seat.match.forfeit(seat, f"disconnected for more than "
+                                         f"{self.reconnect_grace_s:g} s")
+                seat.absent = True
+                del bot.seats[match_id]
+
+    def route(self, connection: BotConnection, answer: Answer) -> None:
+        """Hand a bot's answer to the seat waiting for it, or tell the bot why not."""
+        match_id, request_id = answer.match_id, answer.request_id
+        seat = connection.bot.seats.get(match_id)
+        if seat is None:
+            connection.send(self.wire.encode(AnswerJudged(
+                match_id, request_id, Verdict.UNKNOWN_MATCH,
+                f"you are not playing a match with id {match_id!r}")))
+            return
+        request = seat.open
+        if request is None or request.request_id != request_id or request.kind != answer.kind:
+            why = (f"request {request_id} is not open (already answered, timed out, or "
+                   f"never sent)")
+            if request is not None:
+                why += f"; the open request is {request.request_id} ({request.kind})"
+            seat.match.judge(seat, request_id, Verdict.STALE, why)
+            return
+        seat.deliver((answer, time.monotonic()))
+
+    # ----- matches ------------------------------------------------------------------------
+
+    def create_match(self, bot_names: Sequence[str], seed: int | None = None,
+                     time_control: TimeControl | None = None, *,
+                     absent: Collection[str] = (), absent_ok: bool = False,
+                     meta: JSON | None = None) -> MatchRunner:
+        """Start a match now. Seats of bots in ``absent`` (or, with ``absent_ok``, of bots not
+        connected) forfeit from the first move and are played by the fallback: a tournament
+        uses this so that a crashed or disqualified bot costs no time."""
+        if not self.accepting:
+            raise RefereeClosing("the referee is shutting down")
+        if not 2 <= len(bot_names) <= 5:
+            raise InvalidTable(f"a match seats 2 to 5 bots, not {len(bot_names)}")
+        if len(set(bot_names)) != len(bot_names):
+            raise InvalidTable("a bot can hold only one seat in a match")
+        bots = []
+        missing: set[str] = set()
+        for name in bot_names:
+            bot = self.bots.get(name)
+            if bot is None:
+                raise UnknownBot(f"no bot named {name!r} is registered")
+            if name in absent or (absent_ok and bot.connection is None):
+                missing.add(name)
+                bots.append(bot)
+                continue
+            if bot.connection is None:
+                raise BotNotConnected(f"bot {name!r} is not connected")
+            if bot.free_slots <= 0:
+                raise BotAtCapacity(f"bot {name!r} is already playing {len(bot.seats)} "
+                                    "matches, the most it accepts at once")
+            bots.append(bot)
+        tc = time_control or self.default_time_control
+        tc.check()
+        if seed is None:
+            seed = secrets.randbits(64)
+        match_id = f"m-{secrets.token_hex(6)}"
+        runner = MatchRunner(self, match_id, bots, seed, tc, self.wire.for_match(match_id),
+                             meta)
+        for seat in runner.seats:
+            if seat.bot.name in missing:
+                seat.absent = True
+                runner.forfeit(seat, "absent: not connected or excluded when the match began")
+            else:
+                seat.bot.seats[match_id] = seat
+        self.matches[match_id] = runner
+        self._idle.clear()
+        runner.task = asyncio.get_running_loop().create_task(runner.run(),
+                                                             name=f"match {match_id}")
+        return runner
+
+    async def store_record(self, match: MatchRunner) -> None:
+        """Write the record atomically off the event loop; a reader never sees half of one."""
+        if self.records_dir is None or match.record is None:
+            return
+        path = self.records_dir / f"{match.match_id}.json"
+        await asyncio.to_thread(dump_record, match.record, path)
+
+    def match_finished(self, match: MatchRunner) -> None:
+        for callback in self.on_match_finished:
+            callback(match)
+        if all(m.status is not MatchStatus.RUNNING for m in self.matches.values()):
+            self._idle.set()
+
+    def running(self) -> list[MatchRunner]:
+        return [m for m in self.matches.values() if m.status is MatchStatus.RUNNING]
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop taking matches; let running ones finish for ``drain_s``, then abort the rest,
+        each writing its (unfinished) record in full."""
+        self.accepting = False
+        if drain_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wait_idle(), drain_s)
+        tasks = [m.task for m in self.running() if m.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

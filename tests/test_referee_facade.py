@@ -1,0 +1,45 @@
+"""The referee as the apps see it (`RefereeFacade`): in process, no bot programs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from scout_arena.engine import Phase
+from scout_arena.record import MatchRecord, load_record
+from scout_arena.server import RefereeFacade, TimeControl, UnknownBot
+
+
+def test_a_match_of_absent_bots_is_played_by_the_fallback_and_reported(tmp_path: Path) -> None:
+    async def main() -> tuple[list[MatchRecord], str]:
+        referee = RefereeFacade({"a": "token-a", "b": "token-b"}, records_dir=tmp_path,
+                                time_control=TimeControl(50, 100))
+        ended: list[MatchRecord] = []
+        referee.on_match_finished(ended.append)
+        await referee.start()
+        try:
+            assert referee.connected_bots() == {}
+            with pytest.raises(UnknownBot, match="no bot named 'c'"):
+                referee.create_match(["c", "a"])
+            match_id = referee.create_match(["b", "a"], seed=7, absent_ok=True,
+                                            meta={"key": "x"})
+            live = referee.live_matches()
+            assert [(m.match_id, list(m.players)) for m in live] == [(match_id, ["b", "a"])]
+            view = live[0].spectator_view()
+            assert view.phase is Phase.ROTATION and view.hand_sizes == (11, 11)
+            for _ in range(200):
+                if ended:
+                    break
+                await asyncio.sleep(0.01)
+            assert referee.live_matches() == []
+        finally:
+            await referee.stop()
+        return ended, match_id
+
+    ended, match_id = asyncio.run(main())
+    [record] = ended
+    assert record.match_id == match_id and record.status == "finished"
+    assert record.players == ("b", "a") and record.forfeits == (0, 1)
+    assert record.meta_value("key") == "x"
+    assert load_record(tmp_path / f"{match_id}.json") == record
