@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from scout.v1 import arena_pb2, game_pb2
 from scout_arena.server.service import batch_bytes, encode
 
@@ -37,14 +39,13 @@ def test_an_empty_message_still_round_trips_in_a_batch() -> None:
 
 
 def test_decision_request_assembled_from_history_bytes_equals_the_message_built_whole() -> None:
-    from scout_arena.bots import RandomBot
     from scout_arena.engine import Phase, State
     from scout_arena.server import convert
 
+    rng = random.Random(11)
     checked = 0
     for players in (2, 3, 4, 5):
         state = State.new(players, 11 + players)
-        bots = [RandomBot(seat) for seat in range(players)]
         history = bytearray()
         while not state.is_over and checked < 400 * players:
             if state.phase is Phase.ROTATION:
@@ -62,7 +63,7 @@ def test_decision_request_assembled_from_history_bytes_equals_the_message_built_
             assert spliced == whole
             checked += 1
             round_index = state.round_index
-            state.apply(bots[state.current_seat].act(obs))
+            state.apply(rng.choice(state.legal_actions()))
             if state.round_index == round_index and not state.is_over:
                 assert state.last_action is not None
                 history += convert.history_entry_bytes(
@@ -73,13 +74,12 @@ def test_decision_request_assembled_from_history_bytes_equals_the_message_built_
 def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None:
     """The events a match emits, through `MatchWire` (history spliced from bytes, fallbacks
     marked by_referee), parse as the messages the plain converters build."""
-    from scout_arena.bots import RandomBot
     from scout_arena.engine import Phase, State
     from scout_arena.server import convert
     from scout_arena.server.events import ActionPlayed, AnswerJudged, DecisionRequested, Verdict
 
     state = State.new(4, 5)
-    bots = [RandomBot(seat) for seat in range(4)]
+    rng = random.Random(5)
     wire = convert.MatchWire()
     history: list[game_pb2.PublicAction] = []
     round_index = -1
@@ -99,7 +99,7 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
         assert got == convert.decision_request(obs, "m-1", decisions, 1000, 9000, history)
         by_referee = decisions % 3 == 0
         before = state.round_index
-        state.apply(bots[state.current_seat].act(obs))
+        state.apply(rng.choice(state.legal_actions()))
         assert state.last_action is not None
         played = ActionPlayed("m-1", before, state.last_action, by_referee)
         sent = arena_pb2.RefereeMessage.FromString(wire.encode(played))

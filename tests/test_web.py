@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scout_arena.bots import GreedyBot, RandomBot, play_match
 from scout_arena.engine import Card, Hand, SpectatorView, State, deal_match, spectator_view
+from scout_arena.local import make_bot, play_match
 from scout_arena.record import action_from_json, build_record, record_to_json
 
 with warnings.catch_warnings():
@@ -71,8 +72,7 @@ def _seed_ladder(repo: Any, matches: list[tuple[str, int, list[tuple[str, str]]]
     ratings = {name: Rating(r.mu, r.sigma) for name, r in repo.ratings().items()}
     for match_id, seed, seats in matches:
         names = [name for name, _ in seats]
-        bots = [GreedyBot(seed) if kind == "greedy" else RandomBot(seed + i)
-                for i, (_, kind) in enumerate(seats)]
+        bots = [make_bot(kind, seed + i) for i, (_, kind) in enumerate(seats)]
         record = record_to_json(build_record(play_match(bots, seed), names, match_id=match_id))
         repo.start_match(match_id, len(seats), seed, [(n, 1) for n in names], True)
         ranks = record["ranks"]
@@ -247,7 +247,7 @@ def _cards_in(obj: Any) -> list[list[int]]:
 
 
 def _play_until(state: State, actions: int) -> None:
-    bots = [GreedyBot(s) for s in range(state.num_players)]
+    rng = random.Random(state.num_players)
     done = 0
     while done < actions and not state.is_over:
         if state.pending_rotations():
@@ -256,7 +256,7 @@ def _play_until(state: State, actions: int) -> None:
             continue
         seat = state.current_seat
         assert seat is not None
-        state.apply(bots[seat].act(state.observation(seat)))
+        state.apply(rng.choice(state.legal_actions()))
         done += 1
 
 
@@ -334,7 +334,7 @@ def test_replay_is_one_engine_run(monkeypatch: pytest.MonkeyPatch) -> None:
     action once, and a record that fails its checks gets replay's own message."""
     from scout_arena.web import create_app
 
-    bots = [GreedyBot(3), RandomBot(4), GreedyBot(5)]
+    bots = [make_bot("greedy", 3), make_bot("random", 4), make_bot("greedy", 5)]
     record = record_to_json(build_record(play_match(bots, 3), ["x", "y", "z"], match_id="m-1"))
     tampered = json.loads(json.dumps(record))
     tampered["totals"][0] += 1
