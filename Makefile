@@ -55,6 +55,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 	$(BIN)/python bench/ladder.py --json bench/results/ladder.json
+	$(BIN)/python bench/soak.py --json bench/results/soak.json
+	$(BIN)/python bench/ladder_kill.py --json bench/results/ladder_kill.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)
