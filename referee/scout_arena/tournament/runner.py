@@ -1,206 +1,37 @@
-"""Local tournaments: bot programs against each other on one machine, cutechess-style.
-
-One in-process referee on a free loopback port; every bot a subprocess that finds the referee
-through the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_BOT_NAME, SCOUT_CONCURRENCY).
-The schedule is a pure function of the configuration, results are computed from the saved
-records in schedule order, so the same seed and deterministic bots give the same standings, and
-``--resume`` can skip every match whose finished record is already on disk.
-"""
+"""Running a tournament: one in-process referee, every bot a subprocess, matches started as
+seats free up, records kept on disk so that an interrupted run can be resumed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import math
 import os
 import secrets
-import shlex
 import signal
 import statistics
-import sys
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engine.cards import MASK64, SplitMix64
-from .ratings import RatingBook, conservative
-from .record import JSON, MatchOutcome, MatchRecord, RecordError, load_record
-from .server import RefereeFacade, TimeControl
+from ..record import JSON, MatchOutcome, MatchRecord, RecordError, load_record
+from ..server import RefereeFacade, TimeControl
+from .config import (
+    CONFIG_FILE,
+    DISQUALIFY_AFTER,
+    LEADER_REFRESH_S,
+    SUMMARY_FILE,
+    BotSpec,
+    ScheduledMatch,
+    TournamentConfig,
+    TournamentDirError,
+    schedule,
+)
+from .report import progress_bar
+from .standings import compute_standings
 
-CONFIG_FILE = "tournament.json"
-SUMMARY_FILE = "summary.json"
-BUNDLED = {"random", "greedy"}
-#: A bot that forfeits this many matches in a row is seated as absent for the rest of the event.
-DISQUALIFY_AFTER = 3
-LEADER_REFRESH_S = 1.0
-
-
-class TournamentDirError(ValueError):
-    """The output folder belongs to another tournament: its records must not be mixed in."""
-
-
-@dataclass(frozen=True)
-class BotSpec:
-    """A named bot program: a command line, or a bundled Python bot (``random``/``greedy``)."""
-
-    name: str
-    command: str
-
-    def argv(self) -> list[str]:
-        if self.command in BUNDLED:
-            return [sys.executable, "-m", "scout_arena.cli", "bot", "run", self.command]
-        return shlex.split(self.command)
-
-
-@dataclass(frozen=True)
-class TournamentConfig:
-    bots: tuple[BotSpec, ...]
-    players: int = 2
-    games: int = 2
-    concurrency: int = 2
-    seed: int = 1
-    gauntlet: str | None = None
-    duplicate: bool = True
-    decision_ms: int = 1000
-    time_bank_ms: int = 10_000
-    connect_timeout_s: float = 30.0
-    reconnect_grace_s: float = 2.0
-
-    def validate(self) -> None:
-        names = [b.name for b in self.bots]
-        if len(set(names)) != len(names):
-            raise ValueError("bot names must be unique")
-        if not 2 <= self.players <= 5:
-            raise ValueError("--players is 2 to 5")
-        if self.gauntlet is not None and self.gauntlet not in names:
-            raise ValueError(f"gauntlet candidate {self.gauntlet!r} is not one of the bots")
-        field_size = len(names) - (1 if self.gauntlet else 0)
-        needed = self.players - (1 if self.gauntlet else 0)
-        if field_size < needed:
-            raise ValueError(f"{self.players}-player tables need at least {self.players} bots")
-        if self.games < 1 or self.concurrency < 1:
-            raise ValueError("--games and --concurrency are at least 1")
-
-    def to_json(self) -> JSON:
-        data = asdict(self)
-        data["bots"] = [asdict(b) for b in self.bots]
-        return data
-
-    @classmethod
-    def from_json(cls, data: JSON) -> TournamentConfig:
-        values = dict(data)
-        values["bots"] = tuple(BotSpec(**b) for b in values["bots"])
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class ScheduledMatch:
-    """One match of the schedule; ``key`` names it across restarts."""
-
-    key: str
-    seats: tuple[str, ...]
-    seed: int
-
-
-def deal_seed(base: int, index: int) -> int:
-    return SplitMix64((base + index * 0x9E3779B97F4A7C15) & MASK64).next_u64()
-
-
-def schedule(config: TournamentConfig) -> list[ScheduledMatch]:
-    """Every table lineup x every deal x (with duplicate deals) every cyclic seat rotation.
-
-    Duplicate deals: each deal is played once per rotation of the seats, so over the N plays of
-    a deal every bot of the table holds every hand. Without them, each deal is played once and
-    the seating rotates from deal to deal."""
-    names = [b.name for b in config.bots]
-    n = config.players
-    if config.gauntlet is None:
-        tables = [tuple(t) for t in itertools.combinations(names, n)]
-    else:
-        field_names = [x for x in names if x != config.gauntlet]
-        tables = [(config.gauntlet, *t) for t in itertools.combinations(field_names, n - 1)]
-    matches = []
-    deal_index = 0
-    for t, table in enumerate(tables):
-        for g in range(config.games):
-            seed = deal_seed(config.seed, deal_index)
-            deal_index += 1
-            rotations = range(n) if config.duplicate else [g % n]
-            for r in rotations:
-                seats = table[r:] + table[:r]
-                matches.append(ScheduledMatch(f"t{t}-d{g}-r{r}", seats, seed))
-    return matches
-
-
-# ----- results ------------------------------------------------------------------------------
-
-@dataclass
-class BotStats:
-    name: str
-    matches: int = 0
-    scores: list[int] = field(default_factory=list)
-    ranks: list[int] = field(default_factory=list)
-    wins: float = 0.0
-    timeouts: int = 0
-    illegal_actions: int = 0
-    forfeits: int = 0
-    mu: float = 25.0
-    sigma: float = 25.0 / 3
-
-    @property
-    def conservative(self) -> float:
-        return conservative(self.mu, self.sigma)
-
-    def mean_score_ci(self) -> tuple[float, float]:
-        if not self.scores:
-            return (0.0, 0.0)
-        mean = statistics.fmean(self.scores)
-        if len(self.scores) < 2:
-            return (mean, math.inf)
-        return (mean, 1.96 * statistics.stdev(self.scores) / math.sqrt(len(self.scores)))
-
-
-def compute_standings(outcomes: Sequence[MatchOutcome], names: Sequence[str]
-                      ) -> tuple[dict[str, BotStats], dict[str, dict[str, float]]]:
-    """Standings and head-to-head shares from finished matches, taken in schedule order."""
-    book = RatingBook()
-    stats = {name: BotStats(name) for name in names}
-    wins_vs: dict[str, dict[str, float]] = {a: {b: 0.0 for b in names} for a in names}
-    games_vs: dict[str, dict[str, int]] = {a: {b: 0 for b in names} for a in names}
-    for outcome in outcomes:
-        seats, ranks = outcome.players, outcome.ranks
-        firsts = len(outcome.winners)
-        for seat, name in enumerate(seats):
-            s = stats[name]
-            s.matches += 1
-            s.scores.append(outcome.totals[seat])
-            s.ranks.append(ranks[seat])
-            if ranks[seat] == 1:
-                s.wins += 1 / firsts
-            s.timeouts += outcome.seats[seat].timeouts
-            s.illegal_actions += outcome.seats[seat].illegal_actions
-            s.forfeits += seat in outcome.forfeits
-            for other, other_name in enumerate(seats):
-                if other != seat:
-                    games_vs[name][other_name] += 1
-                    if ranks[seat] < ranks[other]:
-                        wins_vs[name][other_name] += 1
-                    elif ranks[seat] == ranks[other]:
-                        wins_vs[name][other_name] += 0.5
-        book.rate(seats, ranks)
-    for name in names:
-        rating = book.get(name)
-        stats[name].mu, stats[name].sigma = rating.mu, rating.sigma
-    share = {a: {b: (wins_vs[a][b] / games_vs[a][b]) if games_vs[a][b] else math.nan
-                 for b in names} for a in names}
-    return stats, share
-
-
-# ----- running --------------------------------------------------------------------------------
 
 @dataclass
 class BotProcess:
@@ -455,22 +286,7 @@ class Tournament:
         return self._leader_text
 
     def _progress(self) -> Any:
-        if not self.show_progress:
-            return None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                        TextColumn("leader: {task.fields[leader]}"), console=self.console,
-                        transient=False)
+        return progress_bar(self.console) if self.show_progress else None
 
     def _rate(self, finished_here: int) -> str:
         minutes = (time.monotonic() - self.started) / 60
@@ -508,54 +324,3 @@ class Tournament:
                              for a, row in share.items()},
             "records": [f"records/{r.match_id}.json" for r in records],
         }
-
-
-def load_config_file(path: Path) -> JSON:
-    """A TOML or JSON file with the same keys as the options, bots as [[bot]] name/command."""
-    import tomllib
-
-    text = path.read_text(encoding="utf-8")
-    data: JSON = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    if "bot" in data:
-        data["bots"] = data.pop("bot")
-    return data
-
-
-def render_summary(summary: JSON, console: Any) -> None:
-    """Standings and the head-to-head crosstable as rich tables."""
-    from rich.table import Table
-
-    done, total = summary["matches_finished"], summary["matches_total"]
-    title = f"Standings after {done}/{total} matches"
-    if summary["interrupted"]:
-        title += " (interrupted: resume with --resume)"
-    table = Table(title=title)
-    for col in ("#", "bot", "mu-3sigma", "mu", "sigma", "games", "mean score (95% CI)", "win %",
-                "mean rank", "timeouts", "illegal", "forfeits"):
-        table.add_column(col, justify="left" if col == "bot" else "right")
-    for i, row in enumerate(summary["standings"], 1):
-        ci = row["mean_score_ci95"]
-        score = f"{row['mean_score']:+.2f} ± {ci:.2f}" if ci is not None else \
-            f"{row['mean_score']:+.2f}"
-        win = f"{100 * row['win_rate']:.1f}" if row["win_rate"] is not None else "-"
-        rank = f"{row['mean_rank']:.2f}" if row["mean_rank"] is not None else "-"
-        table.add_row(str(i), row["bot"], f"{row['mu_minus_3sigma']:.2f}", f"{row['mu']:.2f}",
-                      f"{row['sigma']:.2f}", str(row["matches"]), score, win, rank,
-                      str(row["timeouts"]), str(row["illegal_actions"]), str(row["forfeits"]))
-    console.print(table)
-    names = [row["bot"] for row in summary["standings"]]
-    cross = Table(title="Head to head: share of encounters the row bot finished ahead "
-                        "(ties count half)")
-    cross.add_column("")
-    for name in names:
-        cross.add_column(name, justify="right")
-    for a in names:
-        cells = []
-        for b in names:
-            v = summary["head_to_head"][a].get(b) if a != b else None
-            cells.append("-" if v is None else f"{100 * v:.0f}%")
-        cross.add_row(a, *cells)
-    console.print(cross)
-    for row in summary["standings"]:
-        for note in row["notes"]:
-            console.print(f"[yellow]{row['bot']}[/yellow]: {note}")
