@@ -165,6 +165,7 @@ class Hello(_message.Message):
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     MAX_CONCURRENT_MATCHES_FIELD_NUMBER: _builtins.int
     ACCEPTS_BATCHES_FIELD_NUMBER: _builtins.int
+    LEAN_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The bot's display name."""
     bot_version: _builtins.str
@@ -177,6 +178,12 @@ class Hello(_message.Message):
     """The bot understands RefereeMessage.batch: the referee may then deliver several queued
     messages in one stream message, which costs both sides far less per message.
     """
+    lean: _builtins.bool
+    """Lean stream: about one message per decision. The referee then sends no PublicEvent and no
+    AnswerResult for an accepted answer; what happened since the seat's last request arrives
+    with its next request (the observation's round history). Rejections, timeouts, round and
+    match ends are still sent at once. False (the default) keeps every message.
+    """
     def __init__(
         self,
         *,
@@ -185,10 +192,11 @@ class Hello(_message.Message):
         protocol_version: _builtins.int = ...,
         max_concurrent_matches: _builtins.int = ...,
         accepts_batches: _builtins.bool = ...,
+        lean: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batches", b"accepts_batches", "bot_name", b"bot_name", "bot_version", b"bot_version", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batches", b"accepts_batches", "bot_name", b"bot_name", "bot_version", b"bot_version", "lean", b"lean", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
