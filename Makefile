@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml proto/python/pyproject.toml clients/python/pyproject.to
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e proto/python -e clients/python -e '.[bots,test]'
+	$(BIN)/python -m pip install --quiet -e proto/python -e clients/python -e '.[bots,test,sprt,ray]'
 	touch $@
 
 # The demo tournament adds every starter kit that is built; these two build in seconds.
@@ -54,6 +54,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
+	$(BIN)/python bench/distributed.py --json bench/results/distributed.json
+	$(BIN)/python bench/sprt.py --json bench/results/sprt.json
 	$(BIN)/python bench/ladder.py --json bench/results/ladder.json
 	$(BIN)/python bench/soak.py --json bench/results/soak.json
 	$(BIN)/python bench/ladder_kill.py --json bench/results/ladder_kill.json

@@ -27,15 +27,14 @@ seeds gets a Student-t interval, mean +/- t(0.975, k-1) * sd / sqrt(k) for k see
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from common import write_json
 from rich.console import Console
 from rich.table import Table
 from scout_arena.local import make_bot, play_match
@@ -173,8 +172,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for result in results:
         report(console, result)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "benchmark": "GreedyBot vs RandomBot",
             "win_share_rule": "per match, a kind's share of the seats ranked 1 "
@@ -182,8 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ci_method": "seed is the unit (mean of its two seatings); Student-t 95% interval",
             "results": results,
         }
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        console.print(f"[dim]wrote {path}[/]")
+        write_json(args.json, data, console)
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import random
 import statistics
@@ -31,10 +30,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import scout_arena
+from common import warn_busy_machine, write_json
 from rich.console import Console
 from rich.table import Table
 from scout_arena.engine import Action, Observation, Phase, State
@@ -154,26 +153,20 @@ class Position:
 def sample_positions(num_players: int, count: int, rng: random.Random) -> list[Position]:
     """Positions from seeded random-policy matches, each with the action chosen there."""
     out: list[Position] = []
+
+    def sample(state: State, actor: int, action: Action) -> None:
+        # Once ``count`` are in, the match is played out without drawing from ``rng``.
+        if len(out) < count and rng.random() < 0.15:
+            probe = state.clone()
+            probe.apply(action)
+            if probe.round_index == state.round_index and not probe.is_over:
+                out.append(Position(num_players, state.clone(), action,
+                                    len(state.legal_actions())))
+
     seed = 10_000 * num_players
     while len(out) < count:
-        policy = random.Random(seed)
-        state = State.new(num_players, seed)
+        random_playout(num_players, seed, on_action=sample)
         seed += 1
-        while not state.is_over and len(out) < count:
-            if state.phase is Phase.ROTATION:
-                for seat in range(num_players):
-                    state.choose_rotation(seat, policy.random() < 0.5)
-                continue
-            actor = state.current_seat
-            assert actor is not None
-            action = random_policy(policy, state.observation(actor))
-            if rng.random() < 0.15:
-                probe = state.clone()
-                probe.apply(action)
-                if probe.round_index == state.round_index and not probe.is_over:
-                    out.append(Position(num_players, state.clone(), action,
-                                        len(state.legal_actions())))
-            state.apply(action)
     return out
 
 
@@ -382,9 +375,9 @@ def report(console: Console, data: JSON) -> None:
                   "÷choice: one decision costs this many such choices[/]")
     busy = [r["players"] for r in data["throughput"] if r["cpu_share"] < 0.9]
     if busy:
-        console.print(f"[yellow]warning: the process had under 90% of a core during the "
-                      f"{busy} player runs (the machine is busy); wall-clock rates are "
-                      f"pessimistic, the CPU-time rates are the better estimate[/]")
+        warn_busy_machine(console, f"the process had under 90% of a core during the {busy} "
+                          "player runs (the machine is busy)", "wall-clock rates are "
+                          "pessimistic, the CPU-time rates are the better estimate")
 
     micro = data["micro"]
     tab = Table(title="Median µs per call at sampled positions")
@@ -482,10 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data["elapsed_s"] = time.perf_counter() - started
     report(console, data)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        console.print(f"[dim]wrote {path}[/]")
+        write_json(args.json, data, console)
     return 0
 
 

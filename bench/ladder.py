@@ -14,7 +14,6 @@ short run). Measures, side by side in one run:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import statistics
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import trueskill
+from common import write_json
 from rich.console import Console
 from rich.table import Table
 from scout_arena.ratings import Rating, make_env, rate_table, replay_ratings
@@ -160,10 +160,8 @@ def main() -> None:
                   f"{recompute['read_s']:.2f} s + replay {recompute['replay_s']:.2f} s = "
                   f"{recompute['recompute_s']:.2f} s ({recompute['matches_per_s']:.0f} matches/s;"
                   f" filling the database took {recompute['fill_s']:.1f} s)")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": platform.platform(), "quick": args.quick,
-                                     "rating": rating, "matchmaking": making,
-                                     "recompute": recompute}, indent=1) + "\n")
+    write_json(args.json, {"machine": platform.platform(), "quick": args.quick,
+                           "rating": rating, "matchmaking": making, "recompute": recompute})
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ ladder's logs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import grpc
+from common import write_json
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import matches_pb2, matches_pb2_grpc
@@ -496,10 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = run(args, database, work, console)
     report(console, data)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        console.print(f"[dim]wrote {path}[/]")
+        write_json(args.json, data, console)
     return 0 if not data["problems"] else 1
 
 

@@ -60,6 +60,7 @@ from typing import Any, cast
 
 import grpc
 import scout_arena
+from common import warn_busy_machine, write_json
 from google.protobuf import __version__ as protobuf_version
 from rich.console import Console
 from rich.table import Table
@@ -142,6 +143,13 @@ def cpu_shares(a: CpuSnapshot, b: CpuSnapshot) -> dict[str, float]:
     cores = os.cpu_count() or 1
     out["machine_busy_cores"] = (b.busy - a.busy) / max(1e-9, b.total - a.total) * cores
     return out
+
+
+def other_load_cores(shares: dict[str, float]) -> float:
+    """Cores kept busy by processes outside the measured ones: the machine's busy cores less
+    the measured processes' shares (as `cpu_shares` gives them)."""
+    return shares["machine_busy_cores"] - sum(
+        v for k, v in shares.items() if k != "machine_busy_cores")
 
 
 # ----- statistics ---------------------------------------------------------------------------
@@ -232,11 +240,14 @@ class Child:
             if not raw:
                 self.lines.put_nowait("")
                 return
-            line = raw.decode().rstrip("\n")
-            if line == "E" and self.on_end is not None:
-                self.on_end()
-            else:
-                self.lines.put_nowait(line)
+            self._take(raw.decode().rstrip("\n"))
+
+    def _take(self, line: str) -> None:
+        """One stdout line: ``E`` (a match ended) goes to `on_end`, any other to `lines`."""
+        if line == "E" and self.on_end is not None:
+            self.on_end()
+        else:
+            self.lines.put_nowait(line)
 
     async def expect(self, prefix: str, timeout: float = 20.0) -> str:
         """The next stdout line starting with ``prefix`` (other lines are skipped)."""
@@ -488,8 +499,7 @@ class RefereeSession:
                           "machine_busy_cores": shares["machine_busy_cores"]},
             "referee_cpu_us_per_decision": shares["referee"] * wall / max(1, decisions) * 1e6,
             "bots_cpu_us_per_decision": bots_share * wall / max(1, decisions) * 1e6,
-            "other_load_cores": shares["machine_busy_cores"] - sum(
-                v for k, v in shares.items() if k != "machine_busy_cores"),
+            "other_load_cores": other_load_cores(shares),
             "setup_s": setup_s,
             "teardown_s": teardown_s,
         }
@@ -543,8 +553,7 @@ async def raw_phase(console: Console, concurrency: int, warmup: float, measure: 
         "server_cpu_us_per_round_trip": shares["server"] * wall / max(1, trips) * 1e6,
         "clients_cpu_us_per_round_trip": sum(shares[c.name] for c in clients) * wall
         / max(1, trips) * 1e6,
-        "other_load_cores": shares["machine_busy_cores"] - sum(
-            v for k, v in shares.items() if k != "machine_busy_cores"),
+        "other_load_cores": other_load_cores(shares),
         "setup_s": setup_s,
         "teardown_s": teardown_s,
     }
@@ -785,10 +794,10 @@ def report(console: Console, data: JSON) -> None:
     busiest = max(max(lv["refereed"]["other_load_cores"], lv["raw"]["other_load_cores"])
                   for lv in data["levels"])
     if busiest > 0.25:
-        console.print(f"[yellow]warning: processes outside this benchmark kept up to "
-                      f"{busiest:.2f} of {data['cpu_count']} cores busy during the measurements; "
-                      "absolute rates are pessimistic and noisy, the ratios (raw and refereed "
-                      "measured back to back) hold better[/]")
+        warn_busy_machine(console, f"processes outside this benchmark kept up to {busiest:.2f} "
+                          f"of {data['cpu_count']} cores busy during the measurements",
+                          "absolute rates are pessimistic and noisy, the ratios (raw and "
+                          "refereed measured back to back) hold better")
     head = data["headline"]
     console.print(f"headline: refereed/raw at {HEADLINE_CONCURRENCY} concurrent matches = "
                   f"{head['ratio']:.2f} (goal >= {RATIO_GOAL}): {verdict(head['pass'])}")
@@ -955,10 +964,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = asyncio.run(run_benchmark(console, QUICK if args.quick else FULL, args.quick))
         report(console, data)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        console.print(f"[dim]wrote {path}[/]")
+        write_json(args.json, data, console)
     return 0
 
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from common import write_json
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
@@ -310,19 +311,11 @@ class ClientChild(Child):
 
     on_match_end: Any = None
 
-    async def _pump(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while True:
-            raw = await stdout.readline()
-            if not raw:
-                self.lines.put_nowait("")
-                return
-            line = raw.decode().rstrip("\n")
-            if line.startswith("E ") and self.on_match_end is not None:
-                self.on_match_end(line[2:])
-            else:
-                self.lines.put_nowait(line)
+    def _take(self, line: str) -> None:
+        if line.startswith("E ") and self.on_match_end is not None:
+            self.on_match_end(line[2:])
+        else:
+            self.lines.put_nowait(line)
 
 
 async def spawn_client(name: str, argv: Sequence[str], log_dir: Path) -> ClientChild:
@@ -787,10 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = asyncio.run(run_soak(args, console, work))
     report(console, data)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        console.print(f"[dim]wrote {path}[/]")
+        write_json(args.json, data, console)
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import platform
 import resource
 import tempfile
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import write_json
 from rich.console import Console
 from rich.table import Table
 from scout_arena.tournament import BotSpec, Tournament, TournamentConfig
@@ -81,9 +81,7 @@ def main() -> None:
                       f"{row['referee_cpu_s']:.2f}", f"{row['bots_cpu_s']:.2f}",
                       f"{100 * row['referee_share']:.0f}%", str(row["timeouts"]))
     Console(width=140).print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": platform.platform(), "quick": args.quick,
-                                     "levels": rows}, indent=1) + "\n")
+    write_json(args.json, {"machine": platform.platform(), "quick": args.quick, "levels": rows})
 
 
 if __name__ == "__main__":

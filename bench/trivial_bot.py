@@ -117,7 +117,7 @@ class TrivialBot:
                              wait_for_ready=True)
             await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
                 bot_name=self.name, bot_version="bench-trivial", protocol_version=1,
-                max_concurrent_matches=max_matches, accepts_batches=True)))
+                max_concurrent_matches=max_matches)))
             welcome = await call.read()
             if welcome is EOF or not isinstance(welcome, arena_pb2.RefereeMessage) \
                     or welcome.WhichOneof("body") != "welcome":
@@ -160,16 +160,10 @@ class TrivialBot:
             if read is EOF:
                 return
             assert isinstance(read, arena_pb2.RefereeMessage)
-            if read.WhichOneof("body") == "batch":
-                received["batch"] += 1
-                messages = list(read.batch.messages)
-            else:
-                messages = [read]
-            for message in messages:
-                kind = message.WhichOneof("body")
-                assert kind is not None
-                received[kind] += 1
-                await self._handle(message, kind)
+            kind = read.WhichOneof("body")
+            assert kind is not None
+            received[kind] += 1
+            await self._handle(read, kind)
 
     async def _handle(self, message: arena_pb2.RefereeMessage, kind: str) -> None:
         pending = self.pending

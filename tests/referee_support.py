@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 from scout.v1 import game_pb2, matches_pb2, matches_pb2_grpc
+from support.rawbot import bearer
 
 ADMIN_TOKEN = "admin-secret"
 SCOUT_ARENA = [sys.executable, "-m", "scout_arena.cli"]
@@ -41,7 +42,7 @@ class RefereeProcess:
 
 
 def admin_metadata() -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {ADMIN_TOKEN}")]
+    return bearer(ADMIN_TOKEN)
 
 
 def start_referee(tmp_path: Path, tokens: dict[str, str], *extra: str) -> RefereeProcess:

@@ -34,6 +34,7 @@ from scout_arena.engine import (
     player_count_rules,
 )
 from support.oracle import brute_force_legal, oracle_actions, oracle_shows
+from support.states import snapshot
 
 L, R = End.LEFT, End.RIGHT
 # 3-5 players: the engine's decision ends a round that reaches this many actions (a cycle of
@@ -126,17 +127,6 @@ def conservation(state: State, seed: int) -> None:
         other = deal_match(2, seed)[1 - state.round_index]
         unused = [c.pair for h in other for c in h]
     assert sorted(here + unused) == sorted(deck_for(n))
-
-
-def snapshot(state: State) -> tuple[Any, ...]:
-    n = state.num_players
-    return (
-        tuple(state.observation(s) for s in range(n)),
-        tuple(state.hand(s) for s in range(n)),
-        tuple(tuple(c) for c in state.captured),
-        state.current_seat, state.phase, tuple(state.scores), tuple(state.round_results),
-        tuple(len(log.actions) for log in state.round_logs),
-    )
 
 
 def cards_in(value: Any) -> Iterator[Card]:

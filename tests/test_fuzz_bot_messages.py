@@ -4,8 +4,8 @@ One real referee process (`scout-arena referee serve`, module fixture) serves th
 Four honest `scout-arena bot run random` processes keep matches going the whole time: h1, h2
 (and h3) play 2- and 3-player matches among themselves, created one after another by keepers in
 this process; h3 and h4 are also the opponents of the fuzzing bot. A fuzzing bot, a raw grpc.aio
-client of this file that sends and reads *bytes* (``channel.stream_stream`` without serializers),
-connects with its own token and per hypothesis example sends
+client that sends and reads *bytes* (``support.rawbot.RawCall``: ``channel.stream_stream``
+without serializers), connects with its own token and per hypothesis example sends
 
 * (a) random bytes, or random but well-formed protobuf wire data, as one BotMessage frame;
 * (b) a valid BotMessage (a Hello, or the right answer to its open request) with bit flips,
@@ -16,8 +16,8 @@ connects with its own token and per hypothesis example sends
 
 Every frame must get the one reaction PROTOCOL.md documents for it (§3.3, §3.7, §8, §9, §10,
 §11.2), judged from what the bot knows when the reaction arrives (its open requests, strikes and
-matches, kept from the referee's own messages) and from the docs' rules (§2, §6) reimplemented
-here, not from the referee's code:
+matches, kept from the referee's own messages) and from the docs' rules (§2, §6) as the
+independent rules oracle of tests/support/oracle.py states them, not from the referee's code:
 
 * it does not parse as a BotMessage: the call ends with INVALID_ARGUMENT (the status §8.3 gives
   to an unusable first message; §8 has no row for an unparseable later one);
@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import itertools
 import json
 import random
 import threading
@@ -67,14 +66,31 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from referee_support import (
-    ADMIN_TOKEN,
     RefereeProcess,
+    admin_metadata,
     running_referee,
     start_bot,
     wait_connected,
 )
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import replay
+from support import oracle
+from support.rawbot import (
+    ACCEPTED,
+    EOF,
+    ILLEGAL,
+    LOCAL_POOL,
+    MALFORMED,
+    PLAY,
+    STALE,
+    TIMED_OUT,
+    UNKNOWN_MATCH,
+    RawCall,
+    action_choice,
+    hello,
+    kind_of,
+    rotation_choice,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -94,19 +110,10 @@ FUZZ_MAX_MATCHES = 3
 FUZZ_RUNNING = 2  # matches the fuzzing bot is kept seated in
 HONEST_DECISION_MS = 10_000  # generous: the machine is shared, honest bots answer at once
 LIMIT = 64 * 1024  # §11.2: at most 64 KiB from a bot
-PLAY = "/scout.v1.Arena/Play"
 HELLO_TIMEOUT_S = 10.0  # §3.3
 REACTION_S = 15.0  # bound on waiting for any one reaction
 EXAMPLE_S = 120.0  # backstop per example (every inner wait is bounded already)
-LOCAL_POOL = [("grpc.use_local_subchannel_pool", 1)]
-EOF: object = getattr(grpc.aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
 
-ACCEPTED = arena_pb2.ANSWER_STATUS_ACCEPTED
-ILLEGAL = arena_pb2.ANSWER_STATUS_ILLEGAL
-MALFORMED = arena_pb2.ANSWER_STATUS_MALFORMED
-STALE = arena_pb2.ANSWER_STATUS_STALE
-UNKNOWN_MATCH = arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH
-TIMED_OUT = arena_pb2.ANSWER_STATUS_TIMED_OUT
 BAD_MESSAGE = arena_pb2.ERROR_CODE_BAD_MESSAGE
 EXPECTED_HELLO = arena_pb2.ERROR_CODE_EXPECTED_HELLO
 UNSUPPORTED_PROTOCOL = arena_pb2.ERROR_CODE_UNSUPPORTED_PROTOCOL
@@ -122,14 +129,6 @@ FUZZ_SETTINGS = settings(
                            HealthCheck.filter_too_much])
 
 
-def bearer(token: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token}")]
-
-
-def admin() -> list[tuple[str, str]]:
-    return bearer(ADMIN_TOKEN)
-
-
 def status_name(status: int) -> str:
     return arena_pb2.AnswerStatus.Name(status) if status in arena_pb2.AnswerStatus.values() \
         else str(status)
@@ -142,76 +141,42 @@ def parse_bot_message(data: bytes) -> arena_pb2.BotMessage | None:
         return None
 
 
-def kind_of(message: Any) -> str | None:
-    kind: str | None = message.WhichOneof("body")
-    return kind
+# ----- the documented rules (PROTOCOL.md §2, §6): the rules oracle, on the wire's types ----------
 
 
-# ----- the documented rules (PROTOCOL.md §2, §6), independent of the referee's engine -----------
+WIRE_END = {oracle.L: END_LEFT, oracle.R: END_RIGHT}
+ORACLE_END = {END_LEFT: oracle.L, END_RIGHT: oracle.R}
 
 
-def is_group(faces: Sequence[int]) -> bool:
-    """§6.3: a set (all equal) or a run (steps all +1 or all -1); one card is a set."""
-    if len(faces) == 1:
-        return True
-    step = faces[1] - faces[0]
-    return step in (-1, 0, 1) and all(b - a == step for a, b in itertools.pairwise(faces))
-
-
-def strength(faces: Sequence[int]) -> int:
-    """§2: 32·length + (16 if set) + lowest face."""
-    return 32 * len(faces) + (16 if len(set(faces)) == 1 else 0) + min(faces)
-
-
-def beatable(active: Sequence[int]) -> int:
-    return strength(active) if active else -1
-
-
-def groups_beating(faces: Sequence[int], beat: int) -> list[tuple[int, int]]:
-    """Every (start, length) of ``faces`` that is a group stronger than ``beat``, ordered by
-    start, then length (§6.1)."""
-    out = []
-    for start in range(len(faces)):
-        for length in range(1, len(faces) - start + 1):
-            group = faces[start:start + length]
-            if not is_group(group):
-                break
-            if strength(group) > beat:
-                out.append((start, length))
-    return out
+def active_pairs(obs: game_pb2.Observation) -> list[tuple[int, int]]:
+    return [(c.face, c.other) for c in obs.active_set]
 
 
 def expected_scouts(request: arena_pb2.DecisionRequest) -> list[tuple[int, bool, int]]:
     obs = request.observation
-    if not obs.active_set or (obs.num_players == 2 and obs.scout_chips[obs.seat] == 0):
+    if not oracle.may_scout(obs.num_players, obs.scout_chips[obs.seat], len(obs.active_set)):
         return []
-    ends = [END_LEFT] if len(obs.active_set) == 1 else [END_LEFT, END_RIGHT]
-    return [(end, flip, at) for end in ends for flip in (False, True)
-            for at in range(len(obs.hand) + 1)]
+    return [(WIRE_END[end], flip, at)
+            for end, flip, at in oracle.scout_choices(len(obs.hand), len(obs.active_set))]
 
 
-def scout_and_shows(request: arena_pb2.DecisionRequest, first_only: bool = False
-                    ) -> list[tuple[int, bool, int, int, int]]:
+def scout_and_shows(request: arena_pb2.DecisionRequest
+                    ) -> Iterator[tuple[int, bool, int, int, int]]:
     """§6.3's enumeration: (end, flip, insert_at, start, length) of every legal Scout & Show."""
     obs = request.observation
-    active = list(obs.active_set)
-    if obs.num_players < 3 or not obs.scout_show_tokens[obs.seat] or not active:
-        return []
-    faces = [c.face for c in obs.hand]
-    out = []
-    for end in ([END_LEFT] if len(active) == 1 else [END_LEFT, END_RIGHT]):
-        taken = active[0] if end == END_LEFT else active[-1]
-        rest = active[1:] if end == END_LEFT else active[:-1]
-        beat = beatable([c.face for c in rest])
-        for flip in (False, True):
-            value = taken.other if flip else taken.face
-            for at in range(len(faces) + 1):
-                new = [*faces[:at], value, *faces[at:]]
-                for start, length in groups_beating(new, beat):
-                    out.append((end, flip, at, start, length))
-                    if first_only:
-                        return out
-    return out
+    if not oracle.may_scout_and_show(obs.num_players, obs.scout_show_tokens[obs.seat],
+                                     len(obs.active_set)):
+        return
+    for end, flip, at, start, length in oracle.scout_and_show_choices(
+            [c.face for c in obs.hand], active_pairs(obs)):
+        yield WIRE_END[end], flip, at, start, length
+
+
+def wire_scout_and_show(end: int, flip: bool, at: int, start: int, length: int
+                        ) -> game_pb2.Action:
+    return game_pb2.Action(scout_and_show=game_pb2.ScoutAndShow(
+        scout=game_pb2.Scout(end=end, flip=flip, insert_at=at),  # type: ignore[arg-type]
+        show=game_pb2.Show(start=start, length=length)))
 
 
 def judge_action(request: arena_pb2.DecisionRequest, action: game_pb2.Action) -> int:
@@ -240,16 +205,12 @@ def judge_action(request: arena_pb2.DecisionRequest, action: game_pb2.Action) ->
         return MALFORMED
     if show.length < 1 or show.start < 0 or show.start + show.length > n + 1:
         return MALFORMED
-    obs_active = list(obs.active_set)
-    if obs.num_players < 3 or not obs.scout_show_tokens[obs.seat] or not obs_active:
+    if not oracle.may_scout_and_show(obs.num_players, obs.scout_show_tokens[obs.seat],
+                                     len(obs.active_set)):
         return ILLEGAL
-    taken = obs_active[0] if scout.end == END_LEFT else obs_active[-1]
-    rest = obs_active[1:] if scout.end == END_LEFT else obs_active[:-1]
-    faces = [c.face for c in obs.hand]
-    value = taken.other if scout.flip else taken.face
-    new = [*faces[:scout.insert_at], value, *faces[scout.insert_at:]]
-    group = new[show.start:show.start + show.length]
-    legal = is_group(group) and strength(group) > beatable([c.face for c in rest])
+    new, rest = oracle.scouted([c.face for c in obs.hand], active_pairs(obs),
+                               ORACLE_END[scout.end], scout.flip, scout.insert_at)
+    legal = oracle.beats(new[show.start:show.start + show.length], rest)
     return ACCEPTED if legal else ILLEGAL
 
 
@@ -262,7 +223,7 @@ def decision_problems(request: arena_pb2.DecisionRequest, seat: int) -> list[str
         problems.append(f"ids/seat: match {obs.match_id!r} seat {obs.seat} current "
                         f"{obs.current_seat}, expected seat {seat}")
     shows = [(s.start, s.length) for s in request.legal_shows]
-    want = groups_beating(faces, beatable([c.face for c in obs.active_set]))
+    want = oracle.groups_beating(faces, [c.face for c in obs.active_set])
     if shows != want:
         problems.append(f"legal_shows {shows} != documented {want} (hand {faces}, active "
                         f"{[c.face for c in obs.active_set]})")
@@ -270,7 +231,7 @@ def decision_problems(request: arena_pb2.DecisionRequest, seat: int) -> list[str
     if scouts != expected_scouts(request):
         problems.append(f"legal_scouts {scouts[:6]}... ({len(scouts)}) != documented "
                         f"({len(expected_scouts(request))})")
-    available = bool(scout_and_shows(request, first_only=True))
+    available = next(scout_and_shows(request), None) is not None
     if request.scout_and_show_available != available:
         problems.append(f"scout_and_show_available {request.scout_and_show_available} but "
                         f"the documented enumeration says {available}")
@@ -342,88 +303,6 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
-
-
-# ----- one raw Play call ----------------------------------------------------------------------
-
-
-class RawCall:
-    """One Play call carrying bytes both ways. Every frame from the referee must parse as a
-    RefereeMessage (batches are unwrapped); they queue up in ``inbox`` for `next`."""
-
-    def __init__(self, channel: grpc.aio.Channel, token: str | None) -> None:
-        method = channel.stream_stream(PLAY, request_serializer=None,
-                                       response_deserializer=None)
-        self.call: Any = method(metadata=bearer(token) if token is not None else None)
-        self.inbox: list[arena_pb2.RefereeMessage] = []
-        self.cursor = 0
-        self.code: grpc.StatusCode | None = None
-        self.details = ""
-        self.unreadable: list[bytes] = []
-        self.ended = False
-        self._changed = asyncio.Event()
-        self.reader = asyncio.get_running_loop().create_task(self._read())
-
-    async def _read(self) -> None:
-        try:
-            while True:
-                data = await self.call.read()
-                if data is EOF:
-                    break
-                try:
-                    message = arena_pb2.RefereeMessage.FromString(data)
-                except DecodeError:
-                    self.unreadable.append(data)
-                    continue
-                if kind_of(message) == "batch":
-                    self.inbox.extend(message.batch.messages)
-                else:
-                    self.inbox.append(message)
-                self._notify()
-        except grpc.aio.AioRpcError:
-            pass
-        except asyncio.CancelledError:
-            self.ended = True
-            self._notify()
-            raise
-        self.code = await self.call.code()
-        self.details = await self.call.details() or ""
-        self.ended = True
-        self._notify()
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def write(self, data: bytes) -> None:
-        await asyncio.wait_for(self.call.write(data), REACTION_S)
-
-    async def next(self, timeout: float = REACTION_S) -> arena_pb2.RefereeMessage | None:
-        """The next message, or None once the call has ended and everything was read. Raises
-        TimeoutError when nothing comes within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self.cursor >= len(self.inbox):
-            if self.ended:
-                return None
-            changed = self._changed
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
-        message = self.inbox[self.cursor]
-        self.cursor += 1
-        return message
-
-    async def wait_ended(self, timeout: float = REACTION_S) -> grpc.StatusCode | None:
-        await asyncio.wait_for(asyncio.shield(self.reader), timeout)
-        return self.code
-
-    async def close(self) -> None:
-        self.call.cancel()
-        self.reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.reader
 
 
 # ----- the stateful fuzzing bot -----------------------------------------------------------------
@@ -503,11 +382,9 @@ class FuzzBot:
         right after the Hello is a marker: its ProtocolError{BAD_MESSAGE} follows everything
         the referee queued while attaching the stream (the resync), so the resync block is
         exactly what comes between the Welcome and that error."""
-        call = RawCall(self.channel, self.token)
-        hello = arena_pb2.BotMessage(hello=arena_pb2.Hello(
-            bot_name="fuzzer", bot_version="0-fuzz", protocol_version=1,
-            max_concurrent_matches=FUZZ_MAX_MATCHES))
-        await call.write(hello.SerializeToString())
+        call = RawCall(self.channel, self.token, bound=REACTION_S)
+        await call.write(hello("fuzzer", version="0-fuzz",
+                               max_matches=FUZZ_MAX_MATCHES).SerializeToString())
         await call.write(b"")
         block: list[arena_pb2.RefereeMessage] = []
         try:
@@ -702,7 +579,7 @@ class FuzzBot:
             bots=bots, seed=self.rng.getrandbits(64),
             time_control=game_pb2.TimeControl(decision_ms=FUZZ_DECISION_MS,
                                               time_bank_ms=FUZZ_BANK_MS))
-        info = await self.live.matches.CreateMatch(request, metadata=admin(), timeout=10)
+        info = await self.live.matches.CreateMatch(request, metadata=admin_metadata(), timeout=10)
         self.seats[info.match_id] = SeatView(info.match_id, list(info.bots).index(self.name),
                                              list(info.bots))
         self.live.fuzz_matches.append(info.match_id)
@@ -837,20 +714,14 @@ class FuzzBot:
         assert seat.open is not None
         if seat.open_kind == "rotation_request":
             request = seat.open.rotation_request
-            return arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-                match_id=request.match_id, request_id=request.request_id, rotate=pick % 2 == 1))
+            return rotation_choice(request.match_id, request.request_id, rotate=pick % 2 == 1)
         decision = seat.open.decision_request
         choices = [game_pb2.Action(show=s) for s in decision.legal_shows] + \
             [game_pb2.Action(scout=s) for s in decision.legal_scouts]
         if pick % 3 == 0 and decision.scout_and_show_available:
-            combos = scout_and_shows(decision)
-            end, flip, at, start, length = combos[pick % len(combos)]
-            choices = [game_pb2.Action(scout_and_show=game_pb2.ScoutAndShow(
-                scout=game_pb2.Scout(end=end, flip=flip, insert_at=at),  # type: ignore[arg-type]
-                show=game_pb2.Show(start=start, length=length)))]
-        return arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
-            match_id=decision.match_id, request_id=decision.request_id,
-            action=choices[pick % len(choices)]))
+            combos = list(scout_and_shows(decision))
+            choices = [wire_scout_and_show(*combos[pick % len(combos)])]
+        return action_choice(decision.match_id, decision.request_id, choices[pick % len(choices)])
 
     async def advance(self, pick: int) -> None:
         """Answer one open request legally, so the matches move on (new positions to fuzz)."""
@@ -925,11 +796,11 @@ class Live:
                 info = await self.matches.CreateMatch(matches_pb2.CreateMatchRequest(
                     bots=list(keeper.bots), seed=seed,
                     time_control=game_pb2.TimeControl(decision_ms=HONEST_DECISION_MS)),
-                    metadata=admin(), timeout=10)
+                    metadata=admin_metadata(), timeout=10)
                 keeper.created.append(info.match_id)
                 async for _ in self.matches.WatchMatch(
                         matches_pb2.WatchMatchRequest(match_id=info.match_id),
-                        metadata=admin(), timeout=120):
+                        metadata=admin_metadata(), timeout=120):
                     pass
                 final = await self.get_match(info.match_id)
                 keeper.finished.append(final)
@@ -942,10 +813,10 @@ class Live:
     async def _silent(self) -> None:
         """A call that never sends anything: §3.3 ends it with DEADLINE_EXCEEDED after 10 s."""
         async with grpc.aio.insecure_channel(self.address, options=LOCAL_POOL) as channel:
-            call = RawCall(channel, TOKENS[SILENT])
+            call = RawCall(channel, TOKENS[SILENT], bound=REACTION_S)
             opened = time.monotonic()
             try:
-                code = await call.wait_ended(HELLO_TIMEOUT_S + 30)
+                code, _ = await call.wait_ended(HELLO_TIMEOUT_S + 30)
             except TimeoutError:
                 code = None
             self.silent_result = (code, time.monotonic() - opened)
@@ -953,7 +824,7 @@ class Live:
 
     async def get_match(self, match_id: str) -> matches_pb2.MatchInfo:
         info: matches_pb2.MatchInfo = await self.matches.GetMatch(
-            matches_pb2.GetMatchRequest(match_id=match_id), metadata=admin(), timeout=10)
+            matches_pb2.GetMatchRequest(match_id=match_id), metadata=admin_metadata(), timeout=10)
         return info
 
     async def check_health(self) -> None:
@@ -966,7 +837,7 @@ class Live:
     async def honest_finished(self) -> int:
         response = await self.matches.ListMatches(
             matches_pb2.ListMatchesRequest(status=FINISHED, limit=1_000_000),
-            metadata=admin(), timeout=10)
+            metadata=admin_metadata(), timeout=10)
         return sum(1 for m in response.matches if not set(m.bots) & {FUZZ, SHAKER, SILENT})
 
     async def wait_more_honest(self, before: int, timeout: float = 90.0) -> int:
@@ -984,7 +855,7 @@ class Live:
 
     async def record(self, match_id: str) -> dict[str, Any]:
         response = await self.matches.GetRecord(matches_pb2.GetRecordRequest(match_id=match_id),
-                                                metadata=admin(), timeout=10)
+                                                metadata=admin_metadata(), timeout=10)
         record: dict[str, Any] = json.loads(response.record_json)
         return record
 
@@ -1096,7 +967,7 @@ HELLO = st.builds(
     bot_version=st.text(max_size=10),
     protocol_version=st.one_of(st.just(1), st.integers(0, 2**32 - 1)),
     max_concurrent_matches=st.one_of(st.integers(0, 5), st.integers(0, 2**32 - 1)),
-    accepts_batches=st.booleans())
+    lean=st.booleans())
 UNKNOWN_FIELDS = st.one_of(
     st.just(b""), st.just(b""),
     st.tuples(st.integers(6, 2**29 - 1), st.integers(0, 2**64 - 1)).map(
@@ -1191,11 +1062,8 @@ def build_action(spec: Any, seat: SeatView, hand: int) -> game_pb2.Action | None
     if decision is None:
         return game_pb2.Action(show=game_pb2.Show(start=0, length=1))
     if kind == "legal_sas" and decision.scout_and_show_available:
-        combos = scout_and_shows(decision)
-        end, flip, at, start, length = combos[spec[1] % len(combos)]
-        return game_pb2.Action(scout_and_show=game_pb2.ScoutAndShow(
-            scout=game_pb2.Scout(end=end, flip=flip, insert_at=at),  # type: ignore[arg-type]
-            show=game_pb2.Show(start=start, length=length)))
+        combos = list(scout_and_shows(decision))
+        return wire_scout_and_show(*combos[spec[1] % len(combos)])
     listed = [game_pb2.Action(show=s) for s in decision.legal_shows] + \
         [game_pb2.Action(scout=s) for s in decision.legal_scouts]
     return listed[spec[1] % len(listed)]
@@ -1236,14 +1104,8 @@ def hostile_frame(example: Hostile, bot: FuzzBot, seat: SeatView, live: Live) ->
     action = build_action(example.action, seat, hand)
 
     def message(match: str) -> bytes:
-        if body == "rotation":
-            msg = arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-                match_id=match, request_id=request_id, rotate=example.rotate))
-        else:
-            choice = arena_pb2.ActionChoice(match_id=match, request_id=request_id)
-            if action is not None:
-                choice.action.CopyFrom(action)
-            msg = arena_pb2.BotMessage(action=choice)
+        msg = rotation_choice(match, request_id, example.rotate) if body == "rotation" \
+            else action_choice(match, request_id, action)
         return msg.SerializeToString() + example.extra
 
     if kind == "huge":
@@ -1286,9 +1148,7 @@ def _mutated_frames(live: Live, base: str, ops: list[tuple[str, int, int]], pick
         seat = bot.target(pick)
         message = bot.legal_answer(seat, pick)
         if base == "hello":
-            message = arena_pb2.BotMessage(hello=arena_pb2.Hello(
-                bot_name="fuzzer", bot_version="1.0", protocol_version=1,
-                max_concurrent_matches=FUZZ_MAX_MATCHES))
+            message = hello("fuzzer", version="1.0", max_matches=FUZZ_MAX_MATCHES)
         elif base == "stale":
             answer = getattr(message, kind_of(message) or "")
             answer.request_id += 1
@@ -1369,7 +1229,7 @@ FIRST_FRAMES = st.one_of(
 @given(frame=FIRST_FRAMES)
 def _first_frames(live: Live, frame: bytes) -> None:
     async def example() -> None:
-        call = RawCall(live.shaker_channel, TOKENS[SHAKER])
+        call = RawCall(live.shaker_channel, TOKENS[SHAKER], bound=REACTION_S)
         try:
             await call.write(frame)
             parsed = parse_bot_message(frame)
@@ -1381,8 +1241,8 @@ def _first_frames(live: Live, frame: bytes) -> None:
                 assert (welcome.protocol_version, welcome.bot_name, welcome.resumed) == \
                     (1, SHAKER, False), welcome
                 return
-            code = await call.wait_ended()
-            bodies = [(kind_of(m), m.error.code) for m in call.inbox]
+            code, _ = await call.wait_ended(REACTION_S)
+            bodies = [(kind_of(m), m.error.code) for m in call.messages]
             if parsed is None:
                 # §8.3 gives no row to an unparseable frame; the referee ends the call with
                 # INVALID_ARGUMENT, the status of an unusable first message (§3.3), which also
@@ -1395,7 +1255,7 @@ def _first_frames(live: Live, frame: bytes) -> None:
             else:
                 assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, call.details)
                 assert bodies == [("error", EXPECTED_HELLO)], bodies
-            assert all(m.error.message for m in call.inbox)
+            assert all(m.error.message for m in call.messages)
         finally:
             await call.close()
         await live.check_health()
@@ -1451,11 +1311,11 @@ def test_undecodable_frames_end_the_call_with_invalid_argument(live: Live) -> No
     assert parse_bot_message(garbage) is None
 
     async def scenario() -> tuple[grpc.StatusCode | None, str, list[str]]:
-        call = RawCall(live.shaker_channel, TOKENS[SHAKER])
+        call = RawCall(live.shaker_channel, TOKENS[SHAKER], bound=REACTION_S)
         try:
             await call.write(garbage)
-            code = await call.wait_ended()
-            first = (code, call.details, [str(kind_of(m)) for m in call.inbox])
+            code, _ = await call.wait_ended(REACTION_S)
+            first = (code, call.details, [str(kind_of(m)) for m in call.messages])
         finally:
             await call.close()
         bot = live.fuzz

@@ -10,6 +10,9 @@ plan says, one step per Play call:
   again) no sooner than the 800 ms it was asked to wait;
 - UNAVAILABLE without a Goodbye (the control): a fault, so the bot reconnects with backoff.
 
+It also checks each kit's Hello against the launch convention's SCOUT_PUBLIC_EVENTS (a lean
+stream unless it is 1).
+
 Calls beyond the plan get Goodbye{FINISHED}, so every bot ends with exit status 0.
 """
 
@@ -218,6 +221,28 @@ def assert_said_hello(call: Call, kit: Kit, bot: Bot) -> None:
 
 def ended(count: int) -> Any:
     return lambda calls: len(calls) >= count and calls[count - 1].ended is not None
+
+
+@pytest.mark.parametrize("public_events", [None, "1"], ids=["lean", "public-events"])
+@pytest.mark.parametrize("name", list(KITS))
+def test_hello_asks_for_a_lean_stream_unless_scout_public_events(
+        name: str, public_events: str | None, kit_builds: dict[str, str], launch: Any,
+        referee_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch convention's SCOUT_PUBLIC_EVENTS: unset, the kit's Hello asks for a lean
+    stream (PROTOCOL.md §3.6.1); "1" asks for the full one. No Hello mentions batches."""
+    kit = build(kit_builds, name)
+    if public_events is None:
+        monkeypatch.delenv("SCOUT_PUBLIC_EVENTS", raising=False)
+    else:
+        monkeypatch.setenv("SCOUT_PUBLIC_EVENTS", public_events)
+    referee = referee_factory([FINISHED])
+    bot = launch(kit, referee.address)
+    calls = referee.wait_for(ended(1), START_TIMEOUT_S, "no Goodbye sent", bot.stderr)
+    assert_said_hello(calls[0], kit, bot)
+    hello = calls[0].hello
+    assert hello is not None
+    assert hello.hello.lean is (public_events is None), hello
+    assert wait_exit(bot, REACTION_TIMEOUT_S) == 0, tail(bot.stderr)
 
 
 @pytest.mark.parametrize("name", list(KITS))

@@ -46,6 +46,7 @@ from scout_arena.record import (
     record_to_json,
     replay,
 )
+from support.rawbot import action_choice, bearer, first_legal_action, hello, rotation_choice
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -200,15 +201,13 @@ class RawBot:
         self._outbox = asyncio.Queue()
         async with grpc.aio.insecure_channel(self.address) as channel:
             call = arena_pb2_grpc.ArenaStub(channel).Play(
-                self._requests(), metadata=(("authorization", f"Bearer {self.token}"),))
+                self._requests(), metadata=bearer(self.token))
             async for message in call:
                 self.received.append(message)
                 await self._handle(message)
 
     async def _requests(self) -> AsyncIterator[arena_pb2.BotMessage]:
-        yield arena_pb2.BotMessage(hello=arena_pb2.Hello(
-            bot_name=self.hello_name, bot_version="test", protocol_version=1,
-            max_concurrent_matches=4))
+        yield hello(self.hello_name, version="test", max_matches=4)
         assert self._outbox is not None
         while (message := await self._outbox.get()) is not None:
             yield message
@@ -226,15 +225,12 @@ class RawBot:
             await asyncio.to_thread(self.gate.wait)
         if kind == "rotation_request":
             rotation = message.rotation_request
-            self._outbox.put_nowait(arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-                match_id=rotation.match_id, request_id=rotation.request_id,
-                rotate=self.rotate(rotation.round_index))))
+            self._outbox.put_nowait(rotation_choice(rotation.match_id, rotation.request_id,
+                                                    self.rotate(rotation.round_index)))
         else:
             decision = message.decision_request
-            action = (game_pb2.Action(show=decision.legal_shows[0]) if decision.legal_shows
-                      else game_pb2.Action(scout=decision.legal_scouts[0]))
-            self._outbox.put_nowait(arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
-                match_id=decision.match_id, request_id=decision.request_id, action=action)))
+            self._outbox.put_nowait(action_choice(decision.match_id, decision.request_id,
+                                                  first_legal_action(decision)))
 
     def wait_ended(self, match_ids: Sequence[str], timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -365,7 +361,9 @@ def test_full_matches_of_two_to_five_players_finish_replay_and_rank_by_totals(
     assert len({p.created.match_id for p in played.values()}) == 4
     for n, p in played.items():
         assert p.created.status == RUNNING
-        assert list(p.created.bots) == p.seats and p.created.seed == p.seed
+        # the seed deals every hand: it is told only once the match has ended
+        assert list(p.created.bots) == p.seats and p.created.seed == 0
+        assert p.final.seed == p.seed
         assert p.created.time_control.decision_ms == 1000
         assert p.created.time_control.time_bank_ms == 5000
         assert p.final.status == FINISHED, f"{n}-player match ended {p.final.status}"

@@ -1,10 +1,11 @@
 """Hostile bots against a real referee process on 127.0.0.1.
 
-The misbehaving bot is a raw grpc.aio client written here with the generated stubs (`RawBot`);
-its opponents and every other seat are real `scout-arena bot run greedy` processes. Each test
-checks that the offender gets a clear error, that nothing crashes, that matches between other,
-well-behaved bots running on the same referee at the same time finish normally (`SideMatches`),
-and that every record, the offender's match included, passes `replay()`.
+The misbehaving bot is a raw grpc.aio client written with the generated stubs
+(`support.rawbot.RawBot`); its opponents and every other seat are real `scout-arena bot run
+greedy` processes. Each test checks that the offender gets a clear error, that nothing crashes,
+that matches between other, well-behaved bots running on the same referee at the same time
+finish normally (`SideMatches`), and that every record, the offender's match included, passes
+`replay()`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,67 +37,35 @@ from scout_arena.engine import IllegalAction
 from scout_arena.engine import Show as EngineShow
 from scout_arena.engine.moves import check_show
 from scout_arena.record import replay
+from support.rawbot import (
+    ACCEPTED,
+    ILLEGAL,
+    LOCAL_POOL,
+    MALFORMED,
+    PLAY,
+    STALE,
+    TIMED_OUT,
+    UNKNOWN_MATCH,
+    RawBot,
+    action_choice,
+    bearer,
+    body,
+    hello,
+    is_request,
+    legal_action,
+    legal_answer,
+    rejected,
+    rotation_choice,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKENS = {"g1": "tok-g1", "g2": "tok-g2", "g3": "tok-g3", "raw": "tok-raw", "raw2": "tok-raw2"}
 GREEDY = ("g1", "g2", "g3")
-LOCAL_POOL = [("grpc.use_local_subchannel_pool", 1)]
-MessagePredicate = Callable[[arena_pb2.RefereeMessage], bool]
 T = TypeVar("T")
 
-ACCEPTED = arena_pb2.ANSWER_STATUS_ACCEPTED
-ILLEGAL = arena_pb2.ANSWER_STATUS_ILLEGAL
-MALFORMED = arena_pb2.ANSWER_STATUS_MALFORMED
-STALE = arena_pb2.ANSWER_STATUS_STALE
-UNKNOWN_MATCH = arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH
-TIMED_OUT = arena_pb2.ANSWER_STATUS_TIMED_OUT
 
-
-# ----- messages ---------------------------------------------------------------------------------
-
-
-def bearer(token: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token}")]
-
-
-def hello(protocol_version: int = 1, name: str = "hostile",
-          max_matches: int = 4) -> arena_pb2.BotMessage:
-    return arena_pb2.BotMessage(hello=arena_pb2.Hello(
-        bot_name=name, bot_version="0.0-test", protocol_version=protocol_version,
-        max_concurrent_matches=max_matches))
-
-
-def rotation_choice(match_id: str, request_id: int, rotate: bool = False) -> arena_pb2.BotMessage:
-    return arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-        match_id=match_id, request_id=request_id, rotate=rotate))
-
-
-def action_choice(match_id: str, request_id: int,
-                  action: game_pb2.Action | None) -> arena_pb2.BotMessage:
-    choice = arena_pb2.ActionChoice(match_id=match_id, request_id=request_id)
-    if action is not None:
-        choice.action.CopyFrom(action)
-    return arena_pb2.BotMessage(action=choice)
-
-
-def legal_action(request: arena_pb2.DecisionRequest) -> game_pb2.Action:
-    """A listed legal action: the longest Show (sheds cards, so matches end fast), else the
-    first Scout."""
-    if request.legal_shows:
-        show = max(request.legal_shows, key=lambda s: s.length)
-        return game_pb2.Action(show=show)
-    return game_pb2.Action(scout=request.legal_scouts[0])
-
-
-def legal_answer(message: arena_pb2.RefereeMessage) -> arena_pb2.BotMessage:
-    kind = message.WhichOneof("body")
-    if kind == "rotation_request":
-        request = message.rotation_request
-        return rotation_choice(request.match_id, request.request_id)
-    assert kind == "decision_request", kind
-    decision = message.decision_request
-    return action_choice(decision.match_id, decision.request_id, legal_action(decision))
+# ----- an unlisted Show, and the engine's reason for rejecting it --------------------------------
 
 
 def illegal_show(request: arena_pb2.DecisionRequest) -> tuple[game_pb2.Show, str]:
@@ -115,175 +84,6 @@ def illegal_show(request: arena_pb2.DecisionRequest) -> tuple[game_pb2.Show, str
                 return game_pb2.Show(start=start, length=length), str(exc)
             raise AssertionError(f"show {start}+{length} is legal but not in legal_shows")
     raise AssertionError(f"every group of hand {faces} is legal against {active}")
-
-
-def body(message: arena_pb2.RefereeMessage) -> Any:
-    kind = message.WhichOneof("body")
-    return getattr(message, kind) if kind else None
-
-
-def is_request(message: arena_pb2.RefereeMessage, match_id: str) -> bool:
-    return (message.WhichOneof("body") in ("rotation_request", "decision_request")
-            and body(message).match_id == match_id)
-
-
-# ----- a raw bot --------------------------------------------------------------------------------
-
-
-class RawBot:
-    """One raw `Play` stream driven step by step by a test.
-
-    Every message received is kept in `messages`; `expect` returns the first one not yet taken
-    that matches, so several coroutines (one per match) can share the stream."""
-
-    def __init__(self, address: str, token: str | None) -> None:
-        self.channel = grpc.aio.insecure_channel(address, options=LOCAL_POOL)
-        metadata = bearer(token) if token is not None else None
-        self.call = arena_pb2_grpc.ArenaStub(self.channel).Play(metadata=metadata)
-        self.messages: list[arena_pb2.RefereeMessage] = []
-        self.taken: set[int] = set()
-        self.ended = False
-        self.code: grpc.StatusCode | None = None
-        self.details = ""
-        self._changed = asyncio.Event()
-        self._closed = False
-        self._writing = asyncio.Lock()
-        self._reader = asyncio.get_running_loop().create_task(self._read())
-
-    @classmethod
-    async def connect(cls, address: str, token: str, max_matches: int = 4
-                      ) -> tuple[RawBot, arena_pb2.Welcome]:
-        bot = cls(address, token)
-        await bot.send(hello(max_matches=max_matches))
-        welcome = await bot.expect("welcome")
-        assert welcome.protocol_version == 1
-        return bot, welcome
-
-    async def _read(self) -> None:
-        try:
-            while True:
-                message = await self.call.read()
-                if message is grpc.aio.EOF:
-                    break
-                assert isinstance(message, arena_pb2.RefereeMessage)
-                self.messages.append(message)
-                self._notify()
-        except grpc.aio.AioRpcError:
-            pass
-        self.code = await self.call.code()
-        self.details = await self.call.details() or ""
-        self.ended = True
-        self._notify()
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def send(self, message: arena_pb2.BotMessage) -> None:
-        async with self._writing:  # grpc allows one write in flight per call
-            await self.call.write(message)
-
-    async def next(self, predicate: MessagePredicate, what: str,
-                   timeout: float = 20.0) -> arena_pb2.RefereeMessage:
-        deadline = time.monotonic() + timeout
-        while True:
-            changed = self._changed
-            for index, message in enumerate(self.messages):
-                if index not in self.taken and predicate(message):
-                    self.taken.add(index)
-                    return message
-            remaining = deadline - time.monotonic()
-            if self.ended or remaining <= 0:
-                seen = [m.WhichOneof("body") for m in self.messages[-12:]]
-                raise AssertionError(f"no {what} (stream ended: {self.ended}, {self.code}: "
-                                     f"{self.details!r}); last messages: {seen}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
-
-    async def expect(self, kind: str, match_id: str | None = None, timeout: float = 20.0,
-                     **fields: Any) -> Any:
-        """The next `kind` message (about `match_id`, with these field values), unwrapped."""
-        def predicate(message: arena_pb2.RefereeMessage) -> bool:
-            if message.WhichOneof("body") != kind:
-                return False
-            inner = body(message)
-            if match_id is not None and inner.match_id != match_id:
-                return False
-            return all(getattr(inner, key) == value for key, value in fields.items())
-
-        what = f"{kind} {match_id or ''} {fields or ''}"
-        return body(await self.next(predicate, what, timeout))
-
-    async def result(self, match_id: str, request_id: int,
-                     timeout: float = 20.0) -> arena_pb2.AnswerResult:
-        result: arena_pb2.AnswerResult = await self.expect(
-            "answer_result", match_id, timeout, request_id=request_id)
-        return result
-
-    async def request(self, match_id: str, timeout: float = 20.0) -> arena_pb2.RefereeMessage:
-        """The match's next request, or its MatchEnded."""
-        def predicate(message: arena_pb2.RefereeMessage) -> bool:
-            return is_request(message, match_id) or (
-                message.WhichOneof("body") == "match_ended"
-                and message.match_ended.match_id == match_id)
-
-        return await self.next(predicate, f"request of {match_id}", timeout)
-
-    async def decision(self, match_id: str) -> arena_pb2.DecisionRequest:
-        """Answer rotation requests legally until a DecisionRequest comes."""
-        while True:
-            message = await self.request(match_id)
-            kind = message.WhichOneof("body")
-            assert kind != "match_ended", "the match ended before a decision came"
-            if kind == "decision_request":
-                decision: arena_pb2.DecisionRequest = message.decision_request
-                return decision
-            await self.send(legal_answer(message))
-
-    async def play_to_end(self, match_id: str, timeout: float = 30.0) -> arena_pb2.MatchEnded:
-        """Answer every request of the match legally at once until it ends."""
-        deadline = time.monotonic() + timeout
-        while True:
-            message = await self.request(match_id, max(0.1, deadline - time.monotonic()))
-            if message.WhichOneof("body") == "match_ended":
-                ended: arena_pb2.MatchEnded = message.match_ended
-                return ended
-            await self.send(legal_answer(message))
-
-    def index(self, target: Any) -> int:
-        """Position in `messages` of a message (or unwrapped body) received earlier."""
-        for i, message in enumerate(self.messages):
-            if message is target or body(message) is target or message == target:
-                return i
-        raise ValueError("message not received")
-
-    async def wait_ended(self, timeout: float = 15.0) -> tuple[grpc.StatusCode | None, str]:
-        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
-        return self.code, self.details
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.call.cancel()
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-            await self._reader
-        await self.channel.close()
-
-
-async def rejected(address: str, token: str | None, *messages: arena_pb2.BotMessage
-                   ) -> tuple[list[arena_pb2.RefereeMessage], grpc.StatusCode | None, str]:
-    """Open Play, send `messages`, and return what came back and how the call ended."""
-    bot = RawBot(address, token)
-    try:
-        for message in messages:
-            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                await bot.send(message)
-        code, details = await bot.wait_ended()
-        return bot.messages, code, details
-    finally:
-        await bot.close()
 
 
 # ----- the referee, its well-behaved bots and their matches -------------------------------------
@@ -431,8 +231,11 @@ def run(scenario: Coroutine[Any, Any, T], timeout: float = 90.0) -> T:
     return asyncio.run(asyncio.wait_for(scenario, timeout))
 
 
-def seat_notes(record: dict[str, Any], seat: int) -> list[str]:
-    return [note["kind"] for note in record["notes"] if note["seat"] == seat]
+def seat_notes(record: dict[str, Any], seat: int, strikes: bool = False) -> list[str]:
+    """The kinds of a seat's notes, without the ``strike`` note that follows each strike's
+    own note unless ``strikes``."""
+    return [note["kind"] for note in record["notes"]
+            if note["seat"] == seat and (strikes or note["kind"] != "strike")]
 
 
 # ----- 1. timeouts and the bank ---------------------------------------------------------------
@@ -564,7 +367,7 @@ def test_illegal_and_malformed_answers_are_strikes_the_request_stays_open_three_
     _, kept_seat = outcome["kept"]
     kept = records["kept"]
     assert kept["forfeits"] == []
-    assert seat_notes(kept, kept_seat) == ["illegal_action", "illegal_action"]
+    assert seat_notes(kept, kept_seat) == ["illegal_action", "malformed_action"]
     assert kept["meta"]["seats"][kept_seat]["illegal_actions"] == 2
     first = next(n for n in kept["notes"] if n["kind"] == "illegal_action")
     assert "neither a set nor a run" in first["detail"] or "does not beat" in first["detail"]
@@ -573,7 +376,9 @@ def test_illegal_and_malformed_answers_are_strikes_the_request_stays_open_three_
         _, seat = outcome[name]
         record = records[name]
         assert record["forfeits"] == [seat]
-        assert seat_notes(record, seat) == ["illegal_action"] * 3 + ["forfeit"], record["notes"]
+        kind = "illegal_action" if name == "illegal" else "malformed_action"
+        assert seat_notes(record, seat) == [kind] * 3 + ["forfeit"], record["notes"]
+        assert seat_notes(record, seat, strikes=True) == [kind, "strike"] * 3 + ["forfeit"]
         assert record["meta"]["seats"][seat]["strikes"] == 3
 
 
@@ -673,7 +478,8 @@ def test_reconnect_within_grace_resumes_the_match_with_its_open_request(tmp_path
         match_id, seat = run(_reconnect_within_grace(game))
         record = game.record(match_id)
     assert record["forfeits"] == []
-    assert not {"timeout", "illegal_action", "forfeit"} & set(seat_notes(record, seat))
+    assert not {"timeout", "illegal_action", "malformed_action", "strike",
+                "forfeit"} & set(seat_notes(record, seat, strikes=True))
     assert record["meta"]["seats"][seat]["strikes"] == 0
 
 
@@ -807,7 +613,7 @@ def test_garbage_bytes_end_the_call_with_an_error_and_the_referee_keeps_serving(
 async def _garbage(game: Arena, side: SideMatches) -> str:
     address = game.referee.address
     async with grpc.aio.insecure_channel(address, options=LOCAL_POOL) as channel:
-        play = channel.stream_stream("/scout.v1.Arena/Play", request_serializer=lambda b: b,
+        play = channel.stream_stream(PLAY, request_serializer=lambda b: b,
                                      response_deserializer=lambda b: b)
         # Garbage instead of the Hello, then garbage after a good Hello.
         for prefix in ([], [hello().SerializeToString()]):

@@ -1,11 +1,11 @@
-"""The referee's wire shortcuts: pre-serialized broadcasts and batches parse as real messages."""
+"""The referee's wire shortcuts: pre-serialized broadcasts parse as real messages."""
 
 from __future__ import annotations
 
 import random
 
 from scout.v1 import arena_pb2, game_pb2
-from scout_arena.server.service import batch_bytes, encode
+from scout_arena.server.service import encode
 
 
 def _event(i: int) -> arena_pb2.RefereeMessage:
@@ -16,26 +16,11 @@ def _event(i: int) -> arena_pb2.RefereeMessage:
                                      start=i, length=i % 5)))
 
 
-def test_a_batch_built_from_bytes_parses_as_a_referee_batch_in_order() -> None:
-    messages = [_event(i) for i in range(300)]
-    messages[7] = arena_pb2.RefereeMessage(match_ended=arena_pb2.MatchEnded(
-        match_id="x" * 200, totals=[1, -2, 3], ranks=[2, 3, 1]))
-    parsed = arena_pb2.RefereeMessage.FromString(batch_bytes([encode(m) for m in messages]))
-    assert parsed.WhichOneof("body") == "batch"
-    assert list(parsed.batch.messages) == messages
-
-
 def test_encode_passes_bytes_through_and_serializes_messages() -> None:
     message = _event(3)
     data = message.SerializeToString()
     assert encode(data) is data
     assert encode(message) == data
-
-
-def test_an_empty_message_still_round_trips_in_a_batch() -> None:
-    empty = arena_pb2.RefereeMessage()
-    parsed = arena_pb2.RefereeMessage.FromString(batch_bytes([encode(empty), encode(_event(1))]))
-    assert list(parsed.batch.messages) == [empty, _event(1)]
 
 
 def test_decision_request_assembled_from_history_bytes_equals_the_message_built_whole() -> None:
@@ -145,6 +130,9 @@ def test_every_kind_of_match_request_error_has_its_documented_status() -> None:
         errors.UnknownBot: grpc.StatusCode.NOT_FOUND,
         errors.BotNotConnected: grpc.StatusCode.FAILED_PRECONDITION,
         errors.BotAtCapacity: grpc.StatusCode.FAILED_PRECONDITION,
+        errors.InvalidBotName: grpc.StatusCode.INVALID_ARGUMENT,
+        errors.InvalidIdempotencyKey: grpc.StatusCode.INVALID_ARGUMENT,
+        errors.IdempotencyKeyReused: grpc.StatusCode.ALREADY_EXISTS,
     }
     kinds = {cls for cls in vars(errors).values() if isinstance(cls, type)
              and issubclass(cls, errors.MatchRequestError) and cls is not errors.MatchRequestError}

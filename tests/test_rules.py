@@ -34,6 +34,7 @@ from scout_arena.engine import (
     rank_scores,
 )
 from scout_arena.engine.cards import shuffled_deck
+from support.states import snapshot
 
 L, R = End.LEFT, End.RIGHT
 
@@ -149,26 +150,6 @@ def duel(n: int, table: Sequence[CardSpec], hand: Sequence[CardSpec]) -> State:
 
 def faces(state: State, seat: int) -> list[int]:
     return [c.face for c in state.hand(seat)]
-
-
-def snapshot(state: State) -> tuple[Any, ...]:
-    """Everything observable about a state, to prove that a rejected action changed nothing."""
-    n = state.num_players
-    return (
-        tuple(state.observation(s) for s in range(n)),
-        tuple(state.hand(s) for s in range(n)),
-        tuple(tuple(c) for c in state.captured),
-        state.active_set,
-        state.active_owner,
-        state.current_seat,
-        state.phase,
-        tuple(state.scout_chips),
-        tuple(state.scout_show_tokens),
-        tuple(state.scores),
-        tuple(len(log.actions) for log in state.round_logs),
-        tuple(state.round_results),
-        tuple(state.cards_in_play()),
-    )
 
 
 def rejected(state: State, action: Any, kind: type[ScoutError], match: str | None = None) -> None:

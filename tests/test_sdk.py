@@ -59,54 +59,31 @@ from scout_client import (
 from scout_client.cli import BotSpecError, load_bot, main
 from scout_client.runner import backoff_delay
 from scout_client.types import BotMessage, RefereeMessage
+from support import oracle
 
 TOKEN = "secret-token"
 LEFT, RIGHT = End.LEFT, End.RIGHT
 
 
-# --- a reference for legality, written independently of scout_client.groups ------------------
+# --- a reference for legality: the rules oracle of tests/support, not scout_client.groups -------
 
-
-def strength(faces: Sequence[int]) -> tuple[int, int, int] | None:
-    n = len(faces)
-    if n == 0:
-        return None
-    if all(f == faces[0] for f in faces):
-        return (n, 1, faces[0])
-    step = faces[1] - faces[0]
-    if step in (1, -1) and all(faces[i + 1] - faces[i] == step for i in range(n - 1)):
-        return (n, 0, min(faces))
-    return None
-
-
-def wins(faces: Sequence[int], active: Sequence[int]) -> bool:
-    mine = strength(faces)
-    return mine is not None and (not active or mine > strength(active))  # type: ignore[operator]
+SDK_END = {oracle.L: LEFT, oracle.R: RIGHT}
+ORACLE_END = {LEFT: oracle.L, RIGHT: oracle.R}
 
 
 def legal_shows(faces: Sequence[int], active: Sequence[int]) -> list[Show]:
-    return [
-        Show(i, j - i)
-        for i in range(len(faces))
-        for j in range(i + 1, len(faces) + 1)
-        if wins(faces[i:j], active)
-    ]
+    return [Show(start, length) for start, length in oracle.groups_beating(faces, active)]
 
 
 def legal_scouts(hand_size: int, active_size: int) -> list[Scout]:
-    if active_size == 0:
-        return []
-    ends = [LEFT] if active_size == 1 else [LEFT, RIGHT]
-    return [Scout(e, f, i) for e in ends for f in (False, True) for i in range(hand_size + 1)]
+    return [Scout(SDK_END[e], f, i) for e, f, i in oracle.scout_choices(hand_size, active_size)]
 
 
-def after_scout(hand: Sequence[Card], active: Sequence[Card], scout: Scout):
-    card = active[0] if scout.end is LEFT else active[-1]
-    if scout.flip:
-        card = Card(card.other, card.face)
-    new_hand = [*hand[: scout.insert_at], card, *hand[scout.insert_at :]]
-    rest = active[1:] if scout.end is LEFT else active[:-1]
-    return new_hand, rest
+def after_scout(hand: Sequence[Card], active: Sequence[Card], scout: Scout
+                ) -> tuple[list[int], list[int]]:
+    """The hand's faces after ``scout``, and the faces left in the active set."""
+    return oracle.scouted([c.face for c in hand], [(c.face, c.other) for c in active],
+                          ORACLE_END[scout.end], scout.flip, scout.insert_at)
 
 
 def scout_and_show_ok(obs: Observation, action: ScoutAndShow) -> bool:
@@ -116,8 +93,7 @@ def scout_and_show_ok(obs: Observation, action: ScoutAndShow) -> bool:
     show = action.show
     if show.start < 0 or show.length < 1 or show.start + show.length > len(hand):
         return False
-    shown = [c.face for c in hand[show.start : show.start + show.length]]
-    return wins(shown, [c.face for c in rest])
+    return oracle.beats(hand[show.start : show.start + show.length], rest)
 
 
 def cards(*faces: int) -> tuple[Card, ...]:
@@ -144,11 +120,7 @@ def observation(
     scouts = legal_scouts(len(hand), len(active)) if can_scout else []
     available = False
     if players > 2 and token and scouts:
-        for scout in scouts:
-            new_hand, rest = after_scout(hand, active, scout)
-            if legal_shows([c.face for c in new_hand], [c.face for c in rest]):
-                available = True
-                break
+        available = any(legal_shows(*after_scout(hand, active, scout)) for scout in scouts)
     return Observation(
         match_id=match_id,
         seat=0,
@@ -336,7 +308,7 @@ def test_rotation_helpers() -> None:
 def test_beats_follows_the_rules(mine: tuple[int, ...], active: tuple[int, ...],
                                  expected: bool) -> None:
     assert beats(mine, active) is expected
-    assert wins(mine, active) is expected
+    assert oracle.beats(mine, active) is expected
 
 
 def test_group_strength() -> None:
@@ -425,10 +397,7 @@ def test_scout_and_shows_match_the_reference() -> None:
         expected = {
             ScoutAndShow(scout, show)
             for scout in obs.legal_scouts
-            for show in legal_shows([c.face for c in after_scout(obs.hand, obs.active_set,
-                                                                 scout)[0]],
-                                    [c.face for c in after_scout(obs.hand, obs.active_set,
-                                                                 scout)[1]])
+            for show in legal_shows(*after_scout(obs.hand, obs.active_set, scout))
         }
         assert set(combos) == expected
         checked += 1
@@ -647,7 +616,8 @@ def test_runner_plays_a_match_and_echoes_request_ids() -> None:
 
     async def script(conn: Connection) -> None:
         hello = await conn.handshake()
-        assert hello == Hello("recorder", "7", 1, 3)
+        # Recorder overrides on_event, so it asks for the full stream.
+        assert hello == Hello("recorder", "7", 1, 3, lean=False)
         assert conn.metadata["authorization"] == f"Bearer {TOKEN}"
         await conn.send(start("m1"))
         await conn.send(RotationRequest("m1", 11, 0, cards(1, 2), 2000, 0))
@@ -857,6 +827,159 @@ def test_reconnects_and_answers_resent_requests_once() -> None:
     assert isinstance(resumed, MatchStart) and resumed.resumed and resumed.strikes == 1
 
 
+# --- lean streams (PROTOCOL.md §3.6.1): no PublicEvent, no ACCEPTED -------------------------
+
+
+class LeanRecorder(Bot):
+    """Records its calls and never overrides on_event, so it asks for a lean stream. Answers
+    with the last legal show (or scout); request 2 gets a Scout & Show that the fake referee
+    rejects."""
+
+    name = "lean"
+    version = "3"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def choose_rotation(self, request: RotationRequest) -> bool:
+        self.calls.append(("rotation", request.request_id))
+        return True
+
+    def act(self, observation: Observation) -> Action:
+        self.calls.append(("act", observation.request_id))
+        if observation.request_id == 2 and observation.scout_and_show_available:
+            return ScoutAndShow(Scout(LEFT, False, 0), Show(0, 2))
+        return (observation.legal_shows or observation.legal_scouts)[-1]
+
+    def on_round_end(self, round_ended: RoundEnded) -> None:
+        self.calls.append(("round_end", round_ended.round_index))
+
+    def on_match_end(self, match_ended: MatchEnded) -> None:
+        self.calls.append(("match_end", match_ended.match_id))
+
+    def on_rejected(self, result: AnswerResult) -> None:
+        self.calls.append(("rejected", result.request_id))
+
+
+class Watcher(LeanRecorder):
+    """Overrides on_event: it needs the events, so it asks for the full stream."""
+
+    def on_event(self, event: PublicEvent) -> None:
+        self.calls.append(("event", event.action.seat))
+
+
+@pytest.mark.parametrize(
+    ("bot_class", "public_events", "lean"),
+    [(LeanRecorder, None, True), (Watcher, None, False), (LeanRecorder, True, False),
+     (Watcher, False, True), (RandomBot, None, True), (GreedyBot, None, True)],
+    ids=["default", "on_event overridden", "asked for events", "asked for lean",
+         "random", "greedy"],
+)
+def test_hello_asks_for_a_lean_stream_unless_events_are_needed(
+    bot_class: type[Bot], public_events: bool | None, lean: bool
+) -> None:
+    hellos: list[Hello] = []
+
+    async def script(conn: Connection) -> None:
+        hellos.append(await conn.handshake())
+        arena.stop.set()
+        await conn.drain()
+
+    arena = FakeArena(script)
+    asyncio.run(play(arena, bot_class(), public_events=public_events))
+    assert len(hellos) == 1 and hellos[0].lean is lean
+    wire = convert.bot_message_to_proto(hellos[0])
+    assert wire.hello.lean is lean
+    assert "accepts_batches" not in str(wire)
+
+
+def test_a_lean_match_is_played_without_accepted_results_or_events() -> None:
+    """A whole 2-round match from a referee that sends no ACCEPTED and no PublicEvent: every
+    answer goes out once, a rejection is followed by the fallback on the same request, and a
+    stray verdict about a request the match has moved past (a next request or the round's end
+    closed it) gets no fallback."""
+    bot = LeanRecorder()
+    combo = ScoutAndShow(Scout(LEFT, False, 0), Show(0, 2))
+    second = observation(cards(2, 3, 9), (Card(2, 5), Card(2, 6)), request_id=2,
+                         deadline_ms=3000)
+    assert second.scout_and_show_available and second.fallback() == Scout(LEFT, False, 0)
+    played = (
+        PublicAction(0, ActionKind.SCOUT, (Card(2, 5),), end=LEFT, insert_at=0),
+        PublicAction(1, ActionKind.SHOW, cards(7), start=0, length=1),
+    )
+    third = replace(observation(cards(2, 3, 4, 8), cards(7), request_id=3), history=played)
+    fifth = observation(cards(5, 6), request_id=5)
+    hellos: list[Hello] = []
+
+    async def script(conn: Connection) -> None:
+        hellos.append(await conn.handshake())
+        await conn.send(start("m1"), RotationRequest("m1", 1, 0, cards(1, 2), 2000, 0))
+        assert await conn.recv() == RotationChoice("m1", 1, True)
+        await conn.send(second)  # no ACCEPTED for the rotation: the next request says it all
+        assert await conn.recv() == ActionChoice("m1", 2, combo)
+        # The rotation was closed by request 2: a stray verdict on it gets no fallback.
+        await conn.send(AnswerResult("m1", 1, AnswerStatus.ILLEGAL, "stray", 0, 9000))
+        await conn.send(AnswerResult("m1", 2, AnswerStatus.ILLEGAL, "does not beat", 1, 9000))
+        assert await conn.recv() == ActionChoice("m1", 2, second.fallback())
+        await conn.send(third)  # the fallback was accepted, silently
+        assert await conn.recv() == ActionChoice("m1", 3, third.legal_shows[-1])
+        assert third.legal_shows[-1] != third.fallback()
+        # The round's end closes request 3 too.
+        await conn.send(RoundEnded("m1", 0, RoundEndReason.HAND_EMPTIED),
+                        AnswerResult("m1", 3, AnswerStatus.ILLEGAL, "stray", 1, 9000),
+                        RotationRequest("m1", 4, 1, cards(3, 4), 2000, 0))
+        assert await conn.recv() == RotationChoice("m1", 4, True)
+        await conn.send(fifth)
+        assert await conn.recv() == ActionChoice("m1", 5, fifth.legal_shows[-1])
+        await conn.send(RoundEnded("m1", 1, RoundEndReason.HAND_EMPTIED),
+                        MatchEnded("m1", (3, 1, 0, 0), (1, 2, 3, 3), (), "m1"))
+        assert await conn.drain() == []
+
+    assert asyncio.run(play(FakeArena(script), bot, max_matches=1)) == 1
+    assert hellos[0].lean
+    assert bot.calls == [
+        ("rotation", 1), ("act", 2), ("rejected", 1), ("rejected", 2), ("act", 3),
+        ("round_end", 0), ("rejected", 3), ("rotation", 4), ("act", 5), ("round_end", 1),
+        ("match_end", "m1"),
+    ]
+
+
+def test_a_lean_stream_resyncs_after_a_reconnect() -> None:
+    """Nothing said whether the answers were accepted: after the reconnect the referee resends
+    the request that is still open (its answer was lost) and the SDK resends that answer
+    without asking the bot again; the next request is answered as usual."""
+    bot = LeanRecorder()
+    first = observation(cards(3, 4), request_id=1)
+    second = observation(cards(6, 7, 7), request_id=2, deadline_ms=5000)
+    third = observation(cards(1, 5), request_id=3)
+    hellos: list[Hello] = []
+
+    async def drops(conn: Connection) -> None:
+        hellos.append(await conn.handshake())
+        await conn.send(start("m1"), first)
+        assert await conn.recv() == ActionChoice("m1", 1, first.legal_shows[-1])
+        await conn.send(second)
+        assert await conn.recv() == ActionChoice("m1", 2, second.legal_shows[-1])
+        await conn.abort(grpc.StatusCode.UNAVAILABLE, "referee restarting")
+
+    async def resumes(conn: Connection) -> None:
+        hellos.append(await conn.handshake(resumed=True))
+        await conn.send(MatchStart("m1", 0, ("a", "b", "c", "d"), 4, 4, TimeControl(1000, 0),
+                                   resumed=True, time_bank_ms=4000, strikes=0))
+        await conn.send(replace(second, deadline_ms=2500))  # still open: its answer was lost
+        assert await conn.recv() == ActionChoice("m1", 2, second.legal_shows[-1])
+        await conn.send(third)
+        assert await conn.recv() == ActionChoice("m1", 3, third.legal_shows[-1])
+        await conn.send(MatchEnded("m1"))
+        assert await conn.drain() == []
+
+    arena = FakeArena(drops, resumes)
+    assert asyncio.run(play(arena, bot, max_matches=1)) == 1
+    assert arena.connections == 2
+    assert [hello.lean for hello in hellos] == [True, True]
+    assert bot.calls == [("act", 1), ("act", 2), ("act", 3), ("match_end", "m1")]
+
+
 @pytest.mark.parametrize(
     ("token", "code", "details", "error"),
     [
@@ -957,3 +1080,27 @@ def test_cli_usage_errors(monkeypatch: pytest.MonkeyPatch,
     assert "SCOUT_ADDRESS" in capsys.readouterr().err
     assert main(["run", "nonsense", "--address", "x:1", "--token", "t"]) == 2
     assert "bad bot spec" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["flag", "environment", "neither"])
+def test_cli_asks_for_public_events_when_told(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    hellos: list[Hello] = []
+
+    async def script(conn: Connection) -> None:
+        hellos.append(await conn.handshake())
+        await conn.send(start("m1"), MatchEnded("m1"))
+        await conn.drain()
+
+    monkeypatch.delenv("SCOUT_PUBLIC_EVENTS", raising=False)
+    if how == "environment":
+        monkeypatch.setenv("SCOUT_PUBLIC_EVENTS", "1")
+    extra = ["--public-events"] if how == "flag" else []
+
+    async def scenario() -> int:
+        async with serving(FakeArena(script)) as address:
+            return await asyncio.to_thread(
+                main, ["run", "greedy", "--address", address, "--token", TOKEN,
+                       "--max-matches", "1", *extra])
+
+    assert asyncio.run(scenario()) == 0
+    assert [hello.lean for hello in hellos] == [how == "neither"]

@@ -150,15 +150,10 @@ def test_goodbye_without_reconnect_for_another_reason_also_returns(
         logging.WARNING]
 
 
-def test_goodbye_at_the_end_of_a_batch_is_obeyed() -> None:
+def test_goodbye_right_after_a_match_end_is_obeyed() -> None:
     async def script(conn: Connection) -> None:
         await conn.handshake()
-        batch = arena_pb2.RefereeBatch(messages=[
-            testing.referee_message_to_proto(start("m1")),
-            testing.referee_message_to_proto(MatchEnded("m1")),
-            testing.referee_message_to_proto(FINISHED),
-        ])
-        await conn.context.write(arena_pb2.RefereeMessage(batch=batch))
+        await conn.send(start("m1"), MatchEnded("m1"), FINISHED)
 
     arena = FakeArena(script)
     bot = Polite()
@@ -216,7 +211,7 @@ def test_shutdown_goodbye_reconnects_after_retry_after_ms(
     assert arena.connections == 2
     waited = reopened[0] - said_goodbye[0]
     assert 0.45 <= waited < 2.0, waited
-    assert hellos[0] == hellos[1] == Hello("recorder", "7", 1, 8)
+    assert hellos[0] == hellos[1] == Hello("recorder", "7", 1, 8, lean=False)  # on_event: full
     assert tokens == [f"Bearer {TOKEN}"] * 2
     assert attempts == []  # the wait was not a backoff
     assert bot.goodbyes == [SHUTDOWN]

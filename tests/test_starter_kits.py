@@ -3,6 +3,11 @@
 Each kit is built once per session with its own Makefile (the same command its README gives),
 then plays 2- to 5-player matches at mixed tables with the Python bots, misses deadlines on
 purpose, and survives its connection being cut mid-match.
+
+Every kit and the Python SDK ask for a lean stream by default (Hello.lean, PROTOCOL.md §3.6.1:
+no PublicEvent, no ACCEPTED AnswerResult), so the deadline and reconnect tests play lean
+streams; the mixed tables are played twice, lean and with SCOUT_PUBLIC_EVENTS=1 (the full
+stream) set for every bot process.
 """
 
 from __future__ import annotations
@@ -87,6 +92,18 @@ def start_kit(referee: RefereeProcess, kit: Kit, *extra: str, address: str | Non
     return process
 
 
+@pytest.fixture(params=["lean", "public-events"])
+def stream_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The launch convention's SCOUT_PUBLIC_EVENTS for every bot started afterwards (kits and
+    Python bots inherit this process's environment): unset asks for a lean stream, "1" for the
+    full one."""
+    if request.param == "lean":
+        monkeypatch.delenv("SCOUT_PUBLIC_EVENTS", raising=False)
+    else:
+        monkeypatch.setenv("SCOUT_PUBLIC_EVENTS", "1")
+    return str(request.param)
+
+
 @pytest.fixture
 def referee(tmp_path: Path) -> Iterator[RefereeProcess]:
     with running_referee(tmp_path, TOKENS, "--reconnect-grace", "15") as process:
@@ -99,7 +116,10 @@ def test_every_kit_builds_from_proto(built_kits: dict[str, str]) -> None:
 
 
 def test_kits_play_two_to_five_player_matches_at_mixed_tables(
-        built_kits: dict[str, str], referee: RefereeProcess, tmp_path: Path) -> None:
+        built_kits: dict[str, str], referee: RefereeProcess, stream_mode: str,
+        tmp_path: Path) -> None:
+    expected = "1" if stream_mode == "public-events" else None
+    assert os.environ.get("SCOUT_PUBLIC_EVENTS") == expected  # what every bot below inherits
     for name in KITS:
         start_kit(referee, require(built_kits, name), log_dir=tmp_path)
     start_bot(referee, "greedy", "pyg")
@@ -136,7 +156,7 @@ def test_kit_that_misses_its_deadline_on_purpose_times_out_and_is_played_by_fall
         info = create_match(stub, [name, "py-greedy"], seed=77, decision_ms=150, time_bank_ms=200)
         wait_finished(stub, info.match_id, timeout=120)
         record = fetch_record(stub, info.match_id)
-    kinds = [n["kind"] for n in record["notes"] if n["seat"] == 0]
+    kinds = [n["kind"] for n in record["notes"] if n["seat"] == 0 and n["kind"] != "strike"]
     assert kinds[:3] == ["timeout"] * 3 and "forfeit" in kinds, record["notes"]
     assert record["forfeits"] == [0] and record["ranks"][0] == 2
     replay(record)

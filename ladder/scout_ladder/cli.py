@@ -1,26 +1,106 @@
-"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history."""
+"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history.
+
+Errors are one line on stderr, never a traceback: exit status 2 for a usage error (a bad name,
+owner or option), 1 for a refusal (a name of another owner, an unknown bot, no ladder database
+at the URL, another ladder serving it, a database that fails). Only ``serve`` and ``register``
+create a database; the others refuse a URL that names none.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
+log = logging.getLogger("scout_ladder")
 
-def _repo(args: argparse.Namespace) -> Any:
-    from .repository import Repository
+
+class _Exit(Exception):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _repo(args: argparse.Namespace, *, create: bool = False) -> Any:
+    """The repository at ``--database``, migrated. Without ``create``, a URL naming no ladder
+    database is refused rather than turned into an empty one."""
+    from .repository import NoLadderDatabaseError, Repository
 
     repo = Repository(args.database)
+    if not create and not repo.exists():
+        shown = repo.url
+        repo.close()
+        raise NoLadderDatabaseError(
+            f"no ladder database at {shown} (check --database or SCOUT_LADDER_DATABASE; only "
+            "`ladder serve` and `ladder register` create one)")
     repo.migrate()
     return repo
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turns the errors a user can cause into one line on stderr and an exit status."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+        from .repository import InvalidInputError, StorageError, UnknownBotError, echo
+
+        try:
+            return command(args)
+        except _Exit as exc:
+            message, status = str(exc), exc.status
+        except InvalidInputError as exc:
+            message, status = str(exc), 2
+        except UnknownBotError as exc:
+            message, status = f"no bot named {echo(str(exc))}", 1
+        except StorageError as exc:
+            message, status = str(exc), 1
+        except ArgumentError as exc:
+            message, status = f"--database is not a database URL: {_one_line(exc)}", 2
+        except SQLAlchemyError as exc:
+            message, status = f"the database failed: {_one_line(exc)}", 1
+        except ValueError as exc:  # e.g. a URL of a database the ladder does not support
+            message, status = _one_line(exc), 2
+        print(f"scout-arena ladder {args.ladder_command}: {message}", file=sys.stderr)
+        return status
+
+    return run
+
+
+class _Parser(argparse.ArgumentParser):
+    """A ladder command's parser: a usage error is one line (and status 2), not a usage
+    block."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _table_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        sizes = ()
+    if not sizes or not all(2 <= size <= 5 for size in sizes):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise argparse.ArgumentTypeError(
+            f"sizes from 2 to 5 separated by commas, e.g. 4 or 2,3,4; got {shown!r}")
+    return sizes
 
 
 def _console() -> Any:
@@ -33,43 +113,85 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from scout_arena.server import TimeControl
 
     from .matchmaker import MatchmakerConfig
+    from .repository import LeaseHeldError, Repository
     from .service import Ladder, LadderConfig
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sizes = tuple(int(x) for x in args.table_sizes.split(","))
-    if not sizes or not all(2 <= s <= 5 for s in sizes):
-        raise SystemExit("--table-sizes takes sizes from 2 to 5, e.g. 4 or 2,3,4")
     config = LadderConfig(
         host=args.host, port=args.port, admin_token=args.admin_token,
-        matchmaker=MatchmakerConfig(table_sizes=sizes, allow_same_owner=args.allow_same_owner),
+        matchmaker=MatchmakerConfig(table_sizes=args.table_sizes,
+                                    allow_same_owner=args.allow_same_owner),
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port)
 
-    async def main() -> None:
-        ladder = Ladder(_repo(args), config)
-        await ladder.start()
+    async def main() -> int:
+        # Handlers first: a SIGTERM while starting, or right after "listening", stops cleanly.
+        stop = asyncio.Event()
+        main_task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set() and main_task is not None:
+                main_task.cancel()  # a second signal: stop at once
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, on_signal)
+        repo = Repository(args.database)
+        ladder = Ladder(repo, config)
+        try:
+            await ladder.start()
+        except LeaseHeldError as exc:
+            repo.close()
+            raise _Exit(str(exc), 1) from None
         if ladder.voided_at_start:
             print(f"voided {len(ladder.voided_at_start)} matches that were in flight: "
                   f"{', '.join(ladder.voided_at_start)}", flush=True)
         print(f"ladder listening on {ladder.address}", flush=True)
         if args.web_port is not None:
             print(f"web pages on http://{ladder.web_address}/", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await ladder.stop()
+        if args.admin_token is None:
+            log.warning("no --admin-token: RegisterBot and RetireBot are open to anyone who "
+                        "reaches %s", ladder.address)
+        waits = [asyncio.ensure_future(stop.wait()),
+                 asyncio.ensure_future(ladder.stop_requested.wait())]
+        # A grpc server that died (scout_arena.server.liveness) takes no new bot: drain for a
+        # few seconds and exit with status 3, so that a supervisor restarts the ladder.
+        dead = asyncio.ensure_future(ladder.referee.wait_dead())
+        await asyncio.wait([*waits, dead], return_when=asyncio.FIRST_COMPLETED)
+        for waiting in [*waits, dead]:
+            waiting.cancel()
+        if dead.done() and not dead.cancelled():
+            try:
+                await ladder.referee.exit_dead(ladder.address, dead.result(), ladder.stop())
+            finally:
+                repo.close()
+        try:
+            await ladder.stop()
+        except asyncio.CancelledError:
+            print("scout-arena ladder serve: stopped at once on a second signal; matches whose "
+                  "result was not stored yet stay in flight until the next start voids them",
+                  file=sys.stderr, flush=True)
+            return 1
+        finally:
+            repo.close()
+        if ladder.failure:
+            print(f"scout-arena ladder serve: {ladder.failure}", file=sys.stderr, flush=True)
+            return 1
+        return 0
 
-    asyncio.run(main())
-    return 0
+    return asyncio.run(main())
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    bot, token = _repo(args).register_bot(args.name, args.owner)
+    from .repository.common import check_bot_name, check_owner
+
+    check_bot_name(args.name)  # before a database is created for nothing
+    check_owner(args.owner)
+    bot, token = _repo(args, create=True).register_bot(args.name, args.owner)
     print(f"registered {bot.name} version {bot.version} (owner {bot.owner})", file=sys.stderr)
     print("token (shown once; only its hash is stored):", file=sys.stderr)
     print(token)
@@ -85,7 +207,8 @@ def cmd_retire(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    rows = _repo(args).leaderboard()
+    repo = _repo(args)
+    rows = repo.leaderboard()
     if args.json:
         print(json.dumps([_plain(r) for r in rows], indent=1, default=str))
         return 0
@@ -95,7 +218,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(str(r.rank), r.bot, r.owner, f"{r.conservative:.2f}", f"{r.mu:.2f}",
                       f"{r.sigma:.2f}", str(r.games), " ".join(map(str, r.recent_ranks)))
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    bots = repo.list_bots()
+    owners = len({bot.owner for bot in bots})
+    if bots:
+        # The one-bot-per-owner rule caps the table size: say so where standings are read.
+        console.print(f"{len(bots)} bots of {owners} owners: a table seats one bot per owner "
+                      f"(unless `ladder serve --allow-same-owner`), so at most {min(owners, 5)} "
+                      "players a table")
     return 0
 
 
@@ -149,25 +280,36 @@ def cmd_bot(args: argparse.Namespace) -> int:
 
 
 def cmd_recompute(args: argparse.Namespace) -> int:
-    from scout_arena.ratings import replay_ratings
+    from rich.table import Table
 
-    repo = _repo(args)
-    matches = [(m.bots, m.ranks) for m in repo.iter_finished_matches() if m.rated]
-    ratings, games = replay_ratings(matches)
-    stored = repo.ratings()
-    differences = []
-    for name in sorted(set(stored) | set(ratings)):
-        have = stored.get(name)
-        want = ratings.get(name)
-        if have is None or want is None or have.mu != want.mu or have.sigma != want.sigma \
-                or have.games != games.get(name, 0):
-            differences.append((name, have, want))
-    print(f"recomputed {len(matches)} rated matches for {len(ratings)} bots")
-    for name, have, want in differences:
-        print(f"  {name}: stored {have}, recomputed {want}")
-    if not differences:
+    from .recompute import check
+
+    report = check(_repo(args).rating_snapshot())
+    print(f"recomputed {report.matches} rated matches for {report.bots} bots")
+    if not report.differences:
         print("stored ratings match the recomputation exactly")
         return 0
+
+    def number(value: float | None, spec: str = ".6f") -> str:
+        return "-" if value is None else format(value, spec)
+
+    count = len(report.differences)
+    table = Table(title=f"{count} bot{'' if count == 1 else 's'} whose stored rating is not "
+                        "the recomputed one (delta = stored - recomputed)")
+    for col in ("bot", "stored mu", "stored sigma", "stored games", "recomputed mu",
+                "recomputed sigma", "recomputed games", "delta mu", "delta sigma"):
+        table.add_column(col, justify="left" if col == "bot" else "right")
+    for d in report.differences:
+        stored, recomputed = d.stored, d.recomputed
+        table.add_row(
+            d.bot,
+            number(None if stored is None else stored.mu),
+            number(None if stored is None else stored.sigma),
+            "-" if stored is None else str(stored.games),
+            number(None if recomputed is None else recomputed.mu),
+            number(None if recomputed is None else recomputed.sigma),
+            str(d.recomputed_games), number(d.delta_mu, "+.3g"), number(d.delta_sigma, "+.3g"))
+    _console().print(table)
     return 1
 
 
@@ -181,7 +323,8 @@ def _plain(row: Any) -> Any:
 
 def add_ladder_parser(sub: Any) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
-    ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True)
+    ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
+                                       parser_class=_Parser)
 
     def with_db(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--database", default=os.environ.get("SCOUT_LADDER_DATABASE",
@@ -194,7 +337,8 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=50061, help="0 picks a free port")
     serve.add_argument("--admin-token", default=os.environ.get("SCOUT_LADDER_ADMIN_TOKEN"))
-    serve.add_argument("--table-sizes", default="4", help="comma-separated, e.g. 2,3,4")
+    serve.add_argument("--table-sizes", type=_table_sizes, default=(4,),
+                       help="comma-separated, e.g. 2,3,4 (default 4)")
     serve.add_argument("--allow-same-owner", action="store_true")
     serve.add_argument("--decision-ms", type=int, default=1000)
     serve.add_argument("--time-bank-ms", type=int, default=10_000)
@@ -204,31 +348,31 @@ def add_ladder_parser(sub: Any) -> None:
                        help="also serve the web pages on this port (0 picks a free one)")
     serve.add_argument("--web-host", default="127.0.0.1")
     serve.add_argument("-v", "--verbose", action="store_true")
-    serve.set_defaults(func=cmd_serve)
+    serve.set_defaults(func=_guarded(cmd_serve))
 
     reg = with_db(ladder_sub.add_parser("register", help="register a bot; prints its token"))
     reg.add_argument("name")
     reg.add_argument("--owner", required=True)
-    reg.set_defaults(func=cmd_register)
+    reg.set_defaults(func=_guarded(cmd_register))
 
     retire = with_db(ladder_sub.add_parser("retire", help="stop scheduling a bot"))
     retire.add_argument("name")
-    retire.set_defaults(func=cmd_retire)
+    retire.set_defaults(func=_guarded(cmd_retire))
 
     board = with_db(ladder_sub.add_parser("leaderboard", help="print the standings"))
     board.add_argument("--json", action="store_true")
-    board.set_defaults(func=cmd_leaderboard)
+    board.set_defaults(func=_guarded(cmd_leaderboard))
 
     matches = with_db(ladder_sub.add_parser("matches", help="print recent matches"))
     matches.add_argument("--bot")
     matches.add_argument("--table-size", type=int)
     matches.add_argument("--limit", type=int, default=30)
-    matches.set_defaults(func=cmd_matches)
+    matches.set_defaults(func=_guarded(cmd_matches))
 
     bot = with_db(ladder_sub.add_parser("bot", help="print a bot's profile"))
     bot.add_argument("name")
-    bot.set_defaults(func=cmd_bot)
+    bot.set_defaults(func=_guarded(cmd_bot))
 
     recompute = with_db(ladder_sub.add_parser(
         "recompute", help="rebuild every rating from the match history and compare"))
-    recompute.set_defaults(func=cmd_recompute)
+    recompute.set_defaults(func=_guarded(cmd_recompute))

@@ -3,19 +3,41 @@
 Storage goes through `Repository` only, always via ``asyncio.to_thread`` so no database call
 blocks the loop. Results are rated and committed one at a time under a lock, in the order the
 matches finish; `recompute` replays that same order, so the stored ratings can be checked.
+
+The life of a match, and why nothing finished is ever lost:
+
+1. **Intent first.** The in-flight row is committed (under an id of the ladder's own) *before*
+   the referee is asked for the match, so no match can end before its row exists. If the
+   referee then refuses (a bot left meanwhile), the row is voided with that reason.
+2. **Bind.** The referee names the match when it starts it; the row is renamed to that id
+   right away, and whatever ends the match waits for the rename first. (A referee that let the
+   caller choose the id would make this step vanish.)
+3. **Settle.** A finished match is stored with its ratings, an aborted one voided with a true
+   reason. Every such write is idempotent in the repository and retried here, with backoff,
+   for as long as the database fails for a transient reason; any other failure is logged and
+   the match voided saying so. No task's exception goes unlogged.
+4. **Stop.** A clean stop stops scheduling, lets the referee abort what is running (each abort
+   voids its row: "the ladder was stopped"), waits for every pending write, and only then
+   releases the lease. So only a crash or a kill leaves rows in flight for the next start.
+
+One ladder per database: `start` takes the repository's lease first and fails with
+`LeaseHeldError` when another process holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import itertools
 import json
 import logging
 import random
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
@@ -23,12 +45,36 @@ from scout_arena.ratings import Rating, make_env, rate_table
 from scout_arena.record import MatchRecord, record_to_json
 from scout_arena.server import RefereeFacade, TimeControl
 
-from .matchmaker import Candidate, MatchmakerConfig, choose_table
-from .repository import Repository
+from .matchmaker import (
+    Candidate,
+    MatchmakerConfig,
+    choose_table,
+    unfillable_sizes,
+    why_no_table,
+)
+from .repository import (
+    BotOwnerError,
+    BotRetiredError,
+    DuplicateMatchError,
+    Lease,
+    LeaseLostError,
+    MatchStateError,
+    Repository,
+    SeatResult,
+    StorageError,
+    echo,
+    is_transient,
+)
 
 log = logging.getLogger("scout_ladder")
 
 Context = grpc.aio.ServicerContext[Any, Any]
+T = TypeVar("T")
+
+VOID_AT_START = "the ladder died (it was killed or crashed) before the match ended"
+VOID_AT_STOP = "the ladder was stopped"
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -55,10 +101,38 @@ class LadderConfig:
     web_host: str = "127.0.0.1"
     web_port: int | None = None
     """Serve the web pages (scout_ladder.web) on this port too; None: no web server."""
+    table_warning_after_s: float = 5.0
+    """Warn that the connected bots cannot fill any allowed table once that has lasted this
+    long (bots connecting one by one after a restart are not worth a warning)."""
+    lease_check_s: float = 5.0
+    """How often the lease's connection is checked (PostgreSQL); a lost lease stops the
+    ladder."""
+
+
+class _GaveUp(Exception):
+    """A retried database call was abandoned (the ladder is stopping)."""
+
+
+@dataclass(eq=False)
+class _Flight:
+    """A match this process started and has not settled yet."""
+
+    intent_id: str
+    """The id its row was written under before the referee started it."""
+    match_id: str
+    """The referee's id, which the row takes once bound."""
+    challenge_id: int | None
+    bound: asyncio.Task[None] | None = None
+
+
+def _brief(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 class Ladder:
-    """Runs the ladder until `stop`."""
+    """Runs the ladder from `start` until `stop`."""
 
     def __init__(self, repository: Repository, config: LadderConfig) -> None:
         self.repo = repository
@@ -78,12 +152,22 @@ class Ladder:
         self.versions: dict[str, int] = {}
         self.unschedulable: dict[str, str] = {}
         self.idle_since: dict[str, float] = {}
-        self.match_kinds: dict[str, int | None] = {}
         self.voided_at_start: list[str] = []
+        self.stop_requested = asyncio.Event()
+        """Set when the ladder must stop on its own (it lost its lease); see `failure`."""
+        self.failure: str | None = None
         self._finish_lock = asyncio.Lock()
-        self._pending: set[asyncio.Task[None]] = set()
+        self._pending: set[asyncio.Task[Any]] = set()
+        self._flights: dict[str, _Flight] = {}
+        self._unsettled_intents: set[str] = set()
         self._scheduler: asyncio.Task[None] | None = None
+        self._lease_watch: asyncio.Task[None] | None = None
+        self._lease: Lease | None = None
+        self._wake = asyncio.Event()
         self._stopping = False
+        self._stopped = False
+        self._table_problem: tuple[str, float] | None = None
+        self._table_warned: str | None = None
         self._web: Any = None
         self._web_task: asyncio.Task[None] | None = None
 
@@ -92,19 +176,33 @@ class Ladder:
         return self.referee.address
 
     async def start(self) -> None:
-        await asyncio.to_thread(self.repo.migrate)
-        self.voided_at_start = await asyncio.to_thread(
-            self.repo.void_in_flight, "the ladder stopped while the match was being played")
-        if self.voided_at_start:
-            log.warning("voided %d matches that were in flight when the ladder last stopped: %s",
-                        len(self.voided_at_start), ", ".join(self.voided_at_start))
-        stored = await asyncio.to_thread(self.repo.ratings)
-        self.ratings = {name: Rating(r.mu, r.sigma) for name, r in stored.items()}
-        await self._refresh_bots()
-        await self.referee.start()
-        if self.config.web_port is not None:
-            await self._start_web()
+        """Takes the lease (`LeaseHeldError` if another ladder serves the database), migrates,
+        voids what a dead predecessor left in flight, and starts serving."""
+        self._lease = await asyncio.to_thread(self.repo.acquire_lease)
+        referee_started = False
+        try:
+            await asyncio.to_thread(self.repo.migrate)
+            self.voided_at_start = await asyncio.to_thread(self.repo.void_in_flight,
+                                                           VOID_AT_START)
+            if self.voided_at_start:
+                log.warning("voided %d matches that were in flight when the ladder died: %s",
+                            len(self.voided_at_start), ", ".join(self.voided_at_start))
+            stored = await asyncio.to_thread(self.repo.ratings)
+            self.ratings = {name: Rating(r.mu, r.sigma) for name, r in stored.items()}
+            await self._refresh_bots()
+            self._warn_about_registered_bots()
+            await self.referee.start()
+            referee_started = True
+            if self.config.web_port is not None:
+                await self._start_web()
+        except BaseException:
+            if referee_started:
+                with contextlib.suppress(Exception):
+                    await self.referee.stop()
+            await self._release_lease()
+            raise
         self._scheduler = asyncio.create_task(self._schedule_forever(), name="ladder scheduler")
+        self._lease_watch = asyncio.create_task(self._watch_lease(), name="ladder lease watch")
 
     async def _start_web(self) -> None:
         from scout_arena.web import create_app, make_server
@@ -127,18 +225,74 @@ class Ladder:
         return None if self._web is None else str(self._web.address)
 
     async def stop(self) -> None:
+        """Stops cleanly: no new match, running ones aborted and voided, every result and void
+        stored (retrying while the database fails), then the lease released."""
+        if self._stopped:
+            return
         self._stopping = True
+        self._wake.set()
+        if self._lease_watch is not None:
+            self._lease_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lease_watch
         if self._scheduler is not None:
-            self._scheduler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # Not cancelled: a pass ends between two matches, never between a match's row
+            # and its start.
+            with contextlib.suppress(Exception):
                 await self._scheduler
-        if self._web_task is not None:
-            self._web.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._web_task
-        await self.referee.stop()
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+        try:
+            if self._web_task is not None:
+                self._web.should_exit = True
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._web_task
+            try:
+                await self.referee.stop()
+            except Exception:
+                log.exception("the referee did not stop cleanly")
+            await self._drain()
+            # Whatever is left is ours and will never end: settle it now, not at next start.
+            for flight in list(self._flights.values()):
+                await self._settle_void(flight, VOID_AT_STOP)
+            for intent_id in sorted(self._unsettled_intents):
+                with contextlib.suppress(StorageError):
+                    await self._db(f"void match {intent_id}", self.repo.void_match, intent_id,
+                                   VOID_AT_STOP)
+            self._unsettled_intents.clear()
+            await self._drain()
+        finally:
+            await self._release_lease()
+        self._stopped = True
+
+    async def _drain(self) -> None:
+        """Waits for every pending write (they may spawn more), saying so while it takes."""
+        waited = 0.0
+        while self._pending:
+            done, _ = await asyncio.wait(list(self._pending), timeout=10.0)
+            if not done:
+                waited += 10.0
+                log.warning("stopping: still storing %d results after %.0f s (the database "
+                            "is not answering); a second SIGTERM stops at once and leaves "
+                            "them in flight", len(self._pending), waited)
+
+    async def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            await asyncio.to_thread(lease.release)
+
+    async def _watch_lease(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.config.lease_check_s)
+            lease = self._lease
+            if lease is None:
+                return
+            try:
+                await asyncio.to_thread(lease.check)
+            except LeaseLostError as exc:
+                self.failure = (f"{exc}: stopping, so that no second ladder can serve the "
+                                "database next to this one")
+                log.critical("%s", self.failure)
+                self.stop_requested.set()
+                return
 
     # ----- bots -----------------------------------------------------------------------------
 
@@ -154,7 +308,7 @@ class Ladder:
         self.idle_since.setdefault(name, time.monotonic())
         if name in self.unschedulable and self.unschedulable[name].startswith("probation"):
             self.unschedulable.pop(name)
-            self._spawn(self._lift_probation(name))
+            self._spawn(self._lift_probation(name), f"lift the probation of {name}")
 
     async def _lift_probation(self, name: str) -> None:
         await asyncio.to_thread(self.repo.set_probation, name, None)
@@ -172,16 +326,59 @@ class Ladder:
                 unschedulable[bot.name] = f"probation: {bot.probation_reason}"
         self.unschedulable = unschedulable
 
+    def _warn_about_registered_bots(self) -> None:
+        """At start: the table sizes that the registered bots can never fill, and why."""
+        bots = {n: o for n, o in self.owners.items() if self.unschedulable.get(n) != "retired"}
+        if not bots:
+            return
+        config = self.config.matchmaker
+        why = why_no_table(bots, config)
+        if why is not None:
+            log.warning("no match can start even with every registered bot connected: %s",
+                        why)
+            return
+        never = unfillable_sizes(bots, config)
+        if never:
+            owners = len(set(bots.values()))
+            log.warning("tables of %s can never be formed: the %d registered bots belong to "
+                        "%d owners and a table seats %s; only smaller tables are played",
+                        ",".join(map(str, never)), len(bots), owners,
+                        "any bots" if config.allow_same_owner else "one bot per owner")
+
+    def _check_tables(self) -> None:
+        """Warns (once the situation has lasted a while) when the connected bots cannot fill
+        any allowed table, and says so again when they can."""
+        connected = {n: self.owners[n] for n in self.referee.connected_bots()
+                     if n in self.owners and n not in self.unschedulable}
+        problem = why_no_table(connected, self.config.matchmaker) if connected else None
+        now = time.monotonic()
+        if problem is None:
+            if self._table_warned is not None:
+                log.warning("the connected bots can fill a table again: matches resume")
+            self._table_problem = self._table_warned = None
+            return
+        if self._table_problem is None or self._table_problem[0] != problem:
+            self._table_problem = (problem, now)
+        since = self._table_problem[1]
+        if problem != self._table_warned and now - since >= self.config.table_warning_after_s:
+            log.warning("no match can start: the connected bots cannot fill any allowed table "
+                        "size: %s", problem)
+            self._table_warned = problem
+
     # ----- scheduling -----------------------------------------------------------------------
 
     async def _schedule_forever(self) -> None:
         last_refresh = 0.0
         while not self._stopping:
-            await asyncio.sleep(self.config.schedule_interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.schedule_interval_s)
+            if self._stopping:
+                return
             try:
                 if time.monotonic() - last_refresh > 2.0:
                     await self._refresh_bots()
                     last_refresh = time.monotonic()
+                self._check_tables()
                 await self._schedule_once()
             except Exception:
                 log.exception("scheduling pass failed; trying again")
@@ -194,7 +391,7 @@ class Ladder:
         idle = dict.fromkeys(self._idle_bots())
         for challenge in await asyncio.to_thread(self.repo.open_challenges):
             names = [challenge.bot, *challenge.opponents]
-            if all(n in idle for n in names):
+            if all(n in idle for n in names) and not self._stopping:
                 await self._start(names, challenge_id=challenge.id)
                 for n in names:
                     idle.pop(n, None)
@@ -208,7 +405,7 @@ class Ladder:
             games = stored[name].games if name in stored else 0
             candidates.append(Candidate(name, self.owners.get(name, ""), rating.mu, rating.sigma,
                                         games, now - self.idle_since.get(name, now)))
-        while True:
+        while not self._stopping:
             table = choose_table(candidates, self.config.matchmaker, self.rng)
             if table is None:
                 return
@@ -218,57 +415,161 @@ class Ladder:
             candidates = [c for c in candidates if c.name not in chosen]
 
     async def _start(self, names: list[str], challenge_id: int | None) -> None:
+        """Writes the match, then has the referee start it (see the module docstring)."""
         self.rng.shuffle(names)
         seed = self.rng.getrandbits(64)
-        match_id = self.referee.create_match(names, seed)
-        self.match_kinds[match_id] = challenge_id
-        await asyncio.to_thread(
-            self.repo.start_match, match_id, len(names), seed,
-            [(n, self.versions.get(n, 1)) for n in names], challenge_id is None, challenge_id)
+        intent_id = f"m-{secrets.token_hex(8)}"
+        seats = [(n, self.versions.get(n, 1)) for n in names]
+        try:
+            await self._db(f"write match {intent_id} before it starts", self.repo.start_match,
+                           intent_id, len(names), seed, seats, challenge_id is None,
+                           challenge_id, give_up=lambda: self._stopping)
+        except StorageError as exc:  # refused: a bot was retired meanwhile, ...
+            log.warning("not starting a match of %s: %s", ", ".join(names), exc)
+            return
+        except BaseException:
+            # The row may have been written (the answer to its commit was lost): ours to void.
+            self._unsettled_intents.add(intent_id)
+            if self._stopping:
+                return
+            raise
+        if self._stopping:
+            await self._void_intent(intent_id, "the ladder was stopped before the match began")
+            return
+        try:
+            match_id = self.referee.create_match(names, seed)
+        except Exception as exc:  # MatchRequestError: a bot left or filled up meanwhile
+            log.info("the referee did not start match %s of %s: %s", intent_id,
+                     ", ".join(names), exc)
+            await self._void_intent(intent_id, f"the referee did not start it: {_brief(exc)}")
+            return
+        # Synchronously after create_match: the match cannot have ended yet.
+        flight = _Flight(intent_id, match_id, challenge_id)
+        self._flights[match_id] = flight
+        if match_id != intent_id:
+            flight.bound = self._spawn(self._bind(flight), f"bind match {match_id}")
         for n in names:
             self.idle_since.pop(n, None)
 
+    async def _void_intent(self, intent_id: str, reason: str) -> None:
+        self._unsettled_intents.add(intent_id)
+        await self._db(f"void match {intent_id}", self.repo.void_match, intent_id, reason)
+        self._unsettled_intents.discard(intent_id)
+
+    async def _bind(self, flight: _Flight) -> None:
+        await self._db(f"bind match {flight.intent_id} to {flight.match_id}",
+                       self.repo.bind_match, flight.intent_id, flight.match_id)
+
+    async def _row_id(self, flight: _Flight) -> str:
+        """The id the match's row has: the referee's once bound (waits for it), else the
+        intent's (a bind that failed for good is logged already)."""
+        if flight.bound is None:
+            return flight.match_id
+        try:
+            await asyncio.shield(flight.bound)
+        except Exception:
+            return flight.intent_id
+        return flight.match_id
+
     # ----- results --------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
+        task = asyncio.get_running_loop().create_task(coro, name=what)
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved here, always: never "never retrieved"
+        if exc is not None:
+            log.error("%s failed: %s", task.get_name(), _brief(exc), exc_info=exc)
+
+    async def _db(self, what: str, fn: Callable[..., T], *args: Any,
+                  give_up: Callable[[], bool] | None = None) -> T:
+        """``fn(*args)`` in a thread, repeated with backoff for as long as it fails for a
+        transient reason (the repository's writes are idempotent, so a repeat is safe even
+        when a commit went through and only its answer was lost)."""
+        delay = RETRY_FIRST_S
+        for attempt in itertools.count(1):
+            try:
+                return await asyncio.to_thread(fn, *args)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if give_up is not None and give_up():
+                    raise _GaveUp(what) from exc
+                log.warning("%s failed (attempt %d, next in %.2f s): %s", what, attempt, delay,
+                            _brief(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+        raise AssertionError("unreachable")
 
     def _match_finished(self, record: MatchRecord) -> None:
         now = time.monotonic()
         for name in record.players:
             self.idle_since[name] = now
-        if record.status == "finished":
-            self._spawn(self._record_result(record))
+        flight = self._flights.get(record.match_id or "")
+        if flight is None:
+            log.error("the referee reported match %s, which this ladder did not start",
+                      record.match_id)
+            return
+        if record.status == "finished" and record.outcome is not None:
+            self._spawn(self._record_result(flight, record),
+                        f"store the result of match {flight.match_id}")
+        else:
+            reason = VOID_AT_STOP if self._stopping else \
+                "the referee aborted it before it ended (see the ladder's log)"
+            self._spawn(self._settle_void(flight, reason), f"void match {flight.match_id}")
 
-    async def _record_result(self, record: MatchRecord) -> None:
-        from .repository import SeatResult
+    async def _settle_void(self, flight: _Flight, reason: str) -> None:
+        row_id = await self._row_id(flight)
+        await self._db(f"void match {row_id}", self.repo.void_match, row_id, reason)
+        self._flights.pop(flight.match_id, None)
 
+    async def _record_result(self, flight: _Flight, record: MatchRecord) -> None:
         outcome = record.outcome
-        assert record.match_id is not None and outcome is not None
-        match_id = record.match_id
-        challenge_id = self.match_kinds.pop(match_id, None)
-        rated = challenge_id is None
+        assert outcome is not None
+        rated = flight.challenge_id is None
         results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
                               forfeited=i in outcome.forfeits,
                               timeouts=outcome.seats[i].timeouts,
                               illegal_actions=outcome.seats[i].illegal_actions)
                    for i, name in enumerate(outcome.players)]
+        record_json = json.dumps(record_to_json(record))
+        row_id = await self._row_id(flight)
         async with self._finish_lock:
             updates: dict[str, tuple[float, float]] = {}
             if rated:
                 before = [self.ratings.get(n, Rating()) for n in record.players]
                 after = rate_table(self.env, before, outcome.ranks)
                 updates = {n: (r.mu, r.sigma) for n, r in zip(record.players, after, strict=True)}
-            await asyncio.to_thread(self.repo.finish_match, match_id,
-                                    json.dumps(record_to_json(record)), results, updates)
-            for n, (mu, sigma) in updates.items():
-                self.ratings[n] = Rating(mu, sigma)
-            if challenge_id is not None:
-                await asyncio.to_thread(self.repo.challenge_played, challenge_id)
+            try:
+                summary = await self._db(f"store the result of match {row_id}",
+                                         self.repo.finish_match, row_id, record_json, results,
+                                         updates)
+            except Exception as exc:
+                # Not transient: it would fail again. Say so in the row, not only in the log.
+                log.error("could not store the result of match %s: %s", row_id, _brief(exc),
+                          exc_info=exc)
+                self._flights.pop(flight.match_id, None)
+                await self._db(f"void match {row_id}", self.repo.void_match, row_id,
+                               f"the ladder could not store its result: {_brief(exc)}")
+                return
+            if summary.status == "finished":
+                for n, (mu, sigma) in updates.items():
+                    self.ratings[n] = Rating(mu, sigma)
+            else:
+                log.warning("match %s ended after it was voided (%s): its record is kept, it "
+                            "is not rated", row_id, summary.void_reason)
+        self._flights.pop(flight.match_id, None)
         for name in record.players:
-            await self._check_probation(name)
+            try:
+                await self._check_probation(name)
+            except Exception as exc:
+                log.warning("probation check of %s failed: %s", name, _brief(exc))
 
     async def _check_probation(self, name: str) -> None:
         policy = self.config.probation
@@ -289,6 +590,33 @@ def _summary(bot: Any) -> ladder_pb2.BotSummary:
                                  retired=bot.retired, probation_reason=bot.probation_reason or "")
 
 
+MESSAGE_LIMIT = 300
+"""Longest status message the Ladder service sends (a message echoing a huge request would not
+fit in the status trailer, and the client would see RESOURCE_EXHAUSTED instead)."""
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + "..."
+
+
+def _status_of(exc: Exception) -> tuple[grpc.StatusCode, str] | None:
+    """The status a repository error becomes (see docs/PROTOCOL.md, the Ladder service)."""
+    if isinstance(exc, KeyError):  # UnknownBotError, UnknownMatchError, UnknownChallengeError
+        return grpc.StatusCode.NOT_FOUND, f"not found: {str(exc) or 'no such thing'}"
+    if isinstance(exc, BotOwnerError | DuplicateMatchError):
+        return grpc.StatusCode.ALREADY_EXISTS, str(exc)
+    if isinstance(exc, BotRetiredError):
+        return grpc.StatusCode.FAILED_PRECONDITION, f"{exc} is retired"
+    if isinstance(exc, MatchStateError):
+        return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
+    if isinstance(exc, ValueError):  # InvalidInputError
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if is_transient(exc):
+        return (grpc.StatusCode.UNAVAILABLE,
+                "the ladder's database is not answering; try again shortly")
+    return None
+
+
 class LadderServicer(ladder_pb2_grpc.LadderServicer):
     """The public ladder API over the same repository the CLI and web pages read."""
 
@@ -301,18 +629,25 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
 
     async def _admin(self, context: Context) -> None:
         token = self.ladder.config.admin_token
-        if token is not None and RefereeFacade.bearer_token(context) != token:
+        if token is None:
+            return
+        given = RefereeFacade.bearer_token(context)
+        # Constant time, on bytes (compare_digest refuses str that is not ASCII).
+        if not hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8")):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "this call needs 'authorization: Bearer <admin token>'")
 
-    async def _call(self, context: Context, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, context: Context, fn: Callable[..., T], *args: Any) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
-        except KeyError as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc.args[0]) if exc.args else
-                                "not found")
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception as exc:
+            status = _status_of(exc)
+            if status is None:
+                log.error("Ladder call %s failed", getattr(fn, "__name__", fn), exc_info=exc)
+                status = (grpc.StatusCode.INTERNAL,
+                          "the ladder failed on this call; its log has the details")
+        await context.abort(status[0], _bounded(status[1]))
+        raise AssertionError("abort returned")
 
     async def RegisterBot(self, request: ladder_pb2.RegisterBotRequest,
                           context: Context) -> ladder_pb2.RegisterBotResponse:
@@ -324,8 +659,7 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
     async def RetireBot(self, request: ladder_pb2.RetireBotRequest,
                         context: Context) -> ladder_pb2.BotSummary:
         await self._admin(context)
-        await self._call(context, self.repo.retire_bot, request.name)
-        bot = await self._call(context, self.repo.get_bot, request.name)
+        bot = await self._call(context, self.repo.retire_bot, request.name)
         return _summary(bot)
 
     async def GetLeaderboard(self, request: ladder_pb2.GetLeaderboardRequest,
@@ -337,7 +671,7 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
                             context: Context) -> ladder_pb2.BotProfile:
         profile = await self._call(context, self.repo.bot_profile, request.name)
         if profile is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no bot named {request.name!r}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no bot named {echo(request.name)}")
         return _profile(profile)
 
     async def ListLadderMatches(
@@ -352,16 +686,17 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
         record = await self._call(context, self.repo.get_record, request.match_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"no finished match with id {request.match_id!r}")
+                                f"no finished match with id {echo(request.match_id)}")
         return ladder_pb2.GetLadderRecordResponse(record_json=record)
 
     async def Challenge(self, request: ladder_pb2.ChallengeRequest,
                         context: Context) -> ladder_pb2.ChallengeResponse:
-        bot = await asyncio.to_thread(self.repo.authenticate,
-                                      RefereeFacade.bearer_token(context))
+        bot = await self._call(context, self.repo.authenticate,
+                               RefereeFacade.bearer_token(context))
         if bot is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 "a challenge is made with the challenging bot's own token")
+        assert bot is not None
         if not 1 <= len(request.opponents) <= 4 or not 1 <= request.games <= 1000:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "a challenge names 1 to 4 opponents and 1 to 1000 games")

@@ -167,9 +167,19 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import logging
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
+    from .server.gcpolicy import tune_gc
+    from .server.service import admin_token_problem
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.admin_token is not None:
+        problem = admin_token_problem(args.admin_token)
+        if problem is not None:
+            raise SystemExit(f"--admin-token: {problem}")
+    else:
+        logging.getLogger("scout_arena.referee").warning(
+            "no --admin-token: the Matches service is open to every client that reaches "
+            "%s:%s (anyone can create and watch matches and read records)", args.host, args.port)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("--tls-cert and --tls-key go together")
     tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
@@ -183,7 +193,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                           default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
                           reconnect_grace_s=args.reconnect_grace)
         server = RefereeServer(referee, host=args.host, port=args.port,
-                               admin_token=args.admin_token, tls=tls)
+                               admin_token=args.admin_token, tls=tls,
+                               max_streams_per_connection=args.max_streams_per_connection,
+                               max_streams_per_token=args.max_streams_per_token,
+                               goodbye_retry_after_ms=args.goodbye_retry_ms)
+        tune_gc()
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()
@@ -253,7 +267,17 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tournament = Tournament(config, out, console=console, show_progress=not args.no_progress)
+    if args.nodes is not None and args.ray is not None:
+        print("error: --nodes and --ray do not go together", file=sys.stderr)
+        return 2
+    if (args.nodes is not None and args.nodes < 1) or \
+            (args.chunk_size is not None and args.chunk_size < 1):
+        print("error: --nodes and --chunk-size are at least 1", file=sys.stderr)
+        return 2
+    tournament = Tournament(config, out, console=console, show_progress=not args.no_progress,
+                            nodes=args.nodes, ray_address=args.ray, chunk_size=args.chunk_size,
+                            ray_working_dir=Path(args.ray_working_dir).resolve()
+                            if args.ray_working_dir else None)
     try:
         summary = asyncio.run(tournament.run())
     except TournamentDirError as exc:
@@ -261,6 +285,39 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         return 2
     render_summary(summary, console)
     console.print(f"records, logs and summary.json in {out}")
+    if summary.get("error"):
+        print(f"error: {summary['error']}", file=sys.stderr)
+        return 1
+    return 130 if summary["interrupted"] else 0
+
+
+def cmd_sprt(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .sprt import DEFAULT_H1, SprtConfig, SprtError, render_result, run_sprt
+    from .tournament import TournamentDirError
+
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    if (args.nodes is not None or args.ray is not None) and args.in_process:
+        print("error: --in-process plays on this machine; it does not go with --nodes/--ray",
+              file=sys.stderr)
+        return 2
+    config = SprtConfig(
+        new=args.new, base=args.base, field=tuple(args.field or ()), players=args.players,
+        metric=args.metric, h0=args.h0,
+        h1=args.h1 if args.h1 is not None else DEFAULT_H1[args.metric], alpha=args.alpha,
+        beta=args.beta, max_games=args.max_games, seed=args.seed, concurrency=args.concurrency,
+        decision_ms=args.decision_ms, time_bank_ms=args.time_bank_ms,
+        connect_timeout_s=args.connect_timeout_s)
+    try:
+        config.validate()
+        summary = run_sprt(config, Path(args.out), in_process=args.in_process,
+                           nodes=args.nodes, ray_address=args.ray, console=console,
+                           show_progress=not args.no_progress)
+    except (ValueError, SprtError, TournamentDirError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    render_result(summary, console, Path(args.out))
     return 130 if summary["interrupted"] else 0
 
 
@@ -320,6 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", metavar="PEM")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    serve.add_argument("--max-streams-per-connection", type=int, default=16, metavar="N",
+                       help="HTTP/2 streams (calls) one connection may have open at once")
+    serve.add_argument("--max-streams-per-token", type=int, default=4, metavar="N",
+                       help="Play streams one bot token may have open at once")
+    serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
+                       help="how long the Goodbye of a shutdown asks bots to wait before "
+                            "they reconnect")
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=cmd_referee_serve)
 
@@ -350,7 +414,60 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--out", default="tournament-out", metavar="DIR")
     tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
     tour.add_argument("--no-progress", action="store_true")
+    tour.add_argument("--nodes", type=int, metavar="N", help="play on N local worker processes, "
+                      "each with its own referee and bot programs")
+    tour.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                      help="play on a Ray cluster (default: RAY_ADDRESS or the local one); "
+                      "needs scout-arena[ray]")
+    tour.add_argument("--chunk-size", type=int, metavar="M",
+                      help="matches per chunk of --nodes/--ray (default: about two chunks "
+                      "per node, at most 50 matches)")
+    tour.add_argument("--ray-working-dir", metavar="DIR",
+                      help="ship DIR to every Ray node; bot commands run inside it")
     tour.set_defaults(func=cmd_tournament)
+
+    sprt = sub.add_parser(
+        "sprt", help="is NEW better than BASE? duplicate deals until a sequential test decides",
+        formatter_class=argparse.RawDescriptionHelpFormatter, description="""\
+Plays NEW against BASE on duplicate deals: for every deal and seat rotation, once with NEW and
+once with BASE in the tested seat, the other seats held by the same --field bots (two players
+without --field: NEW-BASE and BASE-NEW). After every deal a generalized SPRT (fishtest's normal
+approximation, cutechess-cli/fastchess bounds) on the paired differences says go on, H0 or H1:
+
+  score   (default) H0/H1 are NEW's match score minus BASE's in the same seat, in points
+          (--h0 0 --h1 1: "one point per game better")
+  winrate H0/H1 are NEW's share of first places minus BASE's (0.05 = 5 points of win rate;
+          with two players, NEW's match score is 0.5 + that / 2)
+
+Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) and llr.png to
+--out. Commands follow the launch convention (random/greedy are the bundled bots); with
+--in-process they are Python bots instead (random, greedy, module:Class, file.py:Class).""")
+    sprt.add_argument("--new", required=True, metavar="CMD", help="the version under test")
+    sprt.add_argument("--base", required=True, metavar="CMD", help="the version to beat")
+    sprt.add_argument("--field", action="append", metavar="CMD",
+                      help="a bot for the other seats (repeat; default with N > 2: BASE)")
+    sprt.add_argument("--players", type=int, choices=range(2, 6), default=2, metavar="N")
+    sprt.add_argument("--metric", choices=("score", "winrate"), default="score")
+    sprt.add_argument("--h0", type=float, default=0.0, help="H0's difference (default 0)")
+    sprt.add_argument("--h1", type=float, help="H1's difference (default 1 point, or 0.05)")
+    sprt.add_argument("--alpha", type=float, default=0.05, help="false H1 rate (default 0.05)")
+    sprt.add_argument("--beta", type=float, default=0.05, help="false H0 rate (default 0.05)")
+    sprt.add_argument("--max-games", type=int, default=10_000, metavar="G",
+                      help="stop undecided after this many games (default 10000)")
+    sprt.add_argument("--seed", type=_seed, default=1)
+    sprt.add_argument("--concurrency", type=int, default=2, metavar="K", help="games at once")
+    sprt.add_argument("--in-process", action="store_true",
+                      help="Python bot classes on the engine: no subprocess, no network")
+    sprt.add_argument("--nodes", type=int, metavar="N",
+                      help="play on N local worker nodes (scout_arena.tournament.distributed)")
+    sprt.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                      help="play on a Ray cluster (default address: auto)")
+    sprt.add_argument("--decision-ms", type=int, default=1000)
+    sprt.add_argument("--time-bank-ms", type=int, default=10_000)
+    sprt.add_argument("--connect-timeout", dest="connect_timeout_s", type=float, default=30.0)
+    sprt.add_argument("--out", default="sprt-out", metavar="DIR")
+    sprt.add_argument("--no-progress", action="store_true")
+    sprt.set_defaults(func=cmd_sprt)
 
     web = sub.add_parser("web", help="serve the web pages of a tournament output directory")
     web.add_argument("dir", metavar="DIR", help="a tournament's --out directory")

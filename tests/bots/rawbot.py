@@ -11,15 +11,26 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import grpc
-from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2
+from scout.v1 import arena_pb2_grpc, game_pb2
+
+# Run as a program: its folder is sys.path[0]; the shared test helpers are one level up.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+from support.oracle import strength
+from support.rawbot import (
+    action_choice,
+    bearer,
+    first_legal_action,
+    hello,
+    rotation_choice,
+)
 
 
 def illegal_show(hand: list[int]) -> game_pb2.Show:
     for i in range(len(hand) - 1):
-        a, b = hand[i], hand[i + 1]
-        if a != b and abs(a - b) != 1:
+        if strength(hand[i : i + 2]) is None:
             return game_pb2.Show(start=i, length=2)
     return game_pb2.Show(start=0, length=len(hand) + 1)
 
@@ -28,10 +39,8 @@ async def main(mode: str) -> None:
     address, token = os.environ["SCOUT_ADDRESS"], os.environ["SCOUT_TOKEN"]
     concurrency = int(os.environ.get("SCOUT_CONCURRENCY", "8"))
     async with grpc.aio.insecure_channel(address) as channel:
-        call = arena_pb2_grpc.ArenaStub(channel).Play(
-            metadata=[("authorization", f"Bearer {token}")])
-        await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
-            bot_name=f"raw-{mode}", protocol_version=1, max_concurrent_matches=concurrency)))
+        call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=bearer(token))
+        await call.write(hello(f"raw-{mode}", version="", max_matches=concurrency))
         answered = 0
         async for message in call:
             if mode == "hang":
@@ -39,22 +48,18 @@ async def main(mode: str) -> None:
             kind = message.WhichOneof("body")
             if kind == "rotation_request":
                 r = message.rotation_request
-                await call.write(arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-                    match_id=r.match_id, request_id=r.request_id, rotate=False)))
+                await call.write(rotation_choice(r.match_id, r.request_id))
             elif kind == "decision_request":
                 d = message.decision_request
                 if mode == "illegal":
                     action = game_pb2.Action(show=illegal_show(
                         [c.face for c in d.observation.hand]))
-                elif d.legal_shows:
-                    action = game_pb2.Action(show=d.legal_shows[0])
                 else:
-                    action = game_pb2.Action(scout=d.legal_scouts[0])
+                    action = first_legal_action(d)
                 if mode == "crash" and answered == 2:
                     os._exit(3)
                 answered += 1
-                await call.write(arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
-                    match_id=d.match_id, request_id=d.request_id, action=action)))
+                await call.write(action_choice(d.match_id, d.request_id, action))
 
 
 if __name__ == "__main__":

@@ -1,21 +1,36 @@
-"""An independent statement of the rules, written from RULES.md alone, for checking the engine.
+"""An independent statement of the rules, written from RULES.md alone, for checking the engine,
+the referee's legal lists and the SDK.
 
-Property tests and perft both compare the engine's legal actions against these enumerations;
-the code here must never call the engine's own move generators.
+Property tests and perft compare the engine's legal actions against these enumerations, the
+fuzzing bot the referee's DecisionRequests, the SDK tests the SDK's own group rules. The code
+here must never call the engine's own move generators (``scout_arena.engine.moves``) or the
+SDK's (``scout_client.groups``); from the engine it takes only the action types it speaks in.
+
+The first half works on face values alone (plain ints; a card of an active set is a (face,
+other) pair, as it lies): every caller, whatever its types, can reduce its position to these.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from scout_arena.engine import Action, End, Scout, ScoutAndShow, Show, State
 
 L, R = End.LEFT, End.RIGHT
 
+Pair = tuple[int, int]  # a card as it lies: (face in play, other value)
+Strength = tuple[int, int, int]
+ScoutChoice = tuple[End, bool, int]  # (end, flip, insert_at)
+ScoutAndShowChoice = tuple[End, bool, int, int, int]  # (end, flip, insert_at, start, length)
 
-def strength(faces: Sequence[int]) -> tuple[int, int, int] | None:
-    """(cards, 1 for a set / 0 for a run, lowest value), or None if not a group."""
+
+# ----- face values ------------------------------------------------------------------------
+
+
+def strength(faces: Sequence[int]) -> Strength | None:
+    """(cards, 1 for a set / 0 for a run, lowest value), or None if not a group. A set (all
+    equal; one card is a set) beats a run (steps all +1 or all -1) of as many cards."""
     n = len(faces)
     if n == 0:
         return None
@@ -27,35 +42,92 @@ def strength(faces: Sequence[int]) -> tuple[int, int, int] | None:
     return None
 
 
+def _to_beat(table: Sequence[int]) -> Strength | None:
+    """The strength a Show must exceed: None for an empty table (anything goes)."""
+    if not table:
+        return None
+    beat = strength(table)
+    assert beat is not None, f"the table {list(table)} is not a group"
+    return beat
+
+
+def _stronger(key: Strength | None, beat: Strength | None) -> bool:
+    return key is not None and (beat is None or key > beat)
+
+
+def beats(faces: Sequence[int], table: Sequence[int]) -> bool:
+    """``faces`` is a group stronger than the group ``table`` (any group beats an empty one)."""
+    return _stronger(strength(faces), _to_beat(table))
+
+
+def groups_beating(faces: Sequence[int], table: Sequence[int]) -> list[tuple[int, int]]:
+    """Every (start, length) of ``faces`` that is a group beating ``table``, ordered by start,
+    then length: the legal Shows, in the order the protocol lists them."""
+    beat = _to_beat(table)
+    return [(s, k) for s in range(len(faces)) for k in range(1, len(faces) - s + 1)
+            if _stronger(strength(faces[s : s + k]), beat)]
+
+
+def may_scout(num_players: int, scout_chips: int, active_size: int) -> bool:
+    """There is an active set to scout from, and (2 players) a scout chip left to pay with."""
+    return active_size > 0 and (num_players > 2 or scout_chips > 0)
+
+
+def may_scout_and_show(num_players: int, has_token: bool, active_size: int) -> bool:
+    """3+ players, the seat's Scout & Show token unspent, and an active set to scout from."""
+    return num_players > 2 and bool(has_token) and active_size > 0
+
+
+def scout_ends(active_size: int) -> list[End]:
+    """The ends a Scout may name: a one-card active set has one distinct end (LEFT)."""
+    return [] if active_size == 0 else [L] if active_size == 1 else [L, R]
+
+
+def scout_choices(hand_size: int, active_size: int) -> list[ScoutChoice]:
+    """Every distinct Scout, ordered by end, flip, then insert position."""
+    return [(e, f, p) for e in scout_ends(active_size) for f in (False, True)
+            for p in range(hand_size + 1)]
+
+
+def scouted(faces: Sequence[int], active: Sequence[Pair], end: End, flip: bool, at: int
+            ) -> tuple[list[int], list[int]]:
+    """The hand's faces after taking the card at ``end`` of ``active`` (turned if ``flip``) into
+    position ``at``, and the faces left in the active set."""
+    face, other = active[0] if end == L else active[-1]
+    rest = active[1:] if end == L else active[:-1]
+    value = other if flip else face
+    return [*faces[:at], value, *faces[at:]], [f for f, _ in rest]
+
+
+def scout_and_show_choices(faces: Sequence[int], active: Sequence[Pair]
+                           ) -> Iterator[ScoutAndShowChoice]:
+    """Every Scout & Show (once `may_scout_and_show`): a Scout, then a Show from the new hand
+    beating what is left of the active set; ordered by the Scout, then the Show."""
+    for end, flip, at in scout_choices(len(faces), len(active)):
+        for start, length in groups_beating(*scouted(faces, active, end, flip, at)):
+            yield end, flip, at, start, length
+
+
+# ----- the engine's positions and actions ---------------------------------------------------
+
+
 def oracle_shows(faces: Sequence[int], table: Sequence[int]) -> set[Show]:
-    beat = strength(table) if table else None
-    return {
-        Show(s, k)
-        for s in range(len(faces)) for k in range(1, len(faces) - s + 1)
-        if (key := strength(faces[s : s + k])) is not None and (beat is None or key > beat)
-    }
+    return {Show(s, k) for s, k in groups_beating(faces, table)}
 
 
 def oracle_actions(state: State) -> set[Action]:
     """Every distinct legal action, computed from the rules text alone."""
     seat = state.current_seat
     assert seat is not None
-    hand = list(state.hand(seat))
-    faces = [c.face for c in hand]
-    active = list(state.active_set)
-    out: set[Action] = set(oracle_shows(faces, [c.face for c in active]))
-    ends = [L] if len(active) == 1 else [L, R]
-    if active and (state.num_players > 2 or state.scout_chips[seat] > 0):
-        out |= {Scout(e, f, p) for e in ends for f in (False, True) for p in range(len(hand) + 1)}
-    if state.num_players > 2 and active and state.scout_show_tokens[seat]:
-        for e in ends:
-            card = active[0] if e == L else active[-1]
-            rest = [c.face for c in (active[1:] if e == L else active[:-1])]
-            for flip in (False, True):
-                value = card.other if flip else card.face
-                for p in range(len(hand) + 1):
-                    for show in oracle_shows([*faces[:p], value, *faces[p:]], rest):
-                        out.add(ScoutAndShow(Scout(e, flip, p), show))
+    faces = [c.face for c in state.hand(seat)]
+    active = [(c.face, c.other) for c in state.active_set]
+    n = state.num_players
+    out: set[Action] = set(oracle_shows(faces, [f for f, _ in active]))
+    if may_scout(n, state.scout_chips[seat], len(active)):
+        out |= {Scout(e, f, p) for e, f, p in scout_choices(len(faces), len(active))}
+    if may_scout_and_show(n, state.scout_show_tokens[seat], len(active)):
+        out |= {ScoutAndShow(Scout(e, f, p), Show(s, k))
+                for e, f, p, s, k in scout_and_show_choices(faces, active)}
     return out
 
 

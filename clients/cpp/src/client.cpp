@@ -6,6 +6,11 @@
 //   - one worker thread per running match: calls the Bot for that match's messages, in order.
 //   - a watchdog thread: sends the documented fallback for any request the bot has not answered
 //     `margin_ms` before deadline + bank, and cancels the call if a graceful stop stalls.
+// The client asks for a lean stream (Hello.lean, PROTOCOL.md §3.6.1) unless Options::public_events:
+// the referee then sends no PublicEvent and no AnswerResult for an accepted answer. Nothing here
+// waits for ACCEPTED: an answered request stays open until a verdict closes it (TIMED_OUT) or the
+// match moves on (its next request, its RoundEnded, its MatchEnded); a rejection (ILLEGAL,
+// MALFORMED) keeps it open.
 // A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); it overrides
 // the status the call ends with: reconnect: false ends run() with 0, reconnect: true reconnects
 // after retry_after_ms plus jitter, without growing the backoff.
@@ -56,7 +61,7 @@ struct Pending {
     std::optional<v1::BotMessage> answer;  // what we decided to send (bot's answer or fallback)
     std::uint64_t sent_on = 0;             // connection the answer was written on (0: not yet)
     bool fallback_sent = false;
-    bool closed = false;  // ACCEPTED or TIMED_OUT
+    bool closed = false;  // TIMED_OUT, ACCEPTED (full streams), or the match moved on
 };
 
 /// One running match: its bot and the queue its worker drains.
@@ -185,6 +190,7 @@ private:
                              v1::BotMessage fallback, Clock::time_point received,
                              std::optional<v1::BotMessage>& resend);
     void end_match_locked(const std::string& match_id, bool drop);
+    void close_latest_locked(const std::string& match_id);
 
     void work(const std::shared_ptr<Match>& match);
     void answer_request(Match& match, const v1::RefereeMessage& message);
@@ -209,6 +215,7 @@ private:
     std::condition_variable cv_;
     std::map<std::string, std::shared_ptr<Match>> matches_;
     std::map<Key, Pending> pending_;
+    std::map<std::string, std::uint64_t> latest_;  // each match's newest request id
     std::set<std::string> ended_;
     std::deque<std::string> ended_order_;
     std::optional<Clock::time_point> cancel_at_;
@@ -368,29 +375,12 @@ grpc::Status Client::Impl::session(v1::Arena::Stub& stub, bool& welcomed) {
     if (stopping_) context.TryCancel();
     log_debug("connecting to ", options_.address, " (connection ", connection_.load(), ")");
 
-    v1::BotMessage hello;
-    hello.mutable_hello()->set_bot_name(options_.bot_name);
-    hello.mutable_hello()->set_bot_version(options_.bot_version);
-    hello.mutable_hello()->set_protocol_version(kProtocolVersion);
-    hello.mutable_hello()->set_max_concurrent_matches(
-        static_cast<std::uint32_t>(std::max(1, options_.concurrency)));
-    hello.mutable_hello()->set_accepts_batches(true);  // RefereeMessage.batch is handled below
-    write(hello);
+    write(hello_message(options_));
 
     welcomed_ = false;
     v1::RefereeMessage message;
     while (stream->Read(&message)) {
-        const auto received = Clock::now();
-        if (message.has_batch()) {
-            // Several queued messages in one: handle them in order, as if they came one by one.
-            log_debug("received a batch of ", message.batch().messages_size(), " messages");
-            for (auto& inner : *message.mutable_batch()->mutable_messages()) {
-                if (inner.has_batch()) continue;  // never nested, says the protocol
-                dispatch(std::move(inner), received);
-            }
-        } else {
-            dispatch(std::move(message), received);
-        }
+        dispatch(std::move(message), Clock::now());
         message.Clear();
     }
     welcomed = welcomed_;
@@ -459,8 +449,7 @@ void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point receiv
         case v1::RefereeMessage::kMatchEnded:
             route(std::move(message), received);
             break;
-        case v1::RefereeMessage::kBatch:  // unpacked by session(); never nested
-        case v1::RefereeMessage::BODY_NOT_SET:
+        default:
             // A newer referee may send message kinds this kit does not know: ignore them.
             log_debug("ignoring a referee message with no body this kit knows");
             break;
@@ -511,7 +500,7 @@ void Client::Impl::on_answer_result(const v1::AnswerResult& result) {
         Pending* pending = it == pending_.end() ? nullptr : &it->second;
         const std::string status = answer_status_name(result.status());
         switch (result.status()) {
-            case v1::ANSWER_STATUS_ACCEPTED:
+            case v1::ANSWER_STATUS_ACCEPTED:  // full streams only: nothing waits for it
                 if (pending != nullptr) {
                     pending->closed = true;
                     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -603,6 +592,8 @@ void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received)
                          " rounds, ", start.time_control().decision_ms(), " ms + ",
                          start.time_control().time_bank_ms(), " ms bank");
             }
+        } else if (message.has_round_ended()) {
+            close_latest_locked(match_id);  // the round is over: so is its last request
         } else if (message.has_match_ended()) {
             const auto& ended = message.match_ended();
             log_info("match ", match_id, " ended: totals ", join(ended.totals()), ", ranks ",
@@ -643,6 +634,10 @@ bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms
         }
         return false;
     }
+    // A new request means the match moved on: the previous one was accepted (a lean stream does
+    // not say so), timed out or superseded.
+    close_latest_locked(key.first);
+    latest_[key.first] = key.second;
     Pending pending;
     pending.received = received;
     pending.expires = expires;
@@ -650,6 +645,13 @@ bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms
     pending_.emplace(key, std::move(pending));
     cv_.notify_all();
     return true;
+}
+
+void Client::Impl::close_latest_locked(const std::string& match_id) {
+    const auto latest = latest_.find(match_id);
+    if (latest == latest_.end()) return;
+    const auto it = pending_.find(Key{match_id, latest->second});
+    if (it != pending_.end()) it->second.closed = true;
 }
 
 void Client::Impl::end_match_locked(const std::string& match_id, bool drop) {
@@ -662,6 +664,7 @@ void Client::Impl::end_match_locked(const std::string& match_id, bool drop) {
          p != pending_.end() && p->first.first == match_id;) {
         p = pending_.erase(p);
     }
+    latest_.erase(match_id);
     if (ended_.insert(match_id).second) ended_order_.push_back(match_id);
     while (ended_order_.size() > kEndedRemembered) {
         ended_.erase(ended_order_.front());
@@ -756,7 +759,7 @@ void Client::Impl::answer_request(Match& match, const v1::RefereeMessage& messag
         if (pending.closed || pending.answer) {
             log_warning(where(key), ": the bot answered ", took, " ms after the request, too late (",
                         pending.answer ? "the kit had sent the fallback"
-                                       : "the referee had timed the request out",
+                                       : "the request was closed: timed out, or the match moved on",
                         "); answer dropped");
             return;
         }

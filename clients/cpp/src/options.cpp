@@ -54,6 +54,8 @@ std::string usage(const std::string& program) {
         << "  --no-fallback         never answer for a late bot (to test TIMED_OUT)\n"
         << "  --slow-ms N           delay every decision by N ms (to test deadlines)\n"
         << "  --max-matches N       exit 0 after N matches have ended\n"
+        << "  --public-events       ask for every public event and accepted result, not a lean\n"
+        << "                        stream                     (SCOUT_PUBLIC_EVENTS=1)\n"
         << "  -v, --verbose         debug logging;  -q, --quiet: warnings and errors only\n"
         << "  -h, --help            this help\n"
         << "\n"
@@ -90,6 +92,11 @@ ParsedOptions parse_options(const std::vector<std::string>& args,
         if (!n || *n < 1) return fail("SCOUT_CONCURRENCY must be a positive integer, not '" + *v + "'");
         o.concurrency = *n;
     }
+    if (auto v = env("SCOUT_PUBLIC_EVENTS")) {
+        const auto full = parse_bool(*v);
+        if (!full) return fail("SCOUT_PUBLIC_EVENTS must be 1 or 0, not '" + *v + "'");
+        o.public_events = *full;
+    }
 
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string flag = args[i];
@@ -123,6 +130,8 @@ ParsedOptions parse_options(const std::vector<std::string>& args,
             o.tls = true;
         } else if (flag == "--no-fallback" && no_value()) {
             o.safety_fallback = false;
+        } else if (flag == "--public-events" && no_value()) {
+            o.public_events = true;
         } else if (flag == "--address" || flag == "--token" || flag == "--ca-cert" ||
                    flag == "--client-cert" || flag == "--client-key" || flag == "--name") {
             const auto text = value();
@@ -161,6 +170,17 @@ ParsedOptions parse_options(const std::vector<std::string>& args,
     if (o.address.empty()) return fail("no referee address: set SCOUT_ADDRESS or pass --address");
     if (o.token.empty()) return fail("no bot token: set SCOUT_TOKEN or pass --token");
     return parsed;
+}
+
+v1::BotMessage hello_message(const Options& options) {
+    v1::BotMessage message;
+    auto* hello = message.mutable_hello();
+    hello->set_bot_name(options.bot_name);
+    hello->set_bot_version(options.bot_version);
+    hello->set_protocol_version(kProtocolVersion);
+    hello->set_max_concurrent_matches(static_cast<std::uint32_t>(std::max(1, options.concurrency)));
+    hello->set_lean(!options.public_events);
+    return message;
 }
 
 }  // namespace scout

@@ -298,6 +298,32 @@ TEST(options_defaults_and_errors) {
     CHECK(scout::parse_options({"--help"}, env({})).help);
 }
 
+TEST(hello_is_lean_unless_public_events) {
+    scout::Options options;
+    options.bot_name = "me";
+    options.concurrency = 3;
+    auto hello = scout::hello_message(options);
+    CHECK(hello.has_hello());
+    CHECK(hello.hello().lean());
+    CHECK_EQ(hello.hello().protocol_version(), 1u);
+    CHECK_EQ(hello.hello().max_concurrent_matches(), 3u);
+    CHECK_EQ(hello.hello().bot_name(), std::string("me"));
+    options.public_events = true;
+    CHECK(!scout::hello_message(options).hello().lean());
+
+    const auto base = std::map<std::string, std::string>{{"SCOUT_ADDRESS", "h:1"},
+                                                         {"SCOUT_TOKEN", "t"}};
+    auto with = base;
+    CHECK(!scout::parse_options({}, env(base)).options.public_events);
+    with["SCOUT_PUBLIC_EVENTS"] = "1";
+    CHECK(scout::parse_options({}, env(with)).options.public_events);
+    with["SCOUT_PUBLIC_EVENTS"] = "0";
+    CHECK(!scout::parse_options({}, env(with)).options.public_events);
+    with["SCOUT_PUBLIC_EVENTS"] = "maybe";
+    CHECK(!scout::parse_options({}, env(with)).error.empty());
+    CHECK(scout::parse_options({"--public-events"}, env(base)).options.public_events);
+}
+
 // --- the example strategy ------------------------------------------------------------------------
 
 TEST(strategy_prefers_longest_show) {

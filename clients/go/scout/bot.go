@@ -42,6 +42,11 @@ func (f ActFunc) Act(ctx context.Context, req *scoutv1.DecisionRequest) (*scoutv
 // sent them for that match. Observe runs on the match's own goroutine (it must return soon;
 // a slow Observe delays that match's requests) and may overlap Act/ChooseRotation of the same
 // match, so guard state shared between them.
+//
+// By default the client asks for a lean stream (PROTOCOL.md §3.6.1): the referee then sends no
+// PublicEvent and no AnswerResult for an accepted answer (rejections and TIMED_OUT still come),
+// and each DecisionRequest's Observation.History tells what happened since. Set
+// Config.PublicEvents (--public-events, SCOUT_PUBLIC_EVENTS=1) to observe every event.
 type Observer interface {
 	Observe(ctx context.Context, msg *scoutv1.RefereeMessage)
 }

@@ -182,7 +182,10 @@ type reqKey struct {
 }
 
 // pending is what the client remembers of one request until its match ends, so that a
-// request resent after a reconnect is answered without asking the bot twice.
+// request resent after a reconnect is answered without asking the bot twice. An answered
+// request stays open until a verdict closes it (TIMED_OUT, STALE, ...; ACCEPTED only in a full
+// stream) or the match moves on: its next request, its RoundEnded or its MatchEnded. A lean
+// stream never says ACCEPTED, and nothing waits for it.
 type pending struct {
 	key          reqKey
 	expires      time.Time // when the client must have answered
@@ -240,6 +243,7 @@ type client struct {
 	ended         map[string]struct{}
 	endedOrder    []string
 	requests      map[reqKey]*pending
+	latest        map[string]*pending // each match's newest request: the only one still open
 }
 
 func newClient(cfg Config, bot Bot, arena scoutv1.ArenaClient) *client {
@@ -259,10 +263,12 @@ func newClient(cfg Config, bot Bot, arena scoutv1.ArenaClient) *client {
 			BotVersion:           cfg.BotVersion,
 			ProtocolVersion:      ProtocolVersion,
 			MaxConcurrentMatches: uint32(cfg.MaxConcurrentMatches),
+			Lean:                 !cfg.PublicEvents,
 		}}},
 		matches:  make(map[string]*match),
 		ended:    make(map[string]struct{}),
 		requests: make(map[reqKey]*pending),
+		latest:   make(map[string]*pending),
 	}
 }
 
@@ -612,6 +618,17 @@ func (c *client) endMatchLocked(id string) {
 			delete(c.requests, key)
 		}
 	}
+	delete(c.latest, id)
+}
+
+// closeLatestLocked closes the match's newest request: the match has moved on (a new request
+// or the round's end), so it was accepted, timed out or superseded, whether or not the referee
+// said so.
+func (c *client) closeLatestLocked(matchID string) {
+	if p := c.latest[matchID]; p != nil && !p.closed {
+		p.closed = true
+		p.cancel()
+	}
 }
 
 // playMatch handles one match's messages in the order the referee sent them. Requests get a
@@ -641,6 +658,11 @@ func (c *client) playMatch(m *match) {
 			c.openRequest(m, in.at, decisionRequest(c.bot, body.DecisionRequest))
 		case *scoutv1.RefereeMessage_AnswerResult:
 			c.onAnswerResult(body.AnswerResult)
+			c.observe(m, in.msg)
+		case *scoutv1.RefereeMessage_RoundEnded:
+			c.mu.Lock()
+			c.closeLatestLocked(m.id)
+			c.mu.Unlock()
 			c.observe(m, in.msg)
 		case *scoutv1.RefereeMessage_MatchEnded:
 			me := body.MatchEnded
@@ -757,7 +779,9 @@ func (c *client) openRequest(m *match, at time.Time, r request) {
 	} else {
 		ctx, p.cancel = context.WithDeadline(m.ctx, p.expires)
 	}
+	c.closeLatestLocked(r.key.match)
 	c.requests[r.key] = p
+	c.latest[r.key.match] = p
 	c.wg.Add(1)
 	go c.answer(ctx, p, r)
 }
@@ -841,7 +865,7 @@ func (c *client) onAnswerResult(res *scoutv1.AnswerResult) {
 	defer c.mu.Unlock()
 	p := c.requests[key]
 	switch res.GetStatus() {
-	case scoutv1.AnswerStatus_ANSWER_STATUS_ACCEPTED:
+	case scoutv1.AnswerStatus_ANSWER_STATUS_ACCEPTED: // full streams only
 		if p != nil {
 			p.closed = true
 			p.cancel()

@@ -306,6 +306,124 @@ func TestIllegalAnswerGetsTheFallback(t *testing.T) {
 	}
 }
 
+func TestHelloAsksForALeanStreamUnlessPublicEvents(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		cfg      Config
+		wantLean bool
+	}{{"default", Config{}, true}, {"PublicEvents", Config{PublicEvents: true}, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			hellos := make(chan *scoutv1.Hello, 1)
+			bot := ActFunc(func(context.Context, *scoutv1.DecisionRequest) (*scoutv1.Action, error) { return nil, nil })
+			runAgainst(t, bot, tt.cfg, func(stream grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error {
+				first, err := stream.Recv()
+				if err != nil {
+					return err
+				}
+				hellos <- first.GetHello()
+				<-stream.Context().Done()
+				return nil
+			})
+			select {
+			case hello := <-hellos:
+				if hello == nil || hello.GetLean() != tt.wantLean {
+					t.Errorf("Hello %v; want lean %t", hello, tt.wantLean)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("no Hello")
+			}
+		})
+	}
+}
+
+// rotatingBot rotates every hand and shows LegalShows[2] (never the fallback).
+type rotatingBot struct{ asked chan uint64 }
+
+func (b rotatingBot) ChooseRotation(_ context.Context, req *scoutv1.RotationRequest) (bool, error) {
+	b.asked <- req.GetRequestId()
+	return true, nil
+}
+
+func (b rotatingBot) Act(_ context.Context, req *scoutv1.DecisionRequest) (*scoutv1.Action, error) {
+	b.asked <- req.GetRequestId()
+	return ShowAction(req.GetLegalShows()[2]), nil
+}
+
+func rotationRequestMsg(matchID string, id uint64) *scoutv1.RefereeMessage {
+	return &scoutv1.RefereeMessage{Body: &scoutv1.RefereeMessage_RotationRequest{RotationRequest: &scoutv1.RotationRequest{
+		MatchId: matchID, RequestId: id, Hand: cards(1, 2, 3), DeadlineMs: 2000}}}
+}
+
+func verdict(matchID string, id uint64, status scoutv1.AnswerStatus) *scoutv1.RefereeMessage {
+	return &scoutv1.RefereeMessage{Body: &scoutv1.RefereeMessage_AnswerResult{AnswerResult: &scoutv1.AnswerResult{
+		MatchId: matchID, RequestId: id, Status: status, Strikes: 1}}}
+}
+
+func TestLeanMatchWithoutAcceptedResultsOrEvents(t *testing.T) {
+	// A referee that never sends ACCEPTED nor PublicEvent: the next request (or the round's
+	// end) is what closes a request. A rejection keeps it open and gets the fallback once; a
+	// stray verdict on a request the match has moved past gets nothing.
+	bot := rotatingBot{asked: make(chan uint64, 16)}
+	answers := make(chan answer, 16)
+	illegal := scoutv1.AnswerStatus_ANSWER_STATUS_ILLEGAL
+	runAgainst(t, bot, Config{}, func(stream grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error {
+		if err := handshake(stream, 4, false); err != nil {
+			return err
+		}
+		in := collect(stream)
+		script := [][]*scoutv1.RefereeMessage{
+			{matchStart("L"), rotationRequestMsg("L", 1)},
+			{decision("L", 2, 2000, 0)},
+			{verdict("L", 1, illegal), verdict("L", 2, illegal)},
+			{decision("L", 3, 2000, 0)},
+			{{Body: &scoutv1.RefereeMessage_RoundEnded{RoundEnded: &scoutv1.RoundEnded{MatchId: "L"}}},
+				verdict("L", 3, illegal), rotationRequestMsg("L", 4)},
+			{{Body: &scoutv1.RefereeMessage_MatchEnded{MatchEnded: &scoutv1.MatchEnded{MatchId: "L"}}}},
+		}
+		for i, step := range script {
+			for _, m := range step {
+				if err := stream.Send(m); err != nil {
+					return err
+				}
+			}
+			if i < len(script)-1 {
+				answers <- <-in
+			}
+		}
+		for a := range in {
+			answers <- a
+		}
+		return nil
+	})
+	fallback := ShowAction(&scoutv1.Show{Start: 0, Length: 1})
+	mine := ShowAction(&scoutv1.Show{Start: 2, Length: 1})
+	want := []struct {
+		id     uint64
+		rotate bool
+		action *scoutv1.Action
+	}{{1, true, nil}, {2, false, mine}, {2, false, fallback}, {3, false, mine}, {4, true, nil}}
+	for i, w := range want {
+		got := next(t, answers, 3*time.Second).msg
+		if w.action == nil {
+			if r := got.GetRotation(); r.GetRequestId() != w.id || r.GetRotate() != w.rotate {
+				t.Errorf("answer %d: %v; want rotation %d rotate=%t", i, got, w.id, w.rotate)
+			}
+			continue
+		}
+		if a := got.GetAction(); a.GetRequestId() != w.id || !proto.Equal(a.GetAction(), w.action) {
+			t.Errorf("answer %d: %v; want %v for request %d", i, got, w.action, w.id)
+		}
+	}
+	select {
+	case a := <-answers:
+		t.Errorf("unexpected answer %v", a.msg)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if len(bot.asked) != 4 {
+		t.Errorf("the bot was asked %d times; want 4 (requests 1-4, once each)", len(bot.asked))
+	}
+}
+
 func TestUnauthenticatedStops(t *testing.T) {
 	bot := ActFunc(func(context.Context, *scoutv1.DecisionRequest) (*scoutv1.Action, error) { return nil, nil })
 	done, _ := runAgainst(t, bot, Config{Token: "wrong"}, func(stream grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error {

@@ -32,6 +32,8 @@ const (
 	EnvCACert      = "SCOUT_CA_CERT"
 	EnvBotName     = "SCOUT_BOT_NAME"
 	EnvConcurrency = "SCOUT_CONCURRENCY"
+	// EnvPublicEvents=1 asks for the full stream (Config.PublicEvents).
+	EnvPublicEvents = "SCOUT_PUBLIC_EVENTS"
 )
 
 // Config says where and how a bot connects.
@@ -56,6 +58,12 @@ type Config struct {
 	SafetyMargin time.Duration
 	// NoTimeBank makes the limit the request's deadline alone, never drawing on the bank.
 	NoTimeBank bool
+	// PublicEvents asks the referee for the full stream (Hello.lean = false): every
+	// PublicEvent and an AnswerResult for every answer, accepted ones included. By default the
+	// client asks for a lean stream (PROTOCOL.md §3.6.1), where neither is sent: what happened
+	// since the last request is in the next request's Observation.History. Set it when an
+	// Observer needs the events as they happen.
+	PublicEvents bool
 	// DisableDeadlineFallback stops the client from answering for a bot that is late: the bot
 	// gets all the time it takes, and the referee times the request out (a strike) and plays
 	// its fallback. A testing aid; errors and illegal actions still get the fallback.
@@ -100,6 +108,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxConcurrentMatches = n
 	}
+	if v := getenv(EnvPublicEvents); v != "" {
+		full, err := parseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("%s=%q: %w", EnvPublicEvents, v, err)
+		}
+		cfg.PublicEvents = full
+	}
 	return cfg, nil
 }
 
@@ -120,6 +135,8 @@ func (cfg *Config) RegisterFlags(fs *flag.FlagSet) {
 		"send the fallback this long before the referee's limit (negative: after it, to test timeouts)")
 	fs.BoolVar(&cfg.NoTimeBank, "no-time-bank", cfg.NoTimeBank,
 		"never draw on the time bank: fall back at the decision deadline")
+	fs.BoolVar(&cfg.PublicEvents, "public-events", cfg.PublicEvents,
+		"ask for every PublicEvent and accepted AnswerResult instead of a lean stream (also "+EnvPublicEvents+"=1)")
 }
 
 // Validate reports a configuration the client cannot run with.

@@ -62,6 +62,32 @@ func TestFlagsOverrideEnv(t *testing.T) {
 	}
 }
 
+func TestPublicEventsFromEnvAndFlag(t *testing.T) {
+	cfg, err := ConfigFromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PublicEvents {
+		t.Error("the default must be a lean stream (PublicEvents false)")
+	}
+	cfg, err = ConfigFromEnv(env(map[string]string{EnvPublicEvents: "1"}))
+	if err != nil || !cfg.PublicEvents {
+		t.Errorf("%s=1: PublicEvents = %t, err %v; want true", EnvPublicEvents, cfg.PublicEvents, err)
+	}
+	if _, err := ConfigFromEnv(env(map[string]string{EnvPublicEvents: "maybe"})); err == nil {
+		t.Errorf("%s=maybe must fail", EnvPublicEvents)
+	}
+	cfg = DefaultConfig()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--public-events"}); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.PublicEvents {
+		t.Error("--public-events must set PublicEvents")
+	}
+}
+
 func TestBackoffDelay(t *testing.T) {
 	low, high := func() float64 { return 0 }, func() float64 { return 0.999999 }
 	prev := time.Duration(0)

@@ -30,8 +30,18 @@ pub trait Bot: Send + Sync + 'static {
     /// A match begins, or resumes after a reconnect (`start.resumed`): rebuild its state then.
     fn on_match_start(&self, _start: &MatchStart) {}
 
-    /// An action by any seat, this bot's own included.
+    /// An action by any seat, this bot's own included. Only called on a full stream: return
+    /// `true` from [`wants_public_events`](Bot::wants_public_events) (or set
+    /// `Config::public_events`) to get one; on the default lean stream the referee sends no
+    /// `PublicEvent`, and each request's `observation.history` tells what happened since.
     fn on_event(&self, _event: &PublicEvent) {}
+
+    /// Whether this bot needs every `PublicEvent` (and an `AnswerResult` for accepted answers
+    /// too): `true` makes the client ask for the full stream (`Hello.lean = false`). Default:
+    /// `false`, a lean stream (PROTOCOL.md §3.6.1).
+    fn wants_public_events(&self) -> bool {
+        false
+    }
 
     /// A round ended; every hand is revealed.
     fn on_round_end(&self, _round: &RoundEnded) {}
@@ -40,6 +50,8 @@ pub trait Bot: Send + Sync + 'static {
     fn on_match_end(&self, _end: &MatchEnded) {}
 
     /// The referee judged one of this bot's answers (or timed a request out). The client has
-    /// already reacted (after ILLEGAL/MALFORMED it sends the fallback while time remains).
+    /// already reacted (after ILLEGAL/MALFORMED it sends the fallback while time remains). On
+    /// the default lean stream only rejections and timeouts come: an accepted answer gets no
+    /// result, and the next request is the sign it was played.
     fn on_answer_result(&self, _result: &AnswerResult) {}
 }

@@ -13,6 +13,13 @@
 //! memory, never put to the bot twice. Statuses a retry cannot fix (bad token, bad protocol,
 //! a newer connection with the same token) end [`run`] with [`Error::Rejected`].
 //!
+//! The client asks for a lean stream (`Hello.lean`, PROTOCOL.md §3.6.1) unless
+//! [`Config::public_events`] or [`Bot::wants_public_events`] says otherwise: the referee then
+//! sends no `PublicEvent` and no `AnswerResult` for an accepted answer. Nothing here waits for
+//! `ACCEPTED`: an answered request stays open until a verdict closes it (`TIMED_OUT`, `STALE`,
+//! ...) or the match moves on (its next request, its `RoundEnded`, its `MatchEnded`); a
+//! rejection (`ILLEGAL`, `MALFORMED`) keeps it open.
+//!
 //! A stream the referee ends on purpose carries a `Goodbye` last (PROTOCOL.md §10.1), which
 //! overrides the status the call ends with: `reconnect: false` ends [`run`] with `Ok`;
 //! `reconnect: true` reconnects after `retry_after_ms` plus a little jitter
@@ -294,12 +301,16 @@ struct Runner<B: Bot> {
 
 impl<B: Bot> Runner<B> {
     fn new(config: Config, bot: Arc<B>) -> Self {
+        // Any Hello field not named here keeps its default, so this builds against any
+        // revision of the proto.
+        #[allow(clippy::needless_update)]
         let hello = Hello {
             bot_name: config.bot_name.clone(),
             bot_version: config.bot_version.clone(),
             protocol_version: PROTOCOL_VERSION,
             max_concurrent_matches: config.max_concurrent_matches.max(1),
-            accepts_batches: true,
+            lean: !(config.public_events || bot.wants_public_events()),
+            ..Default::default()
         };
         Runner {
             hello,
@@ -421,16 +432,7 @@ impl<B: Bot> Runner<B> {
     }
 
     fn dispatch(&mut self, body: Incoming, received: Instant) {
-        if let Incoming::Batch(batch) = body {
-            // Several queued messages in one: handle them in order, as if they came one by one.
-            for message in batch.messages {
-                if let Some(body) = message.body {
-                    self.dispatch(body, received);
-                }
-            }
-            return;
-        }
-        let match_id = match &body {
+        match &body {
             Incoming::Welcome(welcome) => return self.on_welcome(welcome),
             Incoming::Goodbye(goodbye) => return self.on_goodbye(goodbye.clone()),
             Incoming::Error(error) => {
@@ -439,16 +441,13 @@ impl<B: Bot> Runner<B> {
                 self.last_error = Some(format!("{code}: {}", error.message));
                 return;
             }
-            Incoming::MatchStart(m) => &m.match_id,
-            Incoming::RotationRequest(m) => &m.match_id,
-            Incoming::DecisionRequest(m) => &m.match_id,
-            Incoming::AnswerResult(m) => &m.match_id,
-            Incoming::PublicEvent(m) => &m.match_id,
-            Incoming::RoundEnded(m) => &m.match_id,
-            Incoming::MatchEnded(m) => &m.match_id,
-            Incoming::Batch(_) => return,
+            _ => {}
         }
-        .clone();
+        let Some(match_id) = match_id_of(&body) else {
+            debug!("ignoring a message whose body this client does not handle");
+            return;
+        };
+        let match_id = match_id.to_owned();
         if self.ended.contains(&match_id) {
             debug!("match {match_id}: ignoring a message after the match ended");
             return;
@@ -585,18 +584,34 @@ async fn play_match<B: Bot>(
                 bot.on_answer_result(&result);
             }
             Incoming::PublicEvent(event) => bot.on_event(&event),
-            Incoming::RoundEnded(round) => bot.on_round_end(&round),
+            Incoming::RoundEnded(round) => {
+                shared.close_latest(&match_id);
+                bot.on_round_end(&round);
+            }
             Incoming::MatchEnded(end) => {
                 log_match_end(&end);
                 bot.on_match_end(&end);
                 shared.forget_match(&match_id);
                 return;
             }
-            Incoming::Welcome(_)
-            | Incoming::Error(_)
-            | Incoming::Batch(_)
-            | Incoming::Goodbye(_) => {}
+            // Welcome, Goodbye and ProtocolError are the reader's; nothing else reaches here.
+            _ => {}
         }
+    }
+}
+
+/// The match a message is about; `None` for the connection's own messages (Welcome, Goodbye,
+/// ProtocolError) and for bodies this client does not handle.
+fn match_id_of(body: &Incoming) -> Option<&str> {
+    match body {
+        Incoming::MatchStart(m) => Some(&m.match_id),
+        Incoming::RotationRequest(m) => Some(&m.match_id),
+        Incoming::DecisionRequest(m) => Some(&m.match_id),
+        Incoming::AnswerResult(m) => Some(&m.match_id),
+        Incoming::PublicEvent(m) => Some(&m.match_id),
+        Incoming::RoundEnded(m) => Some(&m.match_id),
+        Incoming::MatchEnded(m) => Some(&m.match_id),
+        _ => None,
     }
 }
 
@@ -720,6 +735,9 @@ struct Shared<B> {
     slow: Duration,
     outbox: Mutex<Option<Outbox>>,
     requests: Mutex<HashMap<RequestKey, Pending>>,
+    /// Each match's newest request id: the only request of the match that can still be open.
+    /// Locked only while `requests` is.
+    latest: Mutex<HashMap<String, u64>>,
 }
 
 impl<B> Shared<B> {
@@ -774,11 +792,24 @@ impl<B: Bot> Shared<B> {
             slow: config.slow,
             outbox: Mutex::new(None),
             requests: Mutex::new(HashMap::new()),
+            latest: Mutex::new(HashMap::new()),
         }
     }
 
     fn forget_match(&self, match_id: &str) {
-        lock(&self.requests).retain(|(id, _), _| id != match_id);
+        let mut requests = lock(&self.requests);
+        requests.retain(|(id, _), _| id != match_id);
+        lock(&self.latest).remove(match_id);
+    }
+
+    /// The match moved on without a new request for this seat (its round ended): its newest
+    /// request is closed, whether or not the referee said it was accepted.
+    fn close_latest(&self, match_id: &str) {
+        let mut requests = lock(&self.requests);
+        let latest = lock(&self.latest).get(match_id).copied();
+        if let Some(pending) = latest.and_then(|id| requests.get_mut(&(match_id.to_owned(), id))) {
+            pending.closed = true;
+        }
     }
 
     /// A request arrived: put it to the bot, or, when the referee re-sends one after a
@@ -805,6 +836,12 @@ impl<B: Bot> Shared<B> {
         let bank_ms = if self.use_time_bank { bank_ms } else { 0 };
         let limit = Duration::from_millis(u64::from(deadline_ms) + u64::from(bank_ms));
         let expires_at = received + limit.saturating_sub(self.margin);
+        // A new request means the match moved on: the previous one was accepted (a lean stream
+        // does not say so), timed out or superseded.
+        let previous = lock(&self.latest).insert(key.0.clone(), key.1);
+        if let Some(pending) = previous.and_then(|id| requests.get_mut(&(key.0.clone(), id))) {
+            pending.closed = true;
+        }
         requests.insert(
             key.clone(),
             Pending {
@@ -885,7 +922,8 @@ impl<B: Bot> Shared<B> {
         };
         if pending.closed {
             warn!(
-                "match {}, request {}: closed before the bot answered (timed out); answer dropped",
+                "match {}, request {}: closed before the bot answered (timed out, or the match \
+                 moved on); answer dropped",
                 key.0, key.1
             );
             return;
@@ -920,6 +958,7 @@ impl<B: Bot> Shared<B> {
         let pending = requests.get_mut(&key);
         match result.status() {
             AnswerStatus::Accepted => {
+                // Full streams only: nothing waits for it.
                 debug!("{where_}: accepted");
                 if let Some(pending) = pending {
                     pending.closed = true;
@@ -994,9 +1033,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{
-        Action, Card, End, MatchStart, Observation, RefereeBatch, RefereeMessage, Scout, Show,
-    };
+    use crate::proto::{Action, Card, End, MatchStart, Observation, Scout, Show};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Shows `legal_shows[1]` (not the fallback), after `delay`; counts its decisions.
@@ -1236,23 +1273,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn batches_are_handled_in_order() {
+    async fn messages_are_handled_in_order_and_late_ones_ignored() {
         let mut runner = Runner::new(config(), Arc::new(TestBot::new(0)));
         let (_guard, mut outbox) = connect(&runner.shared, 1);
-        let wrap = |body| RefereeMessage { body: Some(body) };
         let start = MatchStart {
             match_id: "m1".into(),
             num_players: 2,
             ..Default::default()
         };
-        let batch = RefereeBatch {
-            messages: vec![
-                wrap(Incoming::MatchStart(start)),
-                wrap(Incoming::DecisionRequest(decision(13, 1000))),
-                RefereeMessage { body: None },
-            ],
-        };
-        runner.dispatch(Incoming::Batch(batch), Instant::now());
+        runner.dispatch(Incoming::MatchStart(start), Instant::now());
+        runner.dispatch(
+            Incoming::DecisionRequest(decision(13, 1000)),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut outbox, 1000).await), (13, SHOW_TWO));
         let end = MatchEnded {
             match_id: "m1".into(),
@@ -1273,6 +1306,89 @@ mod tests {
     }
 
     #[test]
+    fn hello_asks_for_a_lean_stream_unless_events_are_wanted() {
+        struct Watcher;
+        impl Bot for Watcher {
+            fn decide(&self, request: &DecisionRequest) -> Action {
+                fallback_action(request)
+            }
+            fn wants_public_events(&self) -> bool {
+                true
+            }
+        }
+        assert!(Runner::new(config(), Arc::new(TestBot::new(0))).hello.lean);
+        let mut full = config();
+        full.public_events = true;
+        assert!(!Runner::new(full, Arc::new(TestBot::new(0))).hello.lean);
+        assert!(!Runner::new(config(), Arc::new(Watcher)).hello.lean);
+    }
+
+    #[tokio::test]
+    async fn a_lean_match_needs_no_accepted_results() {
+        // No ACCEPTED, no PublicEvent: the next request (or the round's end) closes a request.
+        // A rejection keeps it open and gets the fallback; a stray verdict on a request the
+        // match has moved past gets nothing.
+        let mut runner = Runner::new(config(), Arc::new(TestBot::new(0)));
+        let (_guard, mut outbox) = connect(&runner.shared, 1);
+        let now = Instant::now;
+        let rotation = |request_id| RotationRequest {
+            match_id: "m1".into(),
+            request_id,
+            deadline_ms: 2000,
+            ..Default::default()
+        };
+        let start = MatchStart {
+            match_id: "m1".into(),
+            num_players: 2,
+            ..Default::default()
+        };
+        runner.dispatch(Incoming::MatchStart(start), now());
+        runner.dispatch(Incoming::RotationRequest(rotation(1)), now());
+        assert_eq!(
+            next(&mut outbox, 1000).await,
+            rotation_answer(&rotation(1), true)
+        );
+        runner.dispatch(Incoming::DecisionRequest(decision(2, 2000)), now());
+        assert_eq!(shown(&next(&mut outbox, 1000).await), (2, SHOW_TWO));
+        runner.dispatch(
+            Incoming::AnswerResult(result(1, AnswerStatus::Illegal)),
+            now(),
+        );
+        runner.dispatch(
+            Incoming::AnswerResult(result(2, AnswerStatus::Illegal)),
+            now(),
+        );
+        assert_eq!(shown(&next(&mut outbox, 1000).await), (2, SHOW_ONE));
+        runner.dispatch(Incoming::DecisionRequest(decision(3, 2000)), now());
+        assert_eq!(shown(&next(&mut outbox, 1000).await), (3, SHOW_TWO));
+        let round = crate::proto::RoundEnded {
+            match_id: "m1".into(),
+            ..Default::default()
+        };
+        runner.dispatch(Incoming::RoundEnded(round), now());
+        runner.dispatch(
+            Incoming::AnswerResult(result(3, AnswerStatus::Illegal)),
+            now(),
+        );
+        runner.dispatch(Incoming::RotationRequest(rotation(4)), now());
+        assert_eq!(
+            next(&mut outbox, 1000).await,
+            rotation_answer(&rotation(4), true)
+        );
+        let end = MatchEnded {
+            match_id: "m1".into(),
+            ..Default::default()
+        };
+        runner.dispatch(Incoming::MatchEnded(end), now());
+        assert!(
+            timeout(Duration::from_millis(200), outbox.recv())
+                .await
+                .is_err()
+        );
+        assert_eq!(runner.shared.bot.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
     fn goodbye_delay_is_retry_after_plus_a_little_jitter() {
         for _ in 0..100 {
             let delay = goodbye_delay(800).as_millis();
@@ -1282,7 +1398,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_goodbye_in_a_batch_is_noted() {
+    async fn a_goodbye_is_noted() {
         let mut runner = Runner::new(config(), Arc::new(TestBot::new(0)));
         let goodbye = Goodbye {
             reason: crate::proto::GoodbyeReason::Shutdown.into(),
@@ -1290,12 +1406,7 @@ mod tests {
             retry_after_ms: 800,
             ..Default::default()
         };
-        let batch = RefereeBatch {
-            messages: vec![RefereeMessage {
-                body: Some(Incoming::Goodbye(goodbye.clone())),
-            }],
-        };
-        runner.dispatch(Incoming::Batch(batch), Instant::now());
+        runner.dispatch(Incoming::Goodbye(goodbye.clone()), Instant::now());
         assert_eq!(runner.goodbye, Some(goodbye));
     }
 

@@ -1,6 +1,7 @@
 //! Client settings, and the launch convention every Scout Arena bot program follows: the
 //! environment (`SCOUT_ADDRESS`, `SCOUT_TOKEN`, `SCOUT_TLS`, `SCOUT_CA_CERT`,
-//! `SCOUT_BOT_NAME`, `SCOUT_CONCURRENCY`) overridden by command-line flags.
+//! `SCOUT_BOT_NAME`, `SCOUT_CONCURRENCY`, `SCOUT_PUBLIC_EVENTS`) overridden by command-line
+//! flags.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -43,6 +44,11 @@ pub struct Config {
     pub send_fallback: bool,
     /// Testing aid: sleep this long before asking the bot, as if it were slow.
     pub slow: Duration,
+    /// Ask for the full stream (`Hello.lean = false`): every `PublicEvent` and an
+    /// `AnswerResult` for accepted answers too. Default `false`: a lean stream (PROTOCOL.md
+    /// §3.6.1), unless the bot's [`wants_public_events`](crate::Bot::wants_public_events) says
+    /// otherwise.
+    pub public_events: bool,
     /// Log debug messages.
     pub verbose: bool,
 }
@@ -65,6 +71,7 @@ impl Config {
             use_time_bank: true,
             send_fallback: true,
             slow: Duration::ZERO,
+            public_events: false,
             verbose: false,
         }
     }
@@ -99,6 +106,7 @@ impl Config {
         if let Some(value) = env("SCOUT_CONCURRENCY") {
             config.max_concurrent_matches = parse_concurrency("SCOUT_CONCURRENCY", &value)?;
         }
+        config.public_events = env("SCOUT_PUBLIC_EVENTS").is_some_and(|value| is_true(&value));
 
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -133,6 +141,7 @@ impl Config {
                 }
                 "--no-time-bank" => config.use_time_bank = false,
                 "--no-fallback" => config.send_fallback = false,
+                "--public-events" => config.public_events = true,
                 "--slow-ms" => config.slow = Duration::from_millis(parse_number(&flag, &value()?)?),
                 "-v" | "--verbose" => config.verbose = true,
                 _ => return Err(UsageError(format!("unknown argument {arg:?} (see --help)"))),
@@ -204,6 +213,8 @@ Options:
   --no-time-bank           fall back at the decision deadline, never draw on the bank
   --slow-ms MS             testing: wait MS before asking the bot, as if it were slow
   --no-fallback            testing: never send the fallback; let the referee time out
+  --public-events          ask for every public event and accepted result, not a lean
+                           stream                     [env: SCOUT_PUBLIC_EVENTS=1]
   -v, --verbose            log debug messages
   -h, --help               print this help
   -V, --version            print the version
@@ -212,7 +223,13 @@ Options:
 fn takes_value(flag: &str) -> bool {
     !matches!(
         flag,
-        "--tls" | "--no-time-bank" | "--no-fallback" | "--verbose" | "--help" | "--version"
+        "--tls"
+            | "--no-time-bank"
+            | "--no-fallback"
+            | "--public-events"
+            | "--verbose"
+            | "--help"
+            | "--version"
     )
 }
 
@@ -317,6 +334,17 @@ mod tests {
         assert_eq!(config.safety_margin, DEFAULT_SAFETY_MARGIN);
         assert!(!config.uses_tls());
         assert_eq!(config.max_matches, None);
+        assert!(!config.public_events, "a lean stream by default");
+    }
+
+    #[test]
+    fn public_events_from_the_environment_or_a_flag() {
+        let base = [("SCOUT_ADDRESS", "a:1"), ("SCOUT_TOKEN", "t")];
+        let with = |value| [base[0], base[1], ("SCOUT_PUBLIC_EVENTS", value)];
+        assert!(config(&with("1"), &[]).public_events);
+        assert!(!config(&with("0"), &[]).public_events);
+        assert!(config(&base, &["--public-events"]).public_events);
+        assert!(parse(&base, &["--public-events=1"]).is_err());
     }
 
     #[test]

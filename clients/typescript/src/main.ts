@@ -1,8 +1,8 @@
 // The bot program: `node dist/main.js`. Reads the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN,
-// SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY; flags override), plays the bot of
-// src/bot.ts until SIGTERM/SIGINT or the referee's Goodbye{reconnect: false} (exit 0), and exits 1
-// with a one-line message when the referee rejects it (unknown token, superseded, ...), 2 on a
-// usage error.
+// SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY, SCOUT_PUBLIC_EVENTS; flags
+// override), plays the bot of src/bot.ts until SIGTERM/SIGINT or the referee's
+// Goodbye{reconnect: false} (exit 0), and exits 1 with a one-line message when the referee
+// rejects it (unknown token, superseded, ...), 2 on a usage error.
 
 import { chooseAction } from "./bot";
 import { resolveConfig, type Config } from "./lib/config";
@@ -84,6 +84,8 @@ async function main(): Promise<number> {
       concurrency: config.concurrency,
       safetyMarginMs: config.safetyMarginMs,
       useTimeBank: config.useTimeBank,
+      // Unset: a lean stream unless the bot defines onPublicEvent.
+      ...(config.publicEvents && { publicEvents: true }),
       signal: stop.signal,
       logger: log,
     });

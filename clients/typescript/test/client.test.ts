@@ -67,6 +67,75 @@ function next(call: Call): Promise<BotMessage__Output> {
   return new Promise((resolve) => call.once("data", resolve));
 }
 
+/** Every message of a call, in order, none lost between reads. */
+function inbox(call: Call): { next(ms?: number): Promise<BotMessage__Output | undefined> } {
+  const queued: BotMessage__Output[] = [];
+  const waiting: ((message: BotMessage__Output) => void)[] = [];
+  call.on("data", (message: BotMessage__Output) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter(message);
+    else queued.push(message);
+  });
+  return {
+    next(ms = 3000) {
+      const message = queued.shift();
+      if (message !== undefined) return Promise.resolve(message);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(waiter), 1);
+          resolve(undefined);
+        }, ms);
+        const waiter = (m: BotMessage__Output): void => {
+          clearTimeout(timer);
+          resolve(m);
+        };
+        waiting.push(waiter);
+      });
+    },
+  };
+}
+
+const WELCOME = { welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } };
+
+function illegal(requestId: string): RefereeMessage {
+  return {
+    answerResult: {
+      matchId: "m-1",
+      requestId,
+      status: "ANSWER_STATUS_ILLEGAL",
+      reason: "does not beat",
+      strikes: 1,
+    },
+  };
+}
+
+function rotationRequest(requestId: string): RefereeMessage {
+  return {
+    rotationRequest: {
+      matchId: "m-1",
+      requestId,
+      hand: [],
+      deadlineMs: 2000,
+      timeBankMs: 0,
+    },
+  };
+}
+
+/** A turn on hand 9 2 3 4 where the bot shows 1+3 and the fallback is 0+1. */
+function turn(requestId: string): RefereeMessage {
+  const request = decision({
+    hand: [9, 2, 3, 4],
+    legalShows: [
+      { start: 0, length: 1 },
+      { start: 1, length: 3 },
+    ],
+  });
+  return { decisionRequest: { ...request, requestId, deadlineMs: 2000, timeBankMs: 0 } };
+}
+
+const MINE = { kind: "show", show: { start: 1, length: 3 } };
+const FALLBACK = { kind: "show", show: { start: 0, length: 1 } };
+
 describe("runBot against a fake referee", () => {
   const referee = new FakeReferee();
   before(() => referee.start());
@@ -87,6 +156,7 @@ describe("runBot against a fake referee", () => {
         assert.equal(hello.body, "hello");
         assert.equal(hello.hello?.protocolVersion, 1);
         assert.equal(hello.hello?.maxConcurrentMatches, 3);
+        assert.equal(hello.hello?.lean, true, "a lean stream by default");
         call.write({ welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } });
         call.write({ decisionRequest: turn });
         resolve(await next(call));
@@ -190,6 +260,130 @@ describe("runBot against a fake referee", () => {
     assert.equal(referee.connections, start + 2);
     assert.ok(summary.goodbye !== undefined);
     assert.ok(secondAt - goodbyeAt >= 390, `reconnected after ${secondAt - goodbyeAt} ms`);
+  });
+
+  for (const [name, bot, options, lean] of [
+    ["no onPublicEvent", { chooseAction }, {}, true],
+    ["onPublicEvent defined", { chooseAction, onPublicEvent: () => undefined }, {}, false],
+    ["publicEvents: true", { chooseAction }, { publicEvents: true }, false],
+    [
+      "publicEvents: false",
+      { chooseAction, onPublicEvent: () => undefined },
+      { publicEvents: false },
+      true,
+    ],
+  ] as const) {
+    it(`sets Hello.lean = ${lean} (${name})`, async () => {
+      const stop = new AbortController();
+      const hello = new Promise<BotMessage__Output>((resolve) => {
+        referee.script = async (call) => resolve(await next(call));
+      });
+      const run = runBot(bot, referee.options(stop, options));
+      assert.equal((await hello).hello?.lean, lean);
+      stop.abort();
+      await run;
+    });
+  }
+
+  it("plays a lean match: no ACCEPTED, no PublicEvent, a rejection re-answered", async () => {
+    const stop = new AbortController();
+    let asked = 0;
+    const bot: Bot = {
+      chooseAction: (request) => {
+        asked += 1;
+        return chooseAction(request);
+      },
+      chooseRotation: () => true,
+    };
+    const seen: (BotMessage__Output | undefined)[] = [];
+    const done = new Promise<void>((resolve) => {
+      referee.script = async (call) => {
+        const bot = inbox(call);
+        seen.push(await bot.next()); // Hello
+        call.write(WELCOME);
+        call.write({ matchStart: { matchId: "m-1", seat: 0, numPlayers: 2, numRounds: 2 } });
+        call.write(rotationRequest("1"));
+        seen.push(await bot.next());
+        call.write(turn("2")); // the rotation was accepted: nothing says so
+        seen.push(await bot.next());
+        call.write(illegal("1")); // stray: request 1 was closed by request 2
+        call.write(illegal("2"));
+        seen.push(await bot.next());
+        call.write(turn("3"));
+        seen.push(await bot.next());
+        call.write({ roundEnded: { matchId: "m-1", roundIndex: 0 } });
+        call.write(illegal("3")); // stray: the round's end closed request 3
+        call.write(rotationRequest("4"));
+        seen.push(await bot.next());
+        call.write({ matchEnded: { matchId: "m-1", totals: [1, 0], ranks: [1, 2] } });
+        seen.push(await bot.next(300)); // nothing more
+        resolve();
+      };
+    });
+    const run = runBot(bot, referee.options(stop));
+    await done;
+    stop.abort();
+    await run;
+    assert.equal(seen[0]?.hello?.lean, true);
+    assert.deepEqual(seen[1]?.rotation, { matchId: "m-1", requestId: "1", rotate: true });
+    assert.deepEqual(seen[2]?.action, { matchId: "m-1", requestId: "2", action: MINE });
+    assert.deepEqual(seen[3]?.action, { matchId: "m-1", requestId: "2", action: FALLBACK });
+    assert.deepEqual(seen[4]?.action, { matchId: "m-1", requestId: "3", action: MINE });
+    assert.deepEqual(seen[5]?.rotation, { matchId: "m-1", requestId: "4", rotate: true });
+    assert.equal(seen[6], undefined, `unexpected ${JSON.stringify(seen[6])}`);
+    assert.equal(asked, 2);
+  });
+
+  it("resyncs a lean stream after a reconnect, resending the lost answer", async () => {
+    const stop = new AbortController();
+    const start = referee.connections;
+    let asked = 0;
+    const bot: Bot = {
+      chooseAction: (request) => {
+        asked += 1;
+        return chooseAction(request);
+      },
+    };
+    const seen: (BotMessage__Output | undefined)[] = [];
+    const done = new Promise<void>((resolve) => {
+      referee.script = async (call, connection) => {
+        const bot = inbox(call);
+        seen.push(await bot.next()); // Hello
+        if (connection === start + 1) {
+          call.write(WELCOME);
+          call.write({ matchStart: { matchId: "m-1", seat: 0, numPlayers: 2, numRounds: 2 } });
+          call.write(turn("1"));
+          seen.push(await bot.next());
+          call.write(turn("2"));
+          seen.push(await bot.next());
+          call.emit("error", { code: grpc.status.UNAVAILABLE, details: "referee restarting" });
+          return;
+        }
+        call.write({ welcome: { ...WELCOME.welcome, resumed: true } });
+        call.write({
+          matchStart: { matchId: "m-1", seat: 0, numPlayers: 2, numRounds: 2, resumed: true },
+        });
+        call.write(turn("2")); // still open: its answer was lost
+        seen.push(await bot.next());
+        call.write(turn("3"));
+        seen.push(await bot.next());
+        seen.push(await bot.next(300)); // nothing more
+        resolve();
+      };
+    });
+    const run = runBot(bot, referee.options(stop));
+    await done;
+    stop.abort();
+    await run;
+    assert.equal(referee.connections, start + 2);
+    assert.equal(seen[0]?.hello?.lean, true);
+    assert.deepEqual(seen[1]?.action?.requestId, "1");
+    assert.deepEqual(seen[2]?.action?.requestId, "2");
+    assert.equal(seen[3]?.hello?.lean, true);
+    assert.deepEqual(seen[4]?.action, { matchId: "m-1", requestId: "2", action: MINE });
+    assert.deepEqual(seen[5]?.action, { matchId: "m-1", requestId: "3", action: MINE });
+    assert.equal(seen[6], undefined, `unexpected ${JSON.stringify(seen[6])}`);
+    assert.equal(asked, 3, "the bot is asked once per request");
   });
 
   it("stops with ConnectionRejected on UNAUTHENTICATED, without retrying", async () => {

@@ -64,6 +64,12 @@ describe("resolveConfig", () => {
     assert.match(error(["--client-cert", "c.pem"], BASE), /go together/);
     assert.match(error(["--bogus"], BASE), /bogus/);
   });
+  it("asks for a lean stream unless --public-events or SCOUT_PUBLIC_EVENTS=1", () => {
+    assert.equal(run([], BASE).publicEvents, false);
+    assert.equal(run([], { ...BASE, SCOUT_PUBLIC_EVENTS: "0" }).publicEvents, false);
+    assert.equal(run([], { ...BASE, SCOUT_PUBLIC_EVENTS: "1" }).publicEvents, true);
+    assert.equal(run(["--public-events"], BASE).publicEvents, true);
+  });
   it("answers --help", () => {
     assert.equal(resolveConfig(["-h"], {}).kind, "help");
   });

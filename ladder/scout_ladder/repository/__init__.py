@@ -13,6 +13,11 @@ Why it looks the way it does:
   a crash can never leave a finished match without its rating change or the reverse.
 * **PostgreSQL in production, SQLite for a single box and for tests** (:mod:`.database`). Both
   run the same Alembic migrations.
+* **One ladder per database** (:mod:`.lease`). ``ladder serve`` takes a lease (an advisory lock
+  on PostgreSQL, ``flock`` on SQLite) that the operating system or the server drops with the
+  process, so a second ladder refuses to start and a killed one never blocks its restart.
+* **Idempotent endings** (:mod:`.matches`). Finishing or voiding a match again is a no-op, so a
+  caller that lost the answer to a commit retries safely.
 * **Tokens are never stored** (:mod:`.bots`). Only their SHA-256 is, so a copy of the database
   lets nobody play as a bot.
 
@@ -24,18 +29,23 @@ from __future__ import annotations
 
 from .bots import BotStore, hash_token
 from .challenges import ChallengeStore
-from .database import MIGRATIONS_DIR, alembic_config
+from .common import echo
+from .database import MIGRATIONS_DIR, alembic_config, is_transient
 from .errors import (
     BotOwnerError,
     BotRetiredError,
     DuplicateMatchError,
     InvalidInputError,
+    LeaseHeldError,
+    LeaseLostError,
     MatchStateError,
+    NoLadderDatabaseError,
     StorageError,
     UnknownBotError,
     UnknownChallengeError,
     UnknownMatchError,
 )
+from .lease import Lease
 from .match_history import MatchHistory
 from .matches import MatchStore
 from .ratings import RECENT_FORM_LENGTH, RatingStore
@@ -51,6 +61,7 @@ from .results import (
     RatingHistoryEntry,
     RatingInfo,
     RatingPoint,
+    RatingSnapshot,
     SeatResult,
     SeatSummary,
     TableSizeRecord,
@@ -80,11 +91,16 @@ __all__ = [
     "FinishedMatch",
     "InvalidInputError",
     "LeaderboardRow",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseLostError",
     "MatchStateError",
     "MatchSummary",
+    "NoLadderDatabaseError",
     "RatingHistoryEntry",
     "RatingInfo",
     "RatingPoint",
+    "RatingSnapshot",
     "Repository",
     "SeatResult",
     "SeatSummary",
@@ -94,5 +110,7 @@ __all__ = [
     "UnknownChallengeError",
     "UnknownMatchError",
     "alembic_config",
+    "echo",
     "hash_token",
+    "is_transient",
 ]

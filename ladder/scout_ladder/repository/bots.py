@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from scout_ladder.models import Bot, BotVersion
 
-from .common import bot_by_name, bot_info, check_bot_name, check_owner
+from .common import bot_by_name, bot_info, check_bot_name, check_owner, echo, is_bot_name
 from .database import Database
 from .errors import BotOwnerError
 from .results import BotInfo, BotVersionInfo
@@ -68,7 +68,10 @@ class BotStore(Database):
                         session.add(bot)
                         session.flush()
                     elif bot.owner != owner:
-                        raise BotOwnerError(f"{name} belongs to {bot.owner}, not {owner}")
+                        raise BotOwnerError(
+                            f"{name} belongs to {echo(bot.owner)}, not {echo(owner)}: a new "
+                            "version keeps its owner"
+                        )
                     else:
                         bot.version += 1
                         bot.token_hash = digest
@@ -106,6 +109,8 @@ class BotStore(Database):
             return bot_info(bot)
 
     def get_bot(self, name: str) -> BotInfo | None:
+        if not is_bot_name(name):
+            return None
         with self._transaction(write=False) as session:
             bot = session.scalars(select(Bot).where(Bot.name == name)).one_or_none()
             return None if bot is None else bot_info(bot)

@@ -1,5 +1,8 @@
 """Challenges: an owner asks for a number of matches of a bot against chosen opponents, and
 the matchmaker serves the open ones, oldest first, until they are played or cancelled.
+
+A game of a challenge is counted by :meth:`~.matches.MatchStore.finish_match`, in the same
+transaction as its result, so that a repeated finish can never count it twice.
 """
 
 from __future__ import annotations
@@ -108,16 +111,6 @@ class ChallengeStore(Database):
                 )
             )
             return _challenge_infos(session, challenges)
-
-    def challenge_played(self, challenge_id: int) -> ChallengeInfo:
-        """Counts one more finished game of a challenge; it is done once all were played."""
-        with self._transaction(write=True) as session:
-            challenge = _challenge_for_update(session, challenge_id)
-            challenge.games_played += 1
-            if challenge.status == "open" and challenge.games_played >= challenge.games_requested:
-                challenge.status = "done"
-            session.flush()
-            return _challenge_infos(session, [challenge])[0]
 
     def cancel_challenge(self, challenge_id: int) -> ChallengeInfo:
         """Stops an open challenge; its matches in flight still finish and count."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scout_ladder.models import NAME_LENGTH, OWNER_LENGTH, Bot, Match, MatchSeat
+from scout_ladder.models import MATCH_ID_LENGTH, NAME_LENGTH, OWNER_LENGTH, Bot, Match, MatchSeat
 
 from .errors import InvalidInputError, UnknownBotError
 from .results import BotInfo, MatchSummary, SeatSummary
@@ -25,17 +26,59 @@ FETCH_BATCH = 500
 _BOT_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{NAME_LENGTH - 1}}}")
 
 
+ECHO_LIMIT = 40
+"""How many characters of a refused value an error message repeats: a 10,000-character name
+must not come back in full (over gRPC it would not even fit in the status trailer)."""
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)``, cut to about ``limit`` characters with the full length said."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit + 2 else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def is_bot_name(name: object) -> bool:
+    """Whether ``name`` could name a bot at all: lookups of anything else find nothing without
+    asking the database (PostgreSQL refuses a NUL in a text parameter outright)."""
+    return isinstance(name, str) and _BOT_NAME.fullmatch(name) is not None
+
+
+def is_match_id(match_id: object) -> bool:
+    """Whether ``match_id`` could be a stored match id (lookups of anything else find none)."""
+    return (isinstance(match_id, str) and 0 < len(match_id) <= MATCH_ID_LENGTH
+            and "\x00" not in match_id)
+
+
 def check_bot_name(name: str) -> None:
-    if not isinstance(name, str) or not _BOT_NAME.fullmatch(name):
+    if not is_bot_name(name):
         raise InvalidInputError(
             f"a bot name is 1-{NAME_LENGTH} letters, digits, '_', '.' or '-', starting with a "
-            f"letter or digit; got {name!r}"
+            f"letter or digit; got {echo(name)}"
         )
 
 
+def _owner_problem(owner: str) -> str | None:
+    if not owner or len(owner) > OWNER_LENGTH:
+        return f"is 1-{OWNER_LENGTH} characters"
+    if owner != owner.strip():
+        return "has no leading or trailing white space"
+    for char in owner:
+        # Cc control (newline, NUL, ESC...), Cf format (bidi overrides, zero width), Cs, Co,
+        # Cn; Zl/Zp line and paragraph separators: nothing a terminal or a page shows plainly.
+        if unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp"):
+            return f"has no control or invisible characters (found U+{ord(char):04X})"
+    return None
+
+
 def check_owner(owner: str) -> None:
-    if not isinstance(owner, str) or not owner.strip() or len(owner) > OWNER_LENGTH:
-        raise InvalidInputError(f"an owner is 1-{OWNER_LENGTH} characters; got {owner!r}")
+    """Owners are free text (``Alice Smith`` is fine) but printable: 1-128 characters, no
+    control, format or line-separator characters, no white space around. Refused like a bad
+    bot name, with the value echoed only in part."""
+    problem = "is a string" if not isinstance(owner, str) else _owner_problem(owner)
+    if problem is not None:
+        raise InvalidInputError(f"an owner {problem}; got {echo(owner)}")
 
 
 def check_rating(bot: str, mu: float, sigma: float) -> None:
@@ -56,6 +99,8 @@ def bot_info(bot: Bot) -> BotInfo:
 
 
 def bot_by_name(session: Session, name: str, *, lock: bool = False) -> Bot:
+    if not is_bot_name(name):
+        raise UnknownBotError(name)  # no bot can have it: no need to ask the database
     query = select(Bot).where(Bot.name == name)
     if lock:
         query = query.with_for_update()

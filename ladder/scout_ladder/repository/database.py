@@ -8,6 +8,8 @@ upgrade to writing would otherwise fail at once instead of waiting for the busy 
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -18,10 +20,13 @@ from typing import Any, Self
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
+
+from . import lease
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -44,6 +49,19 @@ def alembic_config(url: str | URL | None = None) -> Config:
         # ConfigParser interpolation would read a '%' in a password as a reference.
         config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
     return config
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed call is worth repeating as it was: the connection or the server went
+    away, a lock or serialization conflict, a pool or lock timeout. Never the repository's own
+    refusals (:class:`~.errors.StorageError`) nor a violated constraint: those fail again."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(
+        exc,
+        sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError
+        | sa_exc.DisconnectionError,
+    )
 
 
 def _utc_now() -> datetime:
@@ -142,6 +160,39 @@ class Database:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    def exists(self) -> bool:
+        """Whether the URL names a ladder database already (its schema was migrated once).
+
+        Creates nothing: a SQLite file that is not there is not created (it is opened read-only
+        when it is), and an in-memory database never exists beforehand. The commands that only
+        read check this first, so that a misspelled URL is an error, not an empty ladder.
+        """
+        if self._backend == "sqlite":
+            database = self._url.database
+            if database in (None, "", ":memory:") or not Path(database).is_file():
+                return False
+            try:
+                uri = Path(database).resolve().as_uri() + "?mode=ro"
+                with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+                    found = connection.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                        "AND name = 'alembic_version'"
+                    ).fetchone()
+            except sqlite3.DatabaseError:
+                return False
+            return found is not None
+        with self._engine.connect() as connection:
+            return bool(
+                connection.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL"))
+                .scalar_one()
+            )
+
+    def acquire_lease(self, wait_s: float = 3.0) -> lease.Lease:
+        """The lease that makes this process the one ladder serving the database (see
+        :mod:`.lease`); raises :class:`~.errors.LeaseHeldError` if another process holds it
+        after ``wait_s``. Release it with ``Lease.release()`` (or let the process end)."""
+        return lease.acquire(self._backend, self._url, self.url, wait_s)
 
     def migrate(self) -> None:
         """Brings the schema to the newest revision (``alembic upgrade head``); a no-op when it

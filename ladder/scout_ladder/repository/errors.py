@@ -49,3 +49,18 @@ class MatchStateError(StorageError):
 
 class InvalidInputError(StorageError, ValueError):
     """The arguments contradict the stored data or the game (wrong seats, bad rank, ...)."""
+
+
+class NoLadderDatabaseError(StorageError):
+    """The URL names no ladder database (a missing file, an empty schema): the commands that
+    only read refuse it rather than create an empty one and report that all is well."""
+
+
+class LeaseHeldError(StorageError):
+    """Another ladder process serves this database: two would void each other's matches and
+    both write ratings, so the second refuses to start. The message says who holds it."""
+
+
+class LeaseLostError(StorageError):
+    """The ladder lost its hold on the database (its lease connection died): it stops rather
+    than risk a second ladder writing next to it."""

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from scout_ladder.models import Bot, Match, MatchSeat
 
-from .common import FETCH_BATCH, bot_by_name, match_summaries
+from .common import FETCH_BATCH, bot_by_name, is_bot_name, is_match_id, match_summaries
 from .database import Database
 from .results import BotResult, FinishedMatch, MatchSummary
 
@@ -50,6 +50,29 @@ def _finished_match(summary: MatchSummary) -> FinishedMatch:
     )
 
 
+def finished_batch(
+    session: Session, after: tuple[datetime, str] | None, rated_only: bool, batch_size: int
+) -> list[FinishedMatch]:
+    """The next ``batch_size`` finished matches after ``after`` (finished_at, id), in the order
+    they finished."""
+    query = select(Match).where(Match.status == "finished")
+    if rated_only:
+        query = query.where(Match.rated.is_(True))
+    if after is not None:
+        finished_at, match_id = after
+        query = query.where(
+            or_(
+                Match.finished_at > finished_at,
+                and_(Match.finished_at == finished_at, Match.id > match_id),
+            )
+        )
+    query = query.order_by(Match.finished_at, Match.id).limit(batch_size)
+    return [
+        _finished_match(summary)
+        for summary in match_summaries(session, list(session.scalars(query)))
+    ]
+
+
 def recent_matches(session: Session, bot_id: int, n: int) -> list[MatchSummary]:
     matches = session.scalars(
         select(Match)
@@ -76,6 +99,8 @@ class MatchHistory(Database):
     """The match-reading queries of :class:`~scout_ladder.repository.Repository`."""
 
     def get_match(self, match_id: str) -> MatchSummary | None:
+        if not is_match_id(match_id):
+            return None
         with self._transaction(write=False) as session:
             match = session.get(Match, match_id)
             return None if match is None else match_summaries(session, [match])[0]
@@ -93,6 +118,8 @@ class MatchHistory(Database):
         one status. An unknown bot has played nothing: the list is empty."""
         query = select(Match)
         if bot is not None:
+            if not is_bot_name(bot):
+                return []
             query = query.where(
                 Match.id.in_(
                     select(MatchSeat.match_id)
@@ -110,7 +137,10 @@ class MatchHistory(Database):
             return match_summaries(session, list(session.scalars(query)))
 
     def get_record(self, match_id: str) -> str | None:
-        """The match's JSON record; None if the match is unknown, in flight or void."""
+        """The match's JSON record; None if the match is unknown, in flight, or void without
+        one (a void match keeps the record of a result that came after it was voided)."""
+        if not is_match_id(match_id):
+            return None
         with self._transaction(write=False) as session:
             return session.scalar(select(Match.record_json).where(Match.id == match_id))
 
@@ -119,26 +149,12 @@ class MatchHistory(Database):
     ) -> Iterator[FinishedMatch]:
         """Finished matches in the order they finished, seats with bot names and ranks: what a
         rating recompute replays. Reads in batches, each its own short transaction, so a long
-        recompute holds no transaction open."""
+        read holds no transaction open; a recompute that compares with the stored ratings
+        reads both in one snapshot instead (:meth:`~.ratings.RatingStore.rating_snapshot`)."""
         after: tuple[datetime, str] | None = None
         while True:
-            query = select(Match).where(Match.status == "finished")
-            if rated_only:
-                query = query.where(Match.rated.is_(True))
-            if after is not None:
-                finished_at, match_id = after
-                query = query.where(
-                    or_(
-                        Match.finished_at > finished_at,
-                        and_(Match.finished_at == finished_at, Match.id > match_id),
-                    )
-                )
-            query = query.order_by(Match.finished_at, Match.id).limit(batch_size)
             with self._transaction(write=False) as session:
-                batch = [
-                    _finished_match(summary)
-                    for summary in match_summaries(session, list(session.scalars(query)))
-                ]
+                batch = finished_batch(session, after, rated_only, batch_size)
             yield from batch
             if len(batch) < batch_size:
                 return

@@ -1,10 +1,23 @@
 """The life of a match: written before it is played, then finished (with the ratings it
 changes) or voided.
 
-:meth:`MatchStore.finish_match` writes the seats' results, the match record and every rating
-update (with its history row) in one transaction, so a crash can never leave a finished match
-without its rating change or the reverse. Writing a match before it is played is what lets
-:meth:`MatchStore.void_in_flight` find the matches a crash interrupted.
+:meth:`MatchStore.finish_match` writes the seats' results, the match record, every rating
+update (with its history row) and the challenge's game count in one transaction, so a crash can
+never leave a finished match without its rating change or the reverse. Writing a match before it
+is played is what lets :meth:`MatchStore.void_in_flight` find the matches a crash interrupted.
+
+Every call that ends a match is idempotent, so a caller that lost the answer to a commit (the
+connection dropped as it was sent) simply calls again:
+
+* ``start_match`` again with the same table is a no-op; ``bind_match`` again is a no-op;
+* ``finish_match`` again with the same record and results is a no-op that returns the stored
+  match (no second rating, history row or challenge game); with a different result it is
+  refused (:class:`MatchStateError`);
+* ``finish_match`` of a match that was voided keeps the record and the seats' results, but the
+  match stays void, unrated and out of every standing: its rating updates are ignored, so a
+  result that arrives after its match was written off is never rated, let alone twice. Once
+  stored that way, the same call is again a no-op;
+* ``void_match`` of a match that has already ended changes nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +26,11 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from scout_ladder.models import (
     SEED_LIMIT,
@@ -57,7 +71,9 @@ class MatchStore(Database):
         """Records a match the referee is about to play, before it starts.
 
         ``seats[i]`` is ``(bot name, bot version)`` of seat i. Writing it first is what lets
-        :meth:`void_in_flight` find the matches a crash interrupted.
+        :meth:`void_in_flight` find the matches a crash interrupted. Starting the same match
+        (same id, table, seed and kind) again while it is in flight is a no-op; any other use of
+        a known id raises :class:`DuplicateMatchError`.
         """
         if not isinstance(match_id, str) or not match_id:
             raise InvalidInputError("a match id is a non-empty string")
@@ -73,7 +89,18 @@ class MatchStore(Database):
         now = self._now()
         try:
             with self._transaction(write=True) as session:
-                if session.get(Match, match_id) is not None:
+                existing = session.get(Match, match_id)
+                if existing is not None:
+                    summary = match_summaries(session, [existing])[0]
+                    same = (
+                        summary.status == "in_flight"
+                        and (summary.table_size, summary.seed, summary.rated)
+                        == (table_size, seed, rated)
+                        and summary.challenge_id == challenge_id
+                        and [(s.bot, s.bot_version) for s in summary.seats] == list(seats)
+                    )
+                    if same:
+                        return summary
                     raise DuplicateMatchError(match_id)
                 if challenge_id is not None and session.get(Challenge, challenge_id) is None:
                     raise UnknownChallengeError(challenge_id)
@@ -114,6 +141,48 @@ class MatchStore(Database):
             # Every other constraint was checked above: a concurrent start took the id.
             raise DuplicateMatchError(match_id) from exc
 
+    def bind_match(self, intent_id: str, match_id: str) -> MatchSummary:
+        """Gives the in-flight match written as ``intent_id`` its referee id ``match_id``.
+
+        The ladder writes a match before asking the referee for it (so that no match can end
+        before its row exists), under an id of its own; the referee names the match when it
+        starts it, and this moves the row and its seats to that name, in one transaction.
+        Binding again is a no-op; binding an id to itself just returns the match.
+        """
+        with self._transaction(write=True) as session:
+            intent = session.scalars(
+                select(Match).where(Match.id == intent_id).with_for_update()
+            ).one_or_none()
+            if intent is None or intent_id == match_id:
+                bound = session.get(Match, match_id)
+                if bound is None:
+                    raise UnknownMatchError(intent_id)
+                return match_summaries(session, [bound])[0]
+            if intent.status != "in_flight":
+                raise MatchStateError(f"{intent_id} is {intent.status}, not in flight")
+            if session.get(Match, match_id) is not None:
+                raise DuplicateMatchError(match_id)
+            bound = Match(
+                id=match_id,
+                status=intent.status,
+                table_size=intent.table_size,
+                seed=intent.seed,
+                rated=intent.rated,
+                challenge_id=intent.challenge_id,
+                created_at=intent.created_at,
+            )
+            session.add(bound)
+            session.flush()
+            session.execute(
+                update(MatchSeat)
+                .where(MatchSeat.match_id == intent_id)
+                .values(match_id=match_id)
+                .execution_options(synchronize_session=False)
+            )
+            session.expunge(intent)
+            session.execute(delete(Match).where(Match.id == intent_id))
+            return match_summaries(session, [bound])[0]
+
     def finish_match(
         self,
         match_id: str,
@@ -121,12 +190,18 @@ class MatchStore(Database):
         seats: Sequence[SeatResult],
         rating_updates: Mapping[str, tuple[float, float]],
     ) -> MatchSummary:
-        """Stores a finished match: every seat's result, the full JSON record and the new
-        ``(mu, sigma)`` of each rated bot, with one history row each, in ONE transaction.
+        """Stores a finished match: every seat's result, the full JSON record, the new
+        ``(mu, sigma)`` of each rated bot with one history row each, and one more game of its
+        challenge, if it has one, in ONE transaction.
 
         Any failure (an unknown or unseated bot in ``rating_updates``, a bad rank, a database
         error) rolls all of it back and leaves the match in flight. Rating rows are updated in
         bot-name order, so concurrent finishes sharing bots cannot deadlock on PostgreSQL.
+
+        Idempotent (see the module): the same finish again returns the stored match and
+        changes nothing; a finish of a void match keeps the record, stays void and rates
+        nothing. The returned status says which happened: "finished" (the updates are stored)
+        or "void" (none is).
         """
         results: dict[int, SeatResult] = {}
         for result in seats:
@@ -144,38 +219,39 @@ class MatchStore(Database):
             ).one_or_none()
             if match is None:
                 raise UnknownMatchError(match_id)
-            if match.status != "in_flight":
-                raise MatchStateError(f"{match_id} is {match.status}, not in flight")
             if rating_updates and not match.rated:
                 raise InvalidInputError(f"{match_id} is unrated but got rating updates")
-            seated = {
-                seat.seat: (seat, bot_name)
-                for seat, bot_name in session.execute(
-                    select(MatchSeat, Bot.name)
-                    .join(Bot, Bot.id == MatchSeat.bot_id)
-                    .where(MatchSeat.match_id == match_id)
+            seated = self._check_results(session, match, results)
+            if match.record_json is not None:
+                # Finished (or void with its late record) already: the same result again is a
+                # caller repeating a commit whose answer it lost.
+                same = match.record_json == record_json and all(
+                    (seat.score, seat.rank, seat.forfeited, seat.timeouts, seat.illegal_actions)
+                    == (r.score, r.rank, r.forfeited, r.timeouts, r.illegal_actions)
+                    for number, (seat, _) in seated.items()
+                    for r in (results[number],)
                 )
-            }
-            if set(results) != set(seated):
-                raise InvalidInputError(
-                    f"{match_id} has seats {sorted(seated)}, results for {sorted(results)}"
-                )
-            for number, (seat, bot_name) in sorted(seated.items()):
+                if not same:
+                    raise MatchStateError(
+                        f"{match_id} is {match.status} already, with a different result"
+                    )
+                return match_summaries(session, [match])[0]
+            if match.status not in ("in_flight", "void"):
+                raise MatchStateError(f"{match_id} is {match.status}, not in flight")
+            for number, (seat, _) in seated.items():
                 result = results[number]
-                if result.bot != bot_name:
-                    raise InvalidInputError(f"seat {number} of {match_id} is {bot_name}")
-                if not 1 <= result.rank <= match.table_size:
-                    raise InvalidInputError(f"rank {result.rank} at a table of {match.table_size}")
-                if result.timeouts < 0 or result.illegal_actions < 0:
-                    raise InvalidInputError("timeouts and illegal actions are counts")
                 seat.score = result.score
                 seat.rank = result.rank
                 seat.forfeited = result.forfeited
                 seat.timeouts = result.timeouts
                 seat.illegal_actions = result.illegal_actions
-            match.status = "finished"
             match.finished_at = now
             match.record_json = record_json
+            if match.status == "void":
+                # Written off before its result came: keep the game, rate nothing.
+                session.flush()
+                return match_summaries(session, [match])[0]
+            match.status = "finished"
             # Written now, not at commit: a failure below must undo real writes, and does.
             session.flush()
 
@@ -193,7 +269,44 @@ class MatchStore(Database):
                         bot_id=bot_id, match_id=match_id, mu=mu, sigma=sigma, created_at=now
                     )
                 )
+            if match.challenge_id is not None:
+                challenge = session.scalars(
+                    select(Challenge).where(Challenge.id == match.challenge_id).with_for_update()
+                ).one()
+                challenge.games_played += 1
+                if (challenge.status == "open"
+                        and challenge.games_played >= challenge.games_requested):
+                    challenge.status = "done"
+                session.flush()
             return match_summaries(session, [match])[0]
+
+    @staticmethod
+    def _check_results(
+        session: Session, match: Match, results: Mapping[int, SeatResult]
+    ) -> dict[int, tuple[MatchSeat, str]]:
+        """The match's seats by number, once ``results`` is shown to fit them."""
+        seated = {
+            seat.seat: (seat, bot_name)
+            for seat, bot_name in session.execute(
+                select(MatchSeat, Bot.name)
+                .join(Bot, Bot.id == MatchSeat.bot_id)
+                .where(MatchSeat.match_id == match.id)
+                .order_by(MatchSeat.seat)
+            )
+        }
+        if set(results) != set(seated):
+            raise InvalidInputError(
+                f"{match.id} has seats {sorted(seated)}, results for {sorted(results)}"
+            )
+        for number, (_, bot_name) in sorted(seated.items()):
+            result = results[number]
+            if result.bot != bot_name:
+                raise InvalidInputError(f"seat {number} of {match.id} is {bot_name}")
+            if not 1 <= result.rank <= match.table_size:
+                raise InvalidInputError(f"rank {result.rank} at a table of {match.table_size}")
+            if result.timeouts < 0 or result.illegal_actions < 0:
+                raise InvalidInputError("timeouts and illegal actions are counts")
+        return seated
 
     def _upsert_rating(
         self, bot_id: int, mu: float, sigma: float, now: datetime
@@ -223,7 +336,8 @@ class MatchStore(Database):
         )
 
     def void_match(self, match_id: str, reason: str) -> bool:
-        """Voids one in-flight match (the referee aborted it). False if it had already ended."""
+        """Voids one in-flight match (the referee aborted it, or it never began). False if it
+        had already ended, so calling it again changes nothing."""
         with self._transaction(write=True) as session:
             match = session.scalars(
                 select(Match).where(Match.id == match_id).with_for_update()
@@ -239,8 +353,10 @@ class MatchStore(Database):
     def void_in_flight(self, reason: str) -> list[str]:
         """Voids every match still in flight and returns their ids, sorted.
 
-        Run at startup: a match in flight then was interrupted by a crash or a restart, and
-        will never report a result. Void matches are not rated and not counted anywhere.
+        Run at startup, once the lease (:meth:`acquire_lease`) makes this process the only
+        ladder on the database: a match in flight then was interrupted by a crash or a kill
+        (a clean stop settles its own matches), and will never report a result. Void matches
+        are not rated and not counted anywhere.
         """
         with self._transaction(write=True) as session:
             ids = sorted(

@@ -18,16 +18,18 @@ from sqlalchemy.orm import Session
 from scout_ladder.models import Bot, Match, MatchSeat, Rating, RatingHistory
 
 from .bots import versions_of
-from .common import FETCH_BATCH, bot_info, check_rating
+from .common import FETCH_BATCH, bot_info, check_rating, is_bot_name
 from .database import Database
 from .errors import InvalidInputError, UnknownBotError
-from .match_history import recent_matches
+from .match_history import finished_batch, recent_matches
 from .results import (
     BotProfile,
+    FinishedMatch,
     LeaderboardRow,
     RatingHistoryEntry,
     RatingInfo,
     RatingPoint,
+    RatingSnapshot,
     TableSizeRecord,
 )
 
@@ -92,6 +94,25 @@ class RatingStore(Database):
         with self._transaction(write=False) as session:
             rows = session.execute(select(Rating, Bot.name).join(Bot, Bot.id == Rating.bot_id))
             return {name: rating_info(rating, name) for rating, name in rows}
+
+    def rating_snapshot(self, batch_size: int = FETCH_BATCH) -> RatingSnapshot:
+        """Every finished rated match, in the order they finished, and every stored rating,
+        read in ONE transaction: what a recompute compares. Read apart, a match finishing in
+        between shows up in the ratings and not in the history, and a live ladder seems to
+        disagree with itself. PostgreSQL reads it at REPEATABLE READ; SQLite's one read
+        transaction sees one WAL snapshot; neither blocks the ladder's writes."""
+        with self._transaction(write=False) as session:
+            rows = session.execute(select(Rating, Bot.name).join(Bot, Bot.id == Rating.bot_id))
+            ratings = {name: rating_info(rating, name) for rating, name in rows}
+            matches: list[FinishedMatch] = []
+            after = None
+            while True:
+                batch = finished_batch(session, after, True, batch_size)
+                matches.extend(batch)
+                if len(batch) < batch_size:
+                    break
+                after = (batch[-1].finished_at, batch[-1].match_id)
+            return RatingSnapshot(matches=tuple(matches), ratings=ratings)
 
     def leaderboard(self) -> list[LeaderboardRow]:
         """Rated, unretired bots by mu - 3 sigma, best first (ties by name)."""
@@ -165,6 +186,8 @@ class RatingStore(Database):
     def bot_profile(self, name: str, recent: int = 10) -> BotProfile | None:
         """Everything a bot's page shows, read in one transaction; None for an unknown name,
         like the other lookups."""
+        if not is_bot_name(name):
+            return None
         with self._transaction(write=False) as session:
             bot = session.scalars(select(Bot).where(Bot.name == name)).one_or_none()
             if bot is None:

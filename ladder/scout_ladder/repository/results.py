@@ -6,6 +6,7 @@ by assigning to an attribute.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -203,3 +204,12 @@ class ChallengeInfo:
     schedules at most games_requested - games_played - games_in_flight more."""
     status: str
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RatingSnapshot:
+    """The finished rated matches (in the order they finished) and the stored ratings at one
+    moment: the input of a recompute check."""
+
+    matches: tuple[FinishedMatch, ...]
+    ratings: Mapping[str, RatingInfo]

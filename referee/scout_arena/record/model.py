@@ -25,6 +25,9 @@ class SeatStats:
     illegal_actions: int = 0
     forfeited: bool = False
     time_bank_ms: int = 0
+    referee_ms: int = 0
+    """Decision time that was the referee's: requests queued inside it before their hand-off
+    to the transport (never charged to the bot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,8 @@ def _seat_stats(entry: Any) -> SeatStats:
     return SeatStats(strikes=int(entry.get("strikes", 0)), timeouts=int(entry.get("timeouts", 0)),
                      illegal_actions=int(entry.get("illegal_actions", 0)),
                      forfeited=bool(entry.get("forfeited", False)),
-                     time_bank_ms=int(entry.get("time_bank_ms", 0)))
+                     time_bank_ms=int(entry.get("time_bank_ms", 0)),
+                     referee_ms=int(entry.get("referee_ms", 0)))
 
 
 def referee_meta_json(match_id: str, meta: RefereeMeta) -> JSON:
@@ -164,7 +168,8 @@ def referee_meta_json(match_id: str, meta: RefereeMeta) -> JSON:
         "created_at": meta.created_at, "ended_at": meta.ended_at,
         "seats": [{"strikes": s.strikes, "timeouts": s.timeouts,
                    "illegal_actions": s.illegal_actions, "forfeited": s.forfeited,
-                   "time_bank_ms": s.time_bank_ms} for s in meta.seats],
+                   "time_bank_ms": s.time_bank_ms, "referee_ms": s.referee_ms}
+                  for s in meta.seats],
     }
 
 

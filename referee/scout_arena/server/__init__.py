@@ -8,6 +8,9 @@ from .clock import TimeControl
 from .errors import (
     BotAtCapacity,
     BotNotConnected,
+    IdempotencyKeyReused,
+    InvalidBotName,
+    InvalidIdempotencyKey,
     InvalidTable,
     InvalidTimeControl,
     MatchRequestError,
@@ -18,7 +21,8 @@ from .facade import LiveMatch, RefereeFacade
 from .referee import Referee
 from .service import RefereeServer, TlsConfig, bearer_token, serve_forever
 
-__all__ = ["BotAtCapacity", "BotNotConnected", "InvalidTable", "InvalidTimeControl",
+__all__ = ["BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused", "InvalidBotName",
+           "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
            "LiveMatch", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
            "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
            "serve_forever"]

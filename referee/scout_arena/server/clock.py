@@ -1,9 +1,11 @@
 """Time control: what a match grants per decision and per match, and each seat's bank.
 
-A request's clock starts when the referee queues it for the bot and stops when the answer is
-read off the stream, so a slow network costs the bot, never the other seats. Answering within
-the decision time is free; beyond it the overrun comes out of the seat's bank, and a request
-still unanswered when both are spent times out.
+A request's clock starts when the stream's writer hands it to the transport (not when the
+match queues it: time a request spends queued inside the referee is the referee's, counted in
+``referee_ms``, never the bot's) and stops when the answer is read off the stream, so a slow
+network costs the bot, never the other seats. Answering within the decision time is free;
+beyond it the overrun comes out of the seat's bank, and a request still unanswered when both
+are spent times out.
 """
 
 from __future__ import annotations
@@ -38,19 +40,41 @@ DEFAULT_TIME_CONTROL = TimeControl()
 
 @dataclass(slots=True)
 class SeatClock:
-    """One seat's bank over a match, and when its open request was sent."""
+    """One seat's bank over a match, and when its open request was queued and sent."""
 
     decision_ms: int
     bank_ms: float
     sent_at: float = 0.0
+    queued_at: float = 0.0
+    started: bool = True
+    """Whether the open request's clock runs (it was handed to the transport)."""
+    referee_ms: float = 0.0
+    """Time the seat's requests spent queued inside the referee, over the match."""
 
-    def start(self) -> float:
-        """Start timing a request just queued; returns the monotonic time it expires at."""
-        self.sent_at = time.monotonic()
+    def queue(self) -> None:
+        """A request is queued for the bot: its clock waits for `start` (the hand-off)."""
+        self.queued_at = time.monotonic()
+        self.started = False
+
+    def start(self) -> None:
+        """The request was handed to the transport (or there is nobody to hand it to): its
+        clock runs from now. Idempotent."""
+        if self.started:
+            return
+        now = time.monotonic()
+        self.sent_at = now
+        self.referee_ms += max(0.0, now - self.queued_at) * 1000
+        self.started = True
+
+    def expires_at(self) -> float | None:
+        """The monotonic time the open request times out at; None until its clock runs."""
+        if not self.started:
+            return None
         return self.sent_at + (self.decision_ms + self.bank_ms) / 1000
 
     def answered(self, received_at: float) -> None:
         """Charge the bank whatever an accepted answer took beyond the decision time."""
+        self.start()
         overrun = (received_at - self.sent_at) * 1000 - self.decision_ms
         if overrun > 0:
             self.bank_ms = max(0.0, self.bank_ms - overrun)
@@ -61,7 +85,7 @@ class SeatClock:
     def left(self) -> tuple[int, int]:
         """(decision time, bank) still left for the open request: a resync re-sends the request
         with these, because reconnecting does not restart its clock."""
-        elapsed_ms = (time.monotonic() - self.sent_at) * 1000
+        elapsed_ms = (time.monotonic() - self.sent_at) * 1000 if self.started else 0.0
         decision = max(0, int(self.decision_ms - elapsed_ms))
         bank = max(0, int(self.bank_ms - max(0.0, elapsed_ms - self.decision_ms)))
         return decision, bank

@@ -9,7 +9,8 @@ stream's writer drains it, so the referee never awaits a slow client.
 from __future__ import annotations
 
 import asyncio
-import secrets
+import hashlib
+import hmac
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,19 @@ Authenticator = Callable[[str], Awaitable[str | None]]
 """A token's bot name, or None: for tokens the referee was not given itself."""
 
 
+def token_digest(token: str) -> bytes:
+    """What the registry keys a token by: its SHA-256, so that no lookup compares the token's
+    own bytes (whose early mismatch a timing attack could measure)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+def tokens_equal(given: str, expected: str) -> bool:
+    """Constant-time comparison of two tokens (any characters; `hmac.compare_digest` refuses
+    str with non-ASCII characters, so the UTF-8 bytes are compared)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                               expected.encode("utf-8", "surrogateescape"))
+
+
 class BotConnection:
     """One live Play stream of a bot, with what it said in its Hello."""
 
@@ -29,17 +43,40 @@ class BotConnection:
         self.session_id = session_id
         self.max_matches = max_matches
         self.version = version
-        self.outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.outbox: asyncio.Queue[bytes | Handoff | None] = asyncio.Queue()
         self.superseded = False
-        self.accepts_batches = False
+        self.lean = False
+        """Hello.lean: this stream goes without PublicEvents and AnswerResult{ACCEPTED}."""
         self.handler_task: asyncio.Task[Any] | None = None
+        self.said_goodbye = False
+        """The writer has sent a Goodbye: the handler ends the call with OK."""
 
-    def send(self, message: bytes) -> None:
+    def send(self, message: bytes | Handoff) -> None:
         self.outbox.put_nowait(message)
 
     def close(self) -> None:
         """Let the writer stop after what is already queued."""
         self.outbox.put_nowait(None)
+
+    def say_goodbye(self, message: bytes) -> None:
+        """Queue a Goodbye as the stream's last message; once the writer has sent it, the
+        handler ends the call (see `ArenaServicer.Play`)."""
+        self.outbox.put_nowait(GoodbyeMessage(message))
+
+
+class GoodbyeMessage(bytes):
+    """A serialized Goodbye in an outbox: the writer sends it, then the stream ends."""
+
+
+class Handoff:
+    """A serialized request in an outbox: the writer calls ``on_write`` just before it hands
+    ``data`` to the transport, which starts the request's clock (`SeatClock.start`)."""
+
+    __slots__ = ("data", "on_write")
+
+    def __init__(self, data: bytes, on_write: Callable[[], None]) -> None:
+        self.data = data
+        self.on_write = on_write
 
 
 @dataclass(eq=False)
@@ -51,6 +88,8 @@ class BotEntry:
     connection: BotConnection | None = None
     seats: dict[str, Seat] = field(default_factory=dict)
     grace_task: asyncio.Task[None] | None = None
+    open_streams: int = 0
+    """Play calls of this bot's token being handled now (from authentication to their end)."""
 
     @property
     def free_slots(self) -> int:
@@ -65,7 +104,8 @@ class BotRegistry:
 
     def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
         self._by_name: dict[str, BotEntry] = {}
-        self._by_token: dict[str, BotEntry] = {}
+        self._by_token: dict[bytes, BotEntry] = {}
+        """Keyed by `token_digest`."""
         self.authenticator: Authenticator | None = None
         for name, token in (tokens or {}).items():
             self.register(name, token)
@@ -80,22 +120,24 @@ class BotRegistry:
         """Add a bot, or give a known one a new token (the old token stops working)."""
         if not name or not token:
             raise ValueError("a bot needs a name and a token")
-        if token in self._by_token and self._by_token[token].name != name:
+        digest = token_digest(token)
+        if digest in self._by_token and self._by_token[digest].name != name:
             raise ValueError(f"token of bot {name!r} is already used by another bot")
         entry = self._by_name.get(name)
         if entry is None:
             entry = self._by_name[name] = BotEntry(name, token)
         else:
-            self._by_token.pop(entry.token, None)
+            if entry.token:
+                self._by_token.pop(token_digest(entry.token), None)
             entry.token = token
-        self._by_token[token] = entry
+        self._by_token[digest] = entry
         return entry
 
     def bot_for_token(self, token: str) -> BotEntry | None:
-        entry = self._by_token.get(token)
+        entry = self._by_token.get(token_digest(token))
         if entry is None:
             return None
-        return entry if secrets.compare_digest(entry.token, token) else None
+        return entry if tokens_equal(token, entry.token) else None
 
     async def authenticate(self, token: str) -> BotEntry | None:
         """The bot a token belongs to: the tokens given, else the ``authenticator`` (which may

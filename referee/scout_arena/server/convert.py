@@ -30,12 +30,15 @@ from ..engine import (
     Show,
 )
 from .clock import TimeControl
+from .errors import InvalidTimeControl
 from .events import (
     ActionAnswer,
     ActionPlayed,
     AnswerJudged,
     BotEvent,
     DecisionRequested,
+    Goodbye,
+    GoodbyeReason,
     MatchEnded,
     MatchSnapshot,
     MatchStarted,
@@ -256,18 +259,23 @@ def round_ended(match_id: str, result: RoundResult, totals: Sequence[int],
 
 
 def time_control_to_pb(decision_ms: int, time_bank_ms: int) -> game_pb2.TimeControl:
-    return game_pb2.TimeControl(decision_ms=decision_ms, time_bank_ms=time_bank_ms)
+    return game_pb2.TimeControl(decision_ms=decision_ms, time_bank_ms=time_bank_ms,
+                                no_time_bank=time_bank_ms == 0)
 
 
 
 
 def time_control_from_pb(request: matches_pb2.CreateMatchRequest,
                          default: TimeControl) -> TimeControl:
-    """A CreateMatch's time control: absent or zero fields take the referee's defaults."""
+    """A CreateMatch's time control: absent or zero fields take the referee's defaults, but
+    ``no_time_bank`` asks for a match without a bank (and refuses a bank given with it)."""
     if not request.HasField("time_control"):
         return default
-    return TimeControl(request.time_control.decision_ms or default.decision_ms,
-                       request.time_control.time_bank_ms or default.time_bank_ms)
+    asked = request.time_control
+    if asked.no_time_bank and asked.time_bank_ms:
+        raise InvalidTimeControl(f"time_bank_ms {asked.time_bank_ms} contradicts no_time_bank")
+    bank = 0 if asked.no_time_bank else asked.time_bank_ms or default.time_bank_ms
+    return TimeControl(asked.decision_ms or default.decision_ms, bank)
 
 
 # ----- events to bots ---------------------------------------------------------------------
@@ -279,6 +287,12 @@ _VERDICT_TO_PB: dict[Verdict, arena_pb2.AnswerStatus.ValueType] = {
     Verdict.STALE: arena_pb2.ANSWER_STATUS_STALE,
     Verdict.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
     Verdict.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
+}
+
+
+_GOODBYE_TO_PB = {
+    GoodbyeReason.SHUTDOWN: arena_pb2.GOODBYE_REASON_SHUTDOWN,
+    GoodbyeReason.FINISHED: arena_pb2.GOODBYE_REASON_FINISHED,
 }
 
 
@@ -327,6 +341,10 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
         return arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(
             protocol_version=PROTOCOL_VERSION, bot_name=event.bot_name,
             session_id=event.session_id, resumed=event.resumed))
+    if isinstance(event, Goodbye):
+        return arena_pb2.RefereeMessage(goodbye=arena_pb2.Goodbye(
+            reason=_GOODBYE_TO_PB[event.reason], message=event.message,
+            reconnect=event.reconnect, retry_after_ms=event.retry_after_ms))
     assert_never(event)
 
 
@@ -420,10 +438,14 @@ def match_status_from_pb(status: matches_pb2.MatchStatus.ValueType) -> MatchStat
 
 
 def match_info(snapshot: MatchSnapshot) -> matches_pb2.MatchInfo:
+    """The one place a MatchInfo is built (CreateMatch, GetMatch, ListMatches, and the
+    spectators' first and last events). The seed deals every hand of every round
+    (`deal_match`), so it is told only once the match has ended: 0 while it runs."""
     tc = snapshot.time_control
+    seed = 0 if snapshot.status is MatchStatus.RUNNING else snapshot.seed
     return matches_pb2.MatchInfo(
         match_id=snapshot.match_id, status=_STATUS_TO_PB[snapshot.status],
-        bots=snapshot.players, seed=snapshot.seed,
+        bots=snapshot.players, seed=seed,
         time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
         round_index=snapshot.round_index, totals=snapshot.totals,
         ranks=snapshot.ranks, forfeited_seats=snapshot.forfeited_seats)

@@ -35,5 +35,37 @@ class InvalidTimeControl(MatchRequestError):
     """The decision time or the bank is outside what the referee allows."""
 
 
-__all__ = ["BotAtCapacity", "BotNotConnected", "InvalidTable", "InvalidTimeControl",
-           "MatchRequestError", "RefereeClosing", "UnknownBot"]
+class InvalidBotName(MatchRequestError):
+    """A seat names a bot with a name no bot can have (control characters)."""
+
+
+class InvalidIdempotencyKey(MatchRequestError):
+    """A CreateMatch idempotency key that is too long or has control characters."""
+
+
+class IdempotencyKeyReused(MatchRequestError):
+    """A CreateMatch idempotency key already taken by a different request."""
+
+
+ECHO_LIMIT = 100
+"""At most this many characters of a caller's value come back in an error message: a status
+message travels in a trailer, and a long one would not even fit in the caller's limit."""
+
+
+def quoted(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` of at most ``limit`` characters of it, with "…" and the full length
+    after when it is cut: for error messages that echo what a caller sent."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
+
+
+def has_control_characters(text: str) -> bool:
+    """Whether ``text`` has a C0 or C1 control character or DEL (Unicode category Cc)."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text)
+
+
+__all__ = ["ECHO_LIMIT", "BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused",
+           "InvalidBotName", "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
+           "MatchRequestError", "RefereeClosing", "UnknownBot", "has_control_characters",
+           "quoted"]

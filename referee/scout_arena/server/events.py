@@ -22,6 +22,15 @@ class MatchStatus(Enum):
     ABORTED = "aborted"
 
 
+class GoodbyeReason(Enum):
+    """Why the referee ends a bot's stream on purpose (PROTOCOL.md §10.1)."""
+
+    SHUTDOWN = "shutdown"
+    """Restarting or being drained: come back after ``retry_after_ms``."""
+    FINISHED = "finished"
+    """The event this referee served is over: do not come back."""
+
+
 class Verdict(Enum):
     """What became of an answer (or of a request nobody answered in time)."""
 
@@ -42,6 +51,16 @@ class Welcome:
     bot_name: str
     session_id: str
     resumed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Goodbye:
+    """The last message of a stream the referee ends on purpose."""
+
+    reason: GoodbyeReason
+    message: str = ""
+    reconnect: bool = False
+    retry_after_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +204,7 @@ class ActionAnswer:
     unreadable: str = ""
 
 
-BotEvent = (Welcome | MatchStarted | RotationRequested | DecisionRequested | AnswerJudged
+BotEvent = (Welcome | Goodbye | MatchStarted | RotationRequested | DecisionRequested | AnswerJudged
             | ActionPlayed | RoundEnded | MatchEnded)
 """Everything a bot's stream carries."""
 

@@ -8,17 +8,26 @@ clocks, connections and the wire stay inside, so they can change without the app
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, final
+from typing import NoReturn, Protocol, final
 
 from ..engine import SpectatorView, spectator_view
 from ..record import JSON, MatchRecord
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
-from .connections import Authenticator
+from .connections import Authenticator, tokens_equal
+from .events import Goodbye, GoodbyeReason
 from .match import MatchRunner
 from .referee import Referee
-from .service import ExtraService, RefereeServer, bearer_token
+from .service import (
+    ExtraService,
+    RefereeServer,
+    bearer_token,
+    exit_dead,
+    wait_stopped_or_dead,
+)
 
 
 class LiveMatch(Protocol):
@@ -67,9 +76,10 @@ class RefereeFacade:
 
     ``tokens``: bot name -> token of the bots known from the start (`register_bot` adds more);
     ``authenticator`` names the bot of any other token, or refuses it. ``records_dir``: where
-    each match's record is written as it ends (None: kept in memory only). ``extra_services``:
+    each match's record is written as it ends (None: only the newest 100 stay in memory, for
+    GetRecord; every record is handed to `on_match_finished` as it ends). ``extra_services``:
     (function adding a servicer to the grpc server, full service name) for services that share
-    the port (the ladder's)."""
+    the port (the ladder's); each must register its methods."""
 
     def __init__(self, tokens: Mapping[str, str] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, admin_token: str | None = None,
@@ -87,6 +97,9 @@ class RefereeFacade:
     """The token of a gRPC call's ``authorization: Bearer <token>`` metadata ("" if none): for
     services that share the referee's server and authenticate their callers the same way."""
 
+    tokens_equal = staticmethod(tokens_equal)
+    """Constant-time comparison of a token a caller gave with the expected one."""
+
     @property
     def address(self) -> str:
         """host:port the server listens on (the port is chosen at construction when 0)."""
@@ -95,10 +108,38 @@ class RefereeFacade:
     async def start(self) -> None:
         await self._server.start()
 
-    async def stop(self, drain_s: float = 0.0) -> None:
+    async def stop(self, drain_s: float = 0.0, *, finished: bool = False,
+                   message: str = "") -> None:
         """Stop taking matches, give running ones ``drain_s`` to finish, abort the rest (each
-        still writes its record and is reported finished, as aborted), then close the server."""
-        await self._server.stop(drain_s)
+        still writes its record and is reported finished, as aborted), tell every connected
+        bot Goodbye, then close the server. ``finished``: the event is over, so the Goodbye
+        is FINISHED and bots exit; otherwise it is SHUTDOWN and bots come back after a
+        while (a restart). ``message`` goes into the Goodbye, for the bots' logs."""
+        if finished:
+            goodbye = Goodbye(GoodbyeReason.FINISHED, message or "the event is over",
+                              reconnect=False)
+        else:
+            goodbye = self._server.shutdown_goodbye()
+            if message:
+                goodbye = dataclasses.replace(goodbye, message=message)
+        await self._server.stop(drain_s, goodbye)
+
+    async def wait_dead(self) -> str:
+        """Return why, once the grpc server is found dead (never, while it is alive): see
+        `wait_stopped_or_dead`."""
+        return await self._server.liveness.wait_dead()
+
+    async def wait_stopped_or_dead(self, stop: asyncio.Event) -> str | None:
+        """Wait until ``stop`` is set (returns None) or the grpc server is found dead (returns
+        why). A dead server takes no new connection: its owner should stop within a few
+        seconds and exit non-zero, so that a supervisor restarts it (see `exit_dead`)."""
+        return await wait_stopped_or_dead(stop, self._server.liveness)
+
+    @staticmethod
+    async def exit_dead(address: str, reason: str, drain: Awaitable[None]) -> NoReturn:
+        """Run ``drain`` (bounded), log CRITICAL and raise SystemExit(3): what an app does
+        once `wait_stopped_or_dead` told it its server died."""
+        await exit_dead(address, reason, drain)
 
     # ----- bots -----------------------------------------------------------------------------
 

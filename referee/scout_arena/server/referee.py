@@ -1,8 +1,10 @@
-"""The referee: the bots it knows, their live streams, and every match, running or done.
+"""The referee: the bots it knows, their live streams, its running matches and recent ones.
 
 Streams come and go through `attach`/`detach` (a newer stream of a bot supersedes the older
 one; a bot that stays away past the reconnect grace forfeits its seats); answers come in
-through `route`; matches start with `create_match` and store their records here. It speaks
+through `route`; matches start with `create_match` and store their records here. Finished
+matches are kept as small summaries in a bounded window (`book`); their records are read back
+from the records directory. It speaks
 to bots only through its `Wire` (`convert`, given by the server that carries it).
 """
 
@@ -10,33 +12,71 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from ..record import JSON, dump_record
+from ..record import JSON, MatchRecord, RecordError, dump_record, load_record
+from .book import DEFAULT_KEEP_FINISHED, DEFAULT_KEEP_RECORDS, MatchBook, is_record_id
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import BotConnection, BotEntry, BotRegistry
-from .errors import BotAtCapacity, BotNotConnected, InvalidTable, RefereeClosing, UnknownBot
-from .events import Answer, AnswerJudged, MatchStatus, Verdict, Welcome, Wire
-from .match import MatchRunner
+from .errors import (
+    BotAtCapacity,
+    BotNotConnected,
+    InvalidBotName,
+    InvalidTable,
+    RefereeClosing,
+    UnknownBot,
+    has_control_characters,
+    quoted,
+)
+from .events import Answer, AnswerJudged, Goodbye, MatchStatus, Verdict, Welcome, Wire
+from .match import MatchRunner, OpenRequest
 
 MAX_STRIKES = 3
 
+log = logging.getLogger("scout_arena.referee")
+
+
+_CHOICE = {"rotation": "a RotationChoice", "decision": "an ActionChoice"}
+
+
+def stale_reason(request_id: int, kind: str, open_request: OpenRequest | None) -> str:
+    """Why an answer (a ``kind`` answer naming ``request_id``) is STALE, naming the request
+    that is open, if any."""
+    if open_request is not None and open_request.request_id == request_id:
+        return (f"request {request_id} is a {open_request.kind} request: answer it with "
+                f"{_CHOICE[open_request.kind]}, not {_CHOICE[kind]}")
+    why = f"request {request_id} is not open (already answered, timed out, or never sent)"
+    if open_request is not None:
+        why += (f"; the open request is {open_request.request_id} (a {open_request.kind} "
+                f"request, answered with {_CHOICE[open_request.kind]})")
+    return why
+
 
 class Referee:
-    """Registered bots, their connections, and every match, running or done."""
+    """Registered bots, their connections, running matches and a window of finished ones.
+
+    ``keep_finished``: how many finished matches are still known (a small summary each);
+    ``keep_records``: how many of their records stay in memory when there is no
+    ``records_dir`` (with one, every record is read back from its file)."""
 
     def __init__(self, tokens: Mapping[str, str], *, records_dir: Path | None = None,
                  default_time_control: TimeControl = DEFAULT_TIME_CONTROL,
-                 reconnect_grace_s: float = 10.0, max_strikes: int = MAX_STRIKES) -> None:
+                 reconnect_grace_s: float = 10.0, max_strikes: int = MAX_STRIKES,
+                 keep_finished: int = DEFAULT_KEEP_FINISHED,
+                 keep_records: int = DEFAULT_KEEP_RECORDS) -> None:
         self.bots = BotRegistry(tokens)
         self.records_dir = records_dir
         self.default_time_control = default_time_control
         self.reconnect_grace_s = reconnect_grace_s
         self.max_strikes = max_strikes
-        self.matches: dict[str, MatchRunner] = {}
+        self.matches = MatchBook(keep_finished, 0 if records_dir is not None else keep_records)
+        """Running matches (`MatchRunner`) and the finished ones kept (`FinishedMatch`)."""
+        self.farewell: bytes | None = None
+        """The serialized Goodbye once the referee closes its streams: new ones get it too."""
         self.accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
@@ -104,6 +144,9 @@ class Referee:
             for seat in bot.seats.values():
                 seat.match.note("disconnect", seat.index,
                                 f"stream ended; {self.reconnect_grace_s:g} s to reconnect")
+                if seat.open is not None:
+                    # Not handed to the transport before the stream ended: its clock runs.
+                    seat.handed_off(seat.open.request_id)
             bot.grace_task = asyncio.get_running_loop().create_task(self._grace(bot))
 
     async def _grace(self, bot: BotEntry) -> None:
@@ -117,8 +160,10 @@ class Referee:
                 seat.absent = True
                 del bot.seats[match_id]
 
-    def route(self, connection: BotConnection, answer: Answer) -> None:
-        """Hand a bot's answer to the seat waiting for it, or tell the bot why not."""
+    def route(self, connection: BotConnection, answer: Answer,
+              received_at: float | None = None) -> None:
+        """Hand a bot's answer to the seat waiting for it, or tell the bot why not.
+        ``received_at``: the monotonic time it was read off the stream (default: now)."""
         match_id, request_id = answer.match_id, answer.request_id
         seat = connection.bot.seats.get(match_id)
         if seat is None:
@@ -128,13 +173,10 @@ class Referee:
             return
         request = seat.open
         if request is None or request.request_id != request_id or request.kind != answer.kind:
-            why = (f"request {request_id} is not open (already answered, timed out, or "
-                   f"never sent)")
-            if request is not None:
-                why += f"; the open request is {request.request_id} ({request.kind})"
-            seat.match.judge(seat, request_id, Verdict.STALE, why)
+            seat.match.judge(seat, request_id, Verdict.STALE,
+                             stale_reason(request_id, answer.kind, request))
             return
-        seat.deliver((answer, time.monotonic()))
+        seat.deliver((answer, time.monotonic() if received_at is None else received_at))
 
     # ----- matches ------------------------------------------------------------------------
 
@@ -153,18 +195,21 @@ class Referee:
             raise InvalidTable("a bot can hold only one seat in a match")
         bots = []
         missing: set[str] = set()
-        for name in bot_names:
+        for index, name in enumerate(bot_names):
+            if has_control_characters(name):
+                raise InvalidBotName(f"seat {index}: a bot name has no control characters, "
+                                     f"got {quoted(name)}")
             bot = self.bots.get(name)
             if bot is None:
-                raise UnknownBot(f"no bot named {name!r} is registered")
+                raise UnknownBot(f"no bot named {quoted(name)} is registered")
             if name in absent or (absent_ok and bot.connection is None):
                 missing.add(name)
                 bots.append(bot)
                 continue
             if bot.connection is None:
-                raise BotNotConnected(f"bot {name!r} is not connected")
+                raise BotNotConnected(f"bot {quoted(name)} is not connected")
             if bot.free_slots <= 0:
-                raise BotAtCapacity(f"bot {name!r} is already playing {len(bot.seats)} "
+                raise BotAtCapacity(f"bot {quoted(name)} is already playing {len(bot.seats)} "
                                     "matches, the most it accepts at once")
             bots.append(bot)
         tc = time_control or self.default_time_control
@@ -194,13 +239,53 @@ class Referee:
         await asyncio.to_thread(dump_record, match.record, path)
 
     def match_finished(self, match: MatchRunner) -> None:
-        for callback in self.on_match_finished:
-            callback(match)
-        if all(m.status is not MatchStatus.RUNNING for m in self.matches.values()):
-            self._idle.set()
+        try:
+            for callback in self.on_match_finished:
+                callback(match)
+        finally:  # a failing callback must not keep the match (and its runner) running
+            self.matches.finish(match)
+            if not self.matches.running:
+                self._idle.set()
 
     def running(self) -> list[MatchRunner]:
-        return [m for m in self.matches.values() if m.status is MatchStatus.RUNNING]
+        return [m for m in self.matches.running.values() if m.status is MatchStatus.RUNNING]
+
+    async def find_record(self, match_id: str) -> MatchRecord | None:
+        """The record of a match that has ended: from memory while it is kept there, else
+        from the records directory (also for matches of an earlier run); None if neither has
+        it."""
+        match = self.matches.get(match_id)
+        if match is not None and match.record is not None and \
+                match.status is not MatchStatus.RUNNING:
+            return match.record
+        if self.records_dir is None or not is_record_id(match_id):
+            return None
+        path = self.records_dir / f"{match_id}.json"
+        try:
+            return await asyncio.to_thread(load_record, path)
+        except FileNotFoundError:
+            return None
+        except (OSError, RecordError, ValueError) as exc:
+            log.warning("cannot read the record %s: %s", path, exc)
+            return None
+
+    async def say_goodbye(self, goodbye: Goodbye, wait_s: float) -> None:
+        """Tell every connected bot ``goodbye`` as its stream's last message, and any stream
+        that opens from now on too; wait up to ``wait_s`` for those streams to end (each ends
+        with OK once its Goodbye is written)."""
+        self.accepting = False
+        message = self.wire.encode(goodbye)
+        self.farewell = message
+        handlers = []
+        for bot in self.bots:
+            connection = bot.connection
+            if connection is None:
+                continue
+            connection.say_goodbye(message)
+            if connection.handler_task is not None and not connection.handler_task.done():
+                handlers.append(connection.handler_task)
+        if handlers:
+            await asyncio.wait(handlers, timeout=wait_s)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()

@@ -5,6 +5,10 @@ through the launch convention (SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_BOT_NAME, SCOUT
 The schedule is a pure function of the configuration, results are computed from the saved
 records in schedule order, so the same seed and deterministic bots give the same standings, and
 ``--resume`` can skip every match whose finished record is already on disk.
+
+The same tournament runs on several nodes (``--nodes N`` local worker processes, or a Ray
+cluster with ``--ray``): `distributed.play_distributed` cuts the schedule into chunks, each
+played by a `Node` (a referee and every bot on one machine), and brings the records back.
 """
 
 from .config import (
@@ -20,11 +24,11 @@ from .config import (
     schedule,
 )
 from .report import progress_bar, render_summary
-from .runner import BotProcess, Tournament
+from .runner import BotProcess, Node, Tournament
 from .standings import BotStats, compute_standings
 
 __all__ = [
-    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats",
+    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats", "Node",
     "ScheduledMatch", "Tournament", "TournamentConfig", "TournamentDirError", "compute_standings",
     "deal_seed", "load_config_file", "progress_bar", "render_summary", "schedule",
 ]

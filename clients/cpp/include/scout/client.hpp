@@ -37,6 +37,9 @@ struct Options {
     bool safety_fallback = true;  // --no-fallback: never answer for the bot (testing TIMED_OUT)
     int slow_ms = 0;          // --slow-ms: delay every decision by this much (testing deadlines)
     int max_matches = 0;      // --max-matches: stop after this many matches (0: never)
+    // SCOUT_PUBLIC_EVENTS=1 / --public-events: ask for the full stream (every PublicEvent, and an
+    // AnswerResult for accepted answers too). Default: a lean stream (PROTOCOL.md §3.6.1).
+    bool public_events = false;
     LogLevel log_level = LogLevel::Info;  // -v / -q
 };
 
@@ -47,12 +50,16 @@ struct ParsedOptions {
 };
 
 /// Reads SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY
-/// through `getenv`, then applies the flags in `args` (argv without the program name), which
-/// override them. Flags take "--flag value" or "--flag=value".
+/// and SCOUT_PUBLIC_EVENTS through `getenv`, then applies the flags in `args` (argv without the
+/// program name), which override them. Flags take "--flag value" or "--flag=value".
 ParsedOptions parse_options(const std::vector<std::string>& args,
                             const std::function<const char*(const char*)>& getenv);
 
 std::string usage(const std::string& program);
+
+/// The Hello the client opens every stream with: lean (no PublicEvent, no AnswerResult for an
+/// accepted answer) unless options.public_events.
+v1::BotMessage hello_message(const Options& options);
 
 /// The bot's logic. The kit creates one Bot per match (so per-match state needs no locking)
 /// and calls it from that match's worker thread, in the order the referee sent the messages;
@@ -69,6 +76,8 @@ public:
     virtual bool rotate(const v1::RotationRequest& /*request*/) { return false; }
     // Optional hooks.
     virtual void on_match_start(const v1::MatchStart& /*start*/) {}
+    /// Only on a full stream (Options::public_events): a lean stream carries no PublicEvent, and
+    /// each request's observation history tells what happened since the last one.
     virtual void on_event(const v1::PublicEvent& /*event*/) {}
     virtual void on_round_end(const v1::RoundEnded& /*ended*/) {}
     virtual void on_match_end(const v1::MatchEnded& /*ended*/) {}

@@ -57,7 +57,9 @@ class Bot(ABC):
         return None
 
     def on_event(self, event: PublicEvent) -> Awaitable[None] | None:
-        """An action by any seat, this bot's own included."""
+        """An action by any seat, this bot's own included, as it happens. Overriding this makes
+        the SDK ask for the full stream; otherwise it asks for a lean one, with no PublicEvent
+        (PROTOCOL.md §3.6.1), and `act` learns what happened from `observation.history`."""
         return None
 
     def on_round_end(self, round_ended: RoundEnded) -> Awaitable[None] | None:

@@ -2,8 +2,9 @@
 
 SPEC names the bot: `random`, `greedy`, `module.path:ClassName` or `path/to/file.py:ClassName`.
 The address and token come from flags or, as in every starter kit and the tournament runner,
-from SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS=1 and SCOUT_CA_CERT. `add_bot_run_arguments` and
-`run_from_args` let the server's `scout-arena bot run` offer the very same command.
+from SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS=1 and SCOUT_CA_CERT; `--public-events` (or
+SCOUT_PUBLIC_EVENTS=1) asks for the full stream instead of a lean one. `add_bot_run_arguments`
+and `run_from_args` let the server's `scout-arena bot run` offer the very same command.
 
 Exit status: 0 after a clean stop (a signal, --max-matches, or the referee's Goodbye without a
 reconnect), 1 when the referee rejects the bot, 2 for a usage problem (a missing address or
@@ -142,6 +143,10 @@ def add_bot_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_SAFETY_MARGIN_MS})")
     parser.add_argument("--no-time-bank", action="store_true",
                         help="never draw on the time bank: fall back at the decision deadline")
+    parser.add_argument("--public-events", action="store_true",
+                        help="ask for every PublicEvent and ACCEPTED result (also "
+                             "SCOUT_PUBLIC_EVENTS=1); default: a lean stream unless the bot "
+                             "overrides on_event")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more (-v: debug)")
 
@@ -193,6 +198,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             max_matches=args.max_matches,
             safety_margin_ms=args.safety_margin_ms,
             use_time_bank=not args.no_time_bank,
+            public_events=True if getattr(args, "public_events", False)
+            or _env_flag("SCOUT_PUBLIC_EVENTS") else None,
         )
     except InvalidToken as error:
         return _fail(str(error), 2)

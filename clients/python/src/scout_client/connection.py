@@ -359,20 +359,15 @@ class Connection:
         loop = asyncio.get_running_loop()
         async for received in call:
             received_at = loop.time()
-            # A batch (we accept them in Hello) is several messages in their queued order.
-            batch = (received.batch.messages if received.WhichOneof("body") == "batch"
-                     else (received,))
-            for raw in batch:
-                try:
-                    message = convert.referee_message_from_proto(raw)
-                except ValueError as error:
-                    log.warning("ignoring an unreadable message from the referee: %s", error)
-                    continue
-                if message is None:
-                    log.warning("ignoring a message from the referee with no body this SDK "
-                                "knows")
-                    continue
-                self._receive(message, received_at)
+            try:
+                message = convert.referee_message_from_proto(received)
+            except ValueError as error:
+                log.warning("ignoring an unreadable message from the referee: %s", error)
+                continue
+            if message is None:
+                log.warning("ignoring a message from the referee with no body this SDK knows")
+                continue
+            self._receive(message, received_at)
 
     def _receive(self, message: RefereeMessage, received_at: float) -> None:
         if isinstance(message, Welcome):

@@ -345,7 +345,7 @@ def bot_message_to_proto(message: BotMessage) -> arena_pb2.BotMessage:
                 bot_version=message.bot_version,
                 protocol_version=message.protocol_version,
                 max_concurrent_matches=message.max_concurrent_matches,
-                accepts_batches=True,
+                lean=message.lean,
             )
         )
     if isinstance(message, RotationChoice):

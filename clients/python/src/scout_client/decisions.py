@@ -5,6 +5,11 @@ answers with the fallback itself when the bot is late, raises, or returns someth
 a legal answer, so a buggy or slow bot loses a decision rather than a strike. Answers are kept
 until their match ends: the referee resends open requests after a reconnect (with the same
 request_id), and those are answered again without asking the bot twice.
+
+Nothing here waits for an ACCEPTED verdict, which a lean stream (PROTOCOL.md §3.6.1) never
+sends: an answered request counts as open until a verdict closes it (TIMED_OUT, STALE, ...) or
+the match moves on, that is its next request, its RoundEnded or its MatchEnded arrives (a seat
+has at most one open request at a time). A rejection (ILLEGAL, MALFORMED) keeps it open.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ class Decisions:
         self._margin_ms = safety_margin_ms
         self._use_time_bank = use_time_bank
         self._requests: dict[tuple[str, int], _OpenRequest] = {}
+        self._latest: dict[str, _OpenRequest] = {}
+        """Each match's most recent request: the only one that can still be open."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _time_limit_s(self, deadline_ms: int, time_bank_ms: int) -> float | None:
@@ -139,7 +146,11 @@ class Decisions:
             expires_at=None if limit is None else received_at + limit,
             fallback=fallback,
         )
+        # A new request means the match moved on: the previous one was accepted (a lean stream
+        # does not say so) or closed otherwise.
+        self._close(self._latest.get(request.match_id))
         self._requests[key] = pending
+        self._latest[request.match_id] = pending
         pending.task = asyncio.ensure_future(self._answer(pending, request))
         self._tasks.add(pending.task)
         pending.task.add_done_callback(self._tasks.discard)
@@ -204,6 +215,10 @@ class Decisions:
         return None
 
     def _send(self, pending: _OpenRequest, answer: BotMessage) -> None:
+        if pending.closed:
+            log.debug("match %s: request %d is closed; not answering it", pending.match_id,
+                      pending.request_id)
+            return
         pending.answer = answer
         pending.sent_on = self._outbox.send(answer)
         if pending.sent_on is None:
@@ -213,7 +228,8 @@ class Decisions:
     def settle(self, result: AnswerResult) -> None:
         """Take in the referee's verdict on an answer. A rejected answer (a strike) leaves the
         request open, so the always-legal fallback is sent if time remains; the caller then
-        tells the bot through `on_rejected`."""
+        tells the bot through `on_rejected`. ACCEPTED (full streams only) closes the request;
+        nothing depends on it coming."""
         pending = self._requests.get((result.match_id, result.request_id))
         where = f"match {result.match_id}, request {result.request_id}"
         if result.status is AnswerStatus.ACCEPTED:
@@ -243,8 +259,21 @@ class Decisions:
         else:
             log.info("%s: answer %s %s", where, result.status.name, result.reason)
 
+    def close_match(self, match_id: str) -> None:
+        """The match moved on without a new request for this seat (its round ended): its
+        latest request is closed, answered or not."""
+        self._close(self._latest.get(match_id))
+
+    def _close(self, pending: _OpenRequest | None) -> None:
+        if pending is None or pending.closed:
+            return
+        pending.closed = True
+        if pending.task is not None and pending.task is not asyncio.current_task():
+            pending.task.cancel()  # a bot still thinking about it has lost the decision
+
     def forget(self, match_id: str) -> None:
         """Drop a finished match's requests, stopping any answer still being worked out."""
+        self._latest.pop(match_id, None)
         current = asyncio.current_task()
         for key in [key for key in self._requests if key[0] == match_id]:
             pending = self._requests.pop(key)

@@ -131,6 +131,7 @@ class Matches:
             elif isinstance(message, PublicEvent):
                 await self._calls.hook("on_event", message)
             elif isinstance(message, RoundEnded):
+                self._decisions.close_match(match.match_id)
                 await self._calls.hook("on_round_end", message)
             elif isinstance(message, MatchEnded):
                 await self._calls.hook("on_match_end", message)

@@ -45,17 +45,33 @@ __all__ = [
     "run",
     "run_bot",
     "validate_token",
+    "wants_public_events",
 ]
 
 log = logging.getLogger("scout_client")
 
 
-def _hello(bot: Bot, max_concurrent_matches: int) -> Hello:
+def wants_public_events(bot: Bot, public_events: bool | None = None) -> bool:
+    """Whether to ask the referee for the full stream (`Hello.lean = false`: every PublicEvent
+    and every ACCEPTED AnswerResult) rather than a lean one (PROTOCOL.md §3.6.1). `True` or
+    `False` decides; None (the default) asks for events only when the bot overrides
+    `on_event`, the one hook that needs them."""
+    if public_events is not None:
+        return public_events
+    return getattr(type(bot), "on_event", None) is not getattr(Bot, "on_event", None)
+
+
+def _hello(bot: Bot, max_concurrent_matches: int, public_events: bool | None) -> Hello:
+    full = wants_public_events(bot, public_events)
+    if public_events is False and wants_public_events(bot):
+        log.warning("%s overrides on_event, but a lean stream was asked for: on_event will not "
+                    "be called", type(bot).__name__)
     return Hello(
         bot_name=getattr(bot, "name", "") or type(bot).__name__,
         bot_version=str(getattr(bot, "version", "0")),
         protocol_version=PROTOCOL_VERSION,
         max_concurrent_matches=max_concurrent_matches,
+        lean=not full,
     )
 
 
@@ -74,6 +90,7 @@ async def run_bot(
     max_matches: int | None = None,
     safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
     use_time_bank: bool = True,
+    public_events: bool | None = None,
 ) -> int:
     """Play on the referee at `address` (host:port) until `stop_event` is set, `max_matches`
     matches have ended, or the referee says Goodbye without asking the bot back; returns the
@@ -88,6 +105,10 @@ async def run_bot(
     never send (see `validate_token`), ConnectionRejected when the referee refuses the bot, and
     ConnectionLost when the stream ends and `reconnect` is False (`error.goodbye` is set when
     the referee asked the bot to come back later).
+
+    The SDK asks for a lean stream (no PublicEvent, no ACCEPTED AnswerResult; PROTOCOL.md
+    §3.6.1) unless the bot overrides `on_event` or `public_events` is True; False asks for a
+    lean stream even then (see `wants_public_events`).
     """
     metadata = bearer_metadata(token)
     if max_concurrent_matches < 1:
@@ -116,7 +137,7 @@ async def run_bot(
     connection = Connection(
         channel,
         metadata,
-        _hello(bot, max_concurrent_matches),
+        _hello(bot, max_concurrent_matches, public_events),
         outbox,
         on_welcome=matches.resync,
         on_match_message=matches.receive,
@@ -163,6 +184,7 @@ def run(
     max_matches: int | None = None,
     safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
     use_time_bank: bool = True,
+    public_events: bool | None = None,
     handle_signals: bool = True,
 ) -> int:
     """`run_bot` for plain scripts: runs its own event loop and, with `handle_signals`, stops
@@ -201,6 +223,7 @@ def run(
                 max_matches=max_matches,
                 safety_margin_ms=safety_margin_ms,
                 use_time_bank=use_time_bank,
+                public_events=public_events,
             )
         finally:
             for signum in installed:

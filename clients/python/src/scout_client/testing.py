@@ -271,7 +271,8 @@ def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:
     body = message.WhichOneof("body")
     if body == "hello":
         h = message.hello
-        return Hello(h.bot_name, h.bot_version, h.protocol_version, h.max_concurrent_matches)
+        return Hello(h.bot_name, h.bot_version, h.protocol_version, h.max_concurrent_matches,
+                     h.lean)
     if body == "rotation":
         r = message.rotation
         return RotationChoice(r.match_id, r.request_id, r.rotate)

@@ -257,12 +257,15 @@ RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """The first message of every stream."""
+    """The first message of every stream. `lean` asks for a lean stream (PROTOCOL.md §3.6.1):
+    no PublicEvent and no AnswerResult for an accepted answer; the next request's observation
+    says what happened. The SDK asks for one unless the bot needs the events."""
 
     bot_name: str
     bot_version: str
     protocol_version: int = PROTOCOL_VERSION
     max_concurrent_matches: int = 1
+    lean: bool = True
 
 
 @dataclass(frozen=True, slots=True)

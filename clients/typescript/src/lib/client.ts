@@ -10,6 +10,12 @@
 // retrying cannot fix end the run with a ConnectionRejected error. A stream the referee closes on
 // purpose ends with a Goodbye (PROTOCOL.md §10.1): `reconnect: false` ends the run normally;
 // `reconnect: true` reconnects after its `retry_after_ms` (plus jitter), not counted as a failure.
+//
+// The kit asks for a lean stream (Hello.lean, PROTOCOL.md §3.6.1) unless the bot wants public
+// events: the referee then sends no PublicEvent and no AnswerResult for an accepted answer. So
+// nothing here waits for ACCEPTED: an answered request stays open until a verdict closes it
+// (TIMED_OUT, STALE) or the match moves on (its next request, its RoundEnded, its MatchEnded); a
+// rejection (ILLEGAL, MALFORMED) keeps it open.
 
 import * as fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -64,6 +70,11 @@ export interface Bot {
   /** Whether to rotate the dealt hand (default: never). */
   chooseRotation?(request: RotationRequest, context: RequestContext): boolean | Promise<boolean>;
   onMatchStart?(start: MatchStart): void;
+  /**
+   * Every action of every seat, as it happens. Defining it makes the kit ask for the full stream
+   * (see RunOptions.publicEvents); otherwise the referee sends no PublicEvent, and each request's
+   * `observation.history` tells what happened since the last one.
+   */
   onPublicEvent?(event: PublicEvent): void;
   onRoundEnded?(round: RoundEnded): void;
   onMatchEnded?(end: MatchEnded): void;
@@ -91,6 +102,12 @@ export interface RunOptions {
   useTimeBank?: boolean;
   /** Reconnect after a connection loss (default true). */
   reconnect?: boolean;
+  /**
+   * Ask for the full stream (Hello.lean = false): every PublicEvent and an AnswerResult for every
+   * answer, accepted ones included. Default: only when the bot defines `onPublicEvent`; otherwise
+   * a lean stream (PROTOCOL.md §3.6.1). `SCOUT_PUBLIC_EVENTS=1` / `--public-events` set it.
+   */
+  publicEvents?: boolean;
   /** Aborting it ends the run gracefully. */
   signal?: AbortSignal;
   logger?: Logger;
@@ -218,9 +235,13 @@ class Runner {
   private readonly client: ArenaClient;
   private readonly marginMs: number;
   private readonly useBank: boolean;
+  /** Asks for the full stream rather than a lean one. */
+  private readonly publicEvents: boolean;
   private readonly matches = new Map<string, MatchState>();
   private readonly ended = new Set<string>();
   private readonly requests = new Map<string, Pending>();
+  /** Each match's newest request: the only one that can still be open. */
+  private readonly latest = new Map<string, Pending>();
   private call: PlayCall | undefined;
   private connection = 0;
   private welcomed = false;
@@ -241,6 +262,7 @@ class Runner {
     this.log = options.logger ?? createLogger("scout-bot");
     this.marginMs = Math.max(0, options.safetyMarginMs ?? 150);
     this.useBank = options.useTimeBank ?? true;
+    this.publicEvents = wantsPublicEvents(bot, options);
     this.client = newArenaClient(options.address, channelCredentials(options), channelOptions());
   }
 
@@ -360,6 +382,7 @@ class Runner {
           botVersion: this.options.botVersion ?? KIT_VERSION,
           protocolVersion: PROTOCOL_VERSION,
           maxConcurrentMatches: Math.max(1, this.options.concurrency ?? 8),
+          lean: !this.publicEvents,
         },
       });
     });
@@ -428,6 +451,7 @@ class Runner {
             `match ${round.matchId}: round ${round.roundIndex} ended (${round.reason}), ` +
               `totals ${round.totals.join(" ")}`,
           );
+          this.closeLatest(round.matchId);
           this.hook("onRoundEnded", () => this.bot.onRoundEnded?.(round));
         }
         return;
@@ -621,7 +645,11 @@ class Runner {
       closed: false,
       abort: new AbortController(),
     };
+    // A new request means the match moved on: the previous one was accepted (a lean stream does
+    // not say so), timed out or superseded.
+    this.closeLatest(matchId);
     this.requests.set(key, pending);
+    this.latest.set(matchId, pending);
     this.log.debug(
       `${where}: ${kind} request (deadline ${request.deadlineMs} ms, bank ${request.timeBankMs} ms)`,
     );
@@ -742,6 +770,17 @@ class Runner {
     clearTimeout(pending.timer);
     pending.abort.abort();
     this.requests.delete(pending.key);
+    if (this.latest.get(pending.matchId) === pending) {
+      this.latest.delete(pending.matchId);
+    }
+  }
+
+  /** Closes the match's newest request, answered or not: the match has moved on. */
+  private closeLatest(matchId: string): void {
+    const latest = this.latest.get(matchId);
+    if (latest !== undefined && !latest.closed) {
+      this.close(latest);
+    }
   }
 
   private onAnswerResult(result: AnswerResult): void {
@@ -749,7 +788,7 @@ class Runner {
     const pending = this.requests.get(key);
     const where = `match ${result.matchId}, request ${result.requestId}`;
     switch (result.status) {
-      case "ANSWER_STATUS_ACCEPTED":
+      case "ANSWER_STATUS_ACCEPTED": // full streams only; nothing waits for it
         if (pending !== undefined) this.close(pending);
         return;
       case "ANSWER_STATUS_ILLEGAL":
@@ -788,6 +827,14 @@ class Runner {
         this.log.debug(`${where}: answer status ${String(result.status)}`);
     }
   }
+}
+
+/**
+ * Whether the kit asks for the full stream (every PublicEvent and ACCEPTED AnswerResult) rather
+ * than a lean one: `options.publicEvents` if given, else whether the bot defines `onPublicEvent`.
+ */
+export function wantsPublicEvents(bot: Bot, options: Pick<RunOptions, "publicEvents">): boolean {
+  return options.publicEvents ?? typeof bot.onPublicEvent === "function";
 }
 
 function describeError(error: unknown): string {

@@ -25,6 +25,8 @@ export interface Config {
   safetyMarginMs: number;
   /** Never draw on the time bank: fall back at the plain deadline. */
   useTimeBank: boolean;
+  /** Ask for every PublicEvent and ACCEPTED result instead of a lean stream. */
+  publicEvents: boolean;
   /** Testing aid: block for this long in every decision (0: off). */
   slowMs: number;
   verbose: boolean;
@@ -50,6 +52,8 @@ options (each overrides the environment variable in brackets):
   --concurrency N          matches to play at once [SCOUT_CONCURRENCY] (default ${DEFAULT_CONCURRENCY})
   --safety-margin-ms MS    send the fallback this long before the limit (default ${DEFAULT_SAFETY_MARGIN_MS})
   --no-time-bank           fall back at the plain deadline, never drawing on the bank
+  --public-events          ask for every public event and accepted result, not a lean
+                           stream [SCOUT_PUBLIC_EVENTS=1]
   --slow-ms MS             testing: block the event loop MS ms in every decision
   -v, --verbose            log every message
   -h, --help               show this help`;
@@ -94,6 +98,7 @@ export function resolveConfig(
         concurrency: { type: "string" },
         "safety-margin-ms": { type: "string" },
         "no-time-bank": { type: "boolean" },
+        "public-events": { type: "boolean" },
         "slow-ms": { type: "string" },
         verbose: { type: "boolean", short: "v" },
         help: { type: "boolean", short: "h" },
@@ -154,6 +159,7 @@ export function resolveConfig(
     concurrency,
     safetyMarginMs: margin,
     useTimeBank: !values["no-time-bank"],
+    publicEvents: Boolean(values["public-events"]) || envFlag(env["SCOUT_PUBLIC_EVENTS"]),
     slowMs,
     verbose: Boolean(values.verbose),
   };

@@ -39,7 +39,9 @@ class _AnswerStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AnswerSt
     ANSWER_STATUS_UNKNOWN_MATCH: _AnswerStatus.ValueType  # 5
     """For a match this bot is not seated in; ignored."""
     ANSWER_STATUS_TIMED_OUT: _AnswerStatus.ValueType  # 6
-    """Came after the deadline and the bank ran out; the referee played the fallback; a strike."""
+    """Sent unprompted (not in reply to an answer) when the decision time and the bank ran out:
+    the referee played the fallback; a strike. An answer that comes later gets STALE.
+    """
 
 class AnswerStatus(_AnswerStatus, metaclass=_AnswerStatusEnumTypeWrapper):
     """How an answer was judged."""
@@ -57,7 +59,9 @@ ANSWER_STATUS_STALE: AnswerStatus.ValueType  # 4
 ANSWER_STATUS_UNKNOWN_MATCH: AnswerStatus.ValueType  # 5
 """For a match this bot is not seated in; ignored."""
 ANSWER_STATUS_TIMED_OUT: AnswerStatus.ValueType  # 6
-"""Came after the deadline and the bank ran out; the referee played the fallback; a strike."""
+"""Sent unprompted (not in reply to an answer) when the decision time and the bank ran out:
+the referee played the fallback; a strike. An answer that comes later gets STALE.
+"""
 Global___AnswerStatus: _TypeAlias = AnswerStatus  # noqa: Y015
 
 class _ErrorCode:
@@ -164,7 +168,6 @@ class Hello(_message.Message):
     BOT_VERSION_FIELD_NUMBER: _builtins.int
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     MAX_CONCURRENT_MATCHES_FIELD_NUMBER: _builtins.int
-    ACCEPTS_BATCHES_FIELD_NUMBER: _builtins.int
     LEAN_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The bot's display name."""
@@ -174,10 +177,6 @@ class Hello(_message.Message):
     """The protocol version the bot speaks; this document is version 1."""
     max_concurrent_matches: _builtins.int
     """How many matches the bot will play at once over this stream (at least 1)."""
-    accepts_batches: _builtins.bool
-    """The bot understands RefereeMessage.batch: the referee may then deliver several queued
-    messages in one stream message, which costs both sides far less per message.
-    """
     lean: _builtins.bool
     """Lean stream: about one message per decision. The referee then sends no PublicEvent and no
     AnswerResult for an accepted answer; what happened since the seat's last request arrives
@@ -191,12 +190,11 @@ class Hello(_message.Message):
         bot_version: _builtins.str = ...,
         protocol_version: _builtins.int = ...,
         max_concurrent_matches: _builtins.int = ...,
-        accepts_batches: _builtins.bool = ...,
         lean: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batches", b"accepts_batches", "bot_name", b"bot_name", "bot_version", b"bot_version", "lean", b"lean", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_version", b"bot_version", "lean", b"lean", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -279,7 +277,6 @@ class RefereeMessage(_message.Message):
     ROUND_ENDED_FIELD_NUMBER: _builtins.int
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
-    BATCH_FIELD_NUMBER: _builtins.int
     GOODBYE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
@@ -318,10 +315,6 @@ class RefereeMessage(_message.Message):
         """A problem with a message that belongs to no request."""
 
     @_builtins.property
-    def batch(self) -> Global___RefereeBatch:
-        """Several messages in the order they were queued (only to bots that accept batches)."""
-
-    @_builtins.property
     def goodbye(self) -> Global___Goodbye:
         """The referee is closing this stream on purpose; the last message before the stream ends."""
 
@@ -337,42 +330,17 @@ class RefereeMessage(_message.Message):
         round_ended: Global___RoundEnded | None = ...,
         match_ended: Global___MatchEnded | None = ...,
         error: Global___ProtocolError | None = ...,
-        batch: Global___RefereeBatch | None = ...,
         goodbye: Global___Goodbye | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "batch", b"batch", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "batch", "goodbye"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
 Global___RefereeMessage: _TypeAlias = RefereeMessage  # noqa: Y015
-
-@_typing.final
-class RefereeBatch(_message.Message):
-    """Messages delivered together; handle them in order as if they had come one by one."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    MESSAGES_FIELD_NUMBER: _builtins.int
-    @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___RefereeMessage]:
-        """The messages, oldest first; never nested batches."""
-
-    def __init__(
-        self,
-        *,
-        messages: _abc.Iterable[Global___RefereeMessage] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___RefereeBatch: _TypeAlias = RefereeBatch  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):

@@ -439,19 +439,27 @@ class TimeControl(_message.Message):
 
     DECISION_MS_FIELD_NUMBER: _builtins.int
     TIME_BANK_MS_FIELD_NUMBER: _builtins.int
+    NO_TIME_BANK_FIELD_NUMBER: _builtins.int
     decision_ms: _builtins.int
     """Time for each decision before the bank is drawn on, in milliseconds."""
     time_bank_ms: _builtins.int
-    """Extra time for the whole match, drawn on by late answers, in milliseconds."""
+    """Extra time for the whole match, drawn on by late answers, in milliseconds. In a
+    CreateMatchRequest 0 means the referee's default; set no_time_bank for a match without one.
+    """
+    no_time_bank: _builtins.bool
+    """The match has no bank at all (time_bank_ms must then be 0): every answer later than
+    decision_ms times out. Reported as true for any match whose bank is 0.
+    """
     def __init__(
         self,
         *,
         decision_ms: _builtins.int = ...,
         time_bank_ms: _builtins.int = ...,
+        no_time_bank: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision_ms", b"decision_ms", "time_bank_ms", b"time_bank_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision_ms", b"decision_ms", "no_time_bank", b"no_time_bank", "time_bank_ms", b"time_bank_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

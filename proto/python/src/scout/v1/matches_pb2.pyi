@@ -58,8 +58,16 @@ class CreateMatchRequest(_message.Message):
     BOTS_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
     TIME_CONTROL_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     seed: _builtins.int
-    """Deal seed; absent picks a random one (reported in MatchInfo)."""
+    """Deal seed; absent picks a random one (reported in MatchInfo once the match has ended)."""
+    idempotency_key: _builtins.str
+    """Idempotency key; empty for none. At most 128 characters, no control characters. A call
+    with a key already used by an equal request (same bots, seed and time control) returns
+    the match that request made instead of making another, for 10 minutes after it was made;
+    the same key with a different request fails with ALREADY_EXISTS. Only a call that made a
+    match takes its key. Set one and retry with it when a call fails without an answer.
+    """
     @_builtins.property
     def bots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Bot names by seat; each must be connected with a free match slot. 2 to 5 names."""
@@ -74,10 +82,11 @@ class CreateMatchRequest(_message.Message):
         bots: _abc.Iterable[_builtins.str] | None = ...,
         seed: _builtins.int | None = ...,
         time_control: _game_pb2.TimeControl | None = ...,
+        idempotency_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "seed", b"seed", "time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "bots", b"bots", "seed", b"seed", "time_control", b"time_control"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "bots", b"bots", "idempotency_key", b"idempotency_key", "seed", b"seed", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
@@ -105,7 +114,9 @@ class MatchInfo(_message.Message):
     status: Global___MatchStatus.ValueType
     """Life stage."""
     seed: _builtins.int
-    """The deal seed."""
+    """The deal seed, once the match has ended (finished or aborted); 0 while it is running, as
+    the seed deals every hand of every round.
+    """
     round_index: _builtins.int
     """Current round, 0-based."""
     @_builtins.property
@@ -250,7 +261,7 @@ class SpectatorEvent(_message.Message):
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def match_info(self) -> Global___MatchInfo:
-        """Sent first: who plays."""
+        """Sent first: who plays (the seed only once the match has ended)."""
 
     @_builtins.property
     def round_started(self) -> Global___RoundStarted:

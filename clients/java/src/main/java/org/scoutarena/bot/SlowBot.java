@@ -62,6 +62,11 @@ final class SlowBot implements ScoutBot {
   }
 
   @Override
+  public boolean wantsPublicEvents() {
+    return inner.wantsPublicEvents();
+  }
+
+  @Override
   public void onRoundEnd(RoundEnded roundEnded) {
     inner.onRoundEnd(roundEnded);
   }

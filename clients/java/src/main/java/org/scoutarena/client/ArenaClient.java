@@ -68,6 +68,13 @@ import org.scoutarena.scout.v1.Welcome;
  * {@code request_id}, which are answered without asking the bot twice. Rejections a retry cannot
  * fix end {@link #run()} with {@link ConnectionRejectedException}.
  *
+ * <p>The client asks for a lean stream ({@code Hello.lean}, PROTOCOL.md §3.6.1) unless
+ * {@link ClientConfig#publicEvents()} or {@link ScoutBot#wantsPublicEvents()} asks for events:
+ * the referee then sends no {@code PublicEvent} and no {@code AnswerResult} for an accepted
+ * answer. Nothing here waits for {@code ACCEPTED}: an answered request stays open until a verdict
+ * closes it ({@code TIMED_OUT}) or the match moves on (its next request, its {@code RoundEnded},
+ * its {@code MatchEnded}); a rejection ({@code ILLEGAL}, {@code MALFORMED}) keeps it open.
+ *
  * <p>A stream the referee ends on purpose carries a {@code Goodbye} last (PROTOCOL.md §10.1),
  * which overrides the status the call ends with: {@code reconnect: false} makes {@link #run()}
  * return normally; {@code reconnect: true} reconnects after {@code retry_after_ms} plus a little
@@ -105,6 +112,8 @@ public final class ArenaClient {
       Executors.newSingleThreadScheduledExecutor(daemon("scout-clock"));
   private final Map<String, MatchState> matches = new ConcurrentHashMap<>();
   private final Map<RequestKey, PendingRequest> requests = new ConcurrentHashMap<>();
+  /** Each match's newest request: the only one of the match that can still be open. */
+  private final Map<String, PendingRequest> latest = new ConcurrentHashMap<>();
   private final Set<String> ended = Collections.synchronizedSet(Collections.newSetFromMap(
       new LinkedHashMap<>() {
         private static final long serialVersionUID = 1L;
@@ -142,6 +151,7 @@ public final class ArenaClient {
         .setBotVersion(bot.version())
         .setProtocolVersion(PROTOCOL_VERSION)
         .setMaxConcurrentMatches(config.concurrency())
+        .setLean(!(config.publicEvents() || bot.wantsPublicEvents()))
         .build();
     this.maxMatches = config.maxMatches();
     this.safetyMarginMs = config.safetyMarginMs();
@@ -360,11 +370,12 @@ public final class ArenaClient {
       }
       case ROUND_ENDED -> {
         RoundEnded roundEnded = message.getRoundEnded();
+        closeLatest(roundEnded.getMatchId());
         hook(roundEnded.getMatchId(), "onRoundEnd", () -> bot.onRoundEnd(roundEnded));
       }
       case MATCH_ENDED -> onMatchEnded(message.getMatchEnded());
       // A body added to the protocol after this kit was built: ignore it (PROTOCOL.md §14).
-      case BODY_NOT_SET -> log.fine("ignoring a referee message with a body this kit does not know");
+      default -> log.fine("ignoring a referee message with a body this kit does not know");
     }
   }
 
@@ -481,7 +492,7 @@ public final class ArenaClient {
         result.getRequestId()));
     String where = "match " + result.getMatchId() + ", request " + result.getRequestId();
     switch (result.getStatus()) {
-      case ANSWER_STATUS_ACCEPTED -> {
+      case ANSWER_STATUS_ACCEPTED -> { // full streams only: nothing waits for it
         if (pending != null) {
           pending.close();
         }
@@ -523,9 +534,20 @@ public final class ArenaClient {
     return matches.computeIfAbsent(matchId, id -> new MatchState(new SerialExecutor(workers)));
   }
 
+  /** The match moved on: its newest request is closed, answered or not (a lean stream never
+   * says ACCEPTED), and a bot still thinking about it is interrupted. */
+  private void closeLatest(String matchId) {
+    PendingRequest newest = latest.get(matchId);
+    if (newest != null) {
+      newest.close();
+      newest.cancelTask();
+    }
+  }
+
   private void forgetMatch(String matchId) {
     ended.add(matchId);
     matches.remove(matchId);
+    latest.remove(matchId);
     requests.entrySet().removeIf(entry -> {
       if (!entry.getKey().matchId().equals(matchId)) {
         return false;
@@ -579,7 +601,9 @@ public final class ArenaClient {
         + (useTimeBank ? Integer.toUnsignedLong(timeBankMs) : 0) - safetyMarginMs;
     long expiresAt = receivedAt + TimeUnit.MILLISECONDS.toNanos(limitMs);
     PendingRequest pending = new PendingRequest(fallback, expiresAt);
+    closeLatest(matchId); // a new request: the match moved past the previous one
     requests.put(key, pending);
+    latest.put(matchId, pending);
     if (limitMs <= 0) {
       log.warning(where + ": no time left to ask the bot (deadline " + deadlineMs + " ms, bank "
           + timeBankMs + " ms); sending the fallback");

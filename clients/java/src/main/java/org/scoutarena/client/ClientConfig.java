@@ -8,7 +8,8 @@ import java.util.Map;
 /**
  * How to reach the referee and how to play, from the launch convention's environment
  * ({@code SCOUT_ADDRESS}, {@code SCOUT_TOKEN}, {@code SCOUT_TLS}, {@code SCOUT_CA_CERT},
- * {@code SCOUT_BOT_NAME}, {@code SCOUT_CONCURRENCY}) with command-line flags overriding it.
+ * {@code SCOUT_BOT_NAME}, {@code SCOUT_CONCURRENCY}, {@code SCOUT_PUBLIC_EVENTS}) with
+ * command-line flags overriding it.
  *
  * @param address referee {@code host:port}
  * @param token bot token, sent as {@code authorization: Bearer <token>}
@@ -22,6 +23,8 @@ import java.util.Map;
  * @param safetyMarginMs send the fallback this long before the referee's limit
  * @param useTimeBank let the bot think into the time bank (limit = deadline + bank)
  * @param slowMs testing aid: delay every bot answer this long
+ * @param publicEvents ask for the full stream (every {@code PublicEvent} and an
+ *     {@code AnswerResult} for accepted answers too) instead of a lean one (PROTOCOL.md §3.6.1)
  * @param verbose debug logging
  * @param help print the usage and exit
  */
@@ -38,6 +41,7 @@ public record ClientConfig(
     int safetyMarginMs,
     boolean useTimeBank,
     int slowMs,
+    boolean publicEvents,
     boolean verbose,
     boolean help) {
 
@@ -66,6 +70,8 @@ public record ClientConfig(
                                  (default 150)
         --no-time-bank           never think into the time bank: fall back at the deadline
         --slow-ms MS             testing aid: delay every answer of the bot by MS
+        --public-events          ask for every public event and accepted result instead of
+                                 a lean stream [SCOUT_PUBLIC_EVENTS=1]
         -v, --verbose            debug logging
         -h, --help               this text
 
@@ -102,6 +108,7 @@ public record ClientConfig(
     int safetyMarginMs = DEFAULT_SAFETY_MARGIN_MS;
     boolean useTimeBank = true;
     int slowMs = 0;
+    boolean publicEvents = truthy(env.get("SCOUT_PUBLIC_EVENTS"));
     boolean verbose = false;
     boolean help = false;
 
@@ -117,6 +124,7 @@ public record ClientConfig(
       switch (name) {
         case "--tls" -> tls = true;
         case "--no-time-bank" -> useTimeBank = false;
+        case "--public-events" -> publicEvents = true;
         case "-v", "--verbose" -> verbose = true;
         case "-h", "--help" -> help = true;
         case "--address", "--token", "--ca-cert", "--client-cert", "--client-key", "--bot-name",
@@ -149,7 +157,7 @@ public record ClientConfig(
 
     if (help) {
       return new ClientConfig(address, token, tls, null, null, null, botName, 1, 0,
-          safetyMarginMs, useTimeBank, slowMs, verbose, true);
+          safetyMarginMs, useTimeBank, slowMs, publicEvents, verbose, true);
     }
     if (address == null || address.isBlank()) {
       throw new UsageException("no referee address: pass --address HOST:PORT or set SCOUT_ADDRESS");
@@ -172,7 +180,7 @@ public record ClientConfig(
     tls = tls || ca != null || cert != null;
     return new ClientConfig(address.trim(), token.trim(), tls, ca, cert, key,
         blankToNull(botName), concurrency, maxMatches, safetyMarginMs, useTimeBank, slowMs,
-        verbose, false);
+        publicEvents, verbose, false);
   }
 
   /** True for "1", "true", "yes", "on" (any case). */
@@ -204,6 +212,6 @@ public record ClientConfig(
     return "ClientConfig[address=" + address + ", tls=" + tls + ", caCert=" + caCert
         + ", botName=" + botName + ", concurrency=" + concurrency + ", maxMatches=" + maxMatches
         + ", safetyMarginMs=" + safetyMarginMs + ", useTimeBank=" + useTimeBank + ", slowMs="
-        + slowMs + "]";
+        + slowMs + ", publicEvents=" + publicEvents + "]";
   }
 }

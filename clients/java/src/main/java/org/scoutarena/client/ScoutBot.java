@@ -43,8 +43,22 @@ public interface ScoutBot {
   /** A match begins, or is resumed after a reconnect ({@code isResumed()}: drop its old state). */
   default void onMatchStart(MatchStart start) {}
 
-  /** An action of any seat, the bot's own included. */
+  /**
+   * An action of any seat, the bot's own included. Only called on a full stream: by default the
+   * client asks for a lean one (PROTOCOL.md §3.6.1), where the referee sends no
+   * {@code PublicEvent} and each request's observation history tells what happened since the last
+   * one. Return true from {@link #wantsPublicEvents()} (or pass {@code --public-events}) to get
+   * them.
+   */
   default void onEvent(PublicEvent event) {}
+
+  /**
+   * Whether this bot needs every {@code PublicEvent}: true makes the client ask for the full
+   * stream ({@code Hello.lean = false}). Default false: a lean stream.
+   */
+  default boolean wantsPublicEvents() {
+    return false;
+  }
 
   /** A round ended; all hands are revealed. */
   default void onRoundEnd(RoundEnded roundEnded) {}

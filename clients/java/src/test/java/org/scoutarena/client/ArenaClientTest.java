@@ -52,6 +52,7 @@ import org.scoutarena.scout.v1.MatchStart;
 import org.scoutarena.scout.v1.Observation;
 import org.scoutarena.scout.v1.RefereeMessage;
 import org.scoutarena.scout.v1.RotationRequest;
+import org.scoutarena.scout.v1.RoundEnded;
 import org.scoutarena.scout.v1.Scout;
 import org.scoutarena.scout.v1.Welcome;
 
@@ -215,6 +216,7 @@ class ArenaClientTest {
     assertEquals("tester", hello.getHello().getBotName());
     assertEquals(1, hello.getHello().getProtocolVersion());
     assertEquals(3, hello.getHello().getMaxConcurrentMatches());
+    assertTrue(hello.getHello().getLean(), "a lean stream by default");
     stream.send(welcome(false));
     // A body from a newer protocol revision: ignored.
     stream.send(RefereeMessage.newBuilder().setUnknownFields(UnknownFieldSet.newBuilder()
@@ -298,6 +300,94 @@ class ArenaClientTest {
   }
 
   @Test
+  void asksForTheFullStreamWithPublicEventsOrWhenTheBotWantsThem() throws Exception {
+    Future<Integer> flagged = play(bot(Moves::fallback), "good", "--public-events");
+    Stream first = streams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(first);
+    assertFalse(first.next().getHello().getLean(), "--public-events: the full stream");
+    flagged.cancel(true);
+    first.out().onError(Status.UNAVAILABLE.asRuntimeException());
+
+    ScoutBot watcher = new ScoutBot() {
+      @Override
+      public boolean chooseRotation(RotationRequest request) {
+        return false;
+      }
+
+      @Override
+      public Action act(DecisionRequest request) {
+        return Moves.fallback(request);
+      }
+
+      @Override
+      public boolean wantsPublicEvents() {
+        return true;
+      }
+    };
+    ArenaClient client = new ArenaClient(channel, ClientConfig.parse(List.of("--address", "x",
+        "--token", "good"), Map.of()), watcher);
+    ExecutorService own = Executors.newSingleThreadExecutor();
+    try {
+      Future<Integer> wanting = own.submit(client::run);
+      Stream second = streams.poll(5, TimeUnit.SECONDS);
+      assertNotNull(second);
+      assertFalse(second.next().getHello().getLean(), "wantsPublicEvents: the full stream");
+      client.stop();
+      wanting.get(5, TimeUnit.SECONDS);
+    } finally {
+      own.shutdownNow();
+    }
+  }
+
+  private static RefereeMessage roundEnded(String matchId) {
+    return RefereeMessage.newBuilder().setRoundEnded(RoundEnded.newBuilder().setMatchId(matchId))
+        .build();
+  }
+
+  private static RefereeMessage rotationRequest(String matchId, long requestId) {
+    return RefereeMessage.newBuilder().setRotationRequest(RotationRequest.newBuilder()
+        .setMatchId(matchId).setRequestId(requestId).addAllHand(cards("4/1 4/2 9/3"))
+        .setDeadlineMs(2000)).build();
+  }
+
+  @Test
+  void playsALeanMatchWithoutAcceptedResultsOrEvents() throws Exception {
+    // No ACCEPTED, no PublicEvent: the next request (or the round's end) closes a request. A
+    // rejection keeps it open and gets the fallback; a stray verdict on a request the match
+    // has moved past gets nothing.
+    AtomicInteger calls = new AtomicInteger();
+    Future<Integer> run = play(bot(request -> {
+      calls.incrementAndGet();
+      return Moves.show(0, 2);
+    }), "good", "--max-matches", "1");
+    Stream stream = handshake(false);
+    stream.send(matchStart("m-1", false));
+    stream.send(rotationRequest("m-1", 1));
+    assertTrue(stream.next().getRotation().getRotate());
+    stream.send(wrap(decision("m-1", 2, 2000, 0)));
+    assertEquals(Moves.show(0, 2), stream.next().getAction().getAction());
+    stream.send(result("m-1", 1, AnswerStatus.ANSWER_STATUS_ILLEGAL)); // stray: 2 closed it
+    stream.send(result("m-1", 2, AnswerStatus.ANSWER_STATUS_ILLEGAL));
+    BotMessage retry = stream.next();
+    assertEquals(2, retry.getAction().getRequestId());
+    assertEquals(Moves.show(0, 1), retry.getAction().getAction(), "the fallback");
+    stream.send(wrap(decision("m-1", 3, 2000, 0)));
+    BotMessage third = stream.next();
+    assertEquals(3, third.getAction().getRequestId());
+    assertEquals(Moves.show(0, 2), third.getAction().getAction());
+    stream.send(roundEnded("m-1"));
+    stream.send(result("m-1", 3, AnswerStatus.ANSWER_STATUS_ILLEGAL)); // stray: the round ended
+    stream.send(rotationRequest("m-1", 4));
+    BotMessage fourth = stream.next();
+    assertEquals(4, fourth.getRotation().getRequestId());
+    assertTrue(fourth.getRotation().getRotate());
+    stream.send(matchEnded("m-1"));
+    assertEquals(1, run.get(5, TimeUnit.SECONDS));
+    assertNull(stream.in().poll(300, TimeUnit.MILLISECONDS), "nothing else is sent");
+    assertEquals(2, calls.get());
+  }
+
+  @Test
   void reconnectsAndResendsALostAnswerWithoutAskingTheBotAgain() throws Exception {
     AtomicInteger calls = new AtomicInteger();
     Future<Integer> run = play(bot(request -> {
@@ -318,6 +408,10 @@ class ArenaClientTest {
     assertEquals(9, again.getAction().getRequestId());
     assertEquals(Moves.show(0, 2), again.getAction().getAction());
     assertEquals(1, calls.get(), "the bot is asked once");
+    // No ACCEPTED ever came (a lean stream): the next request is answered as usual.
+    second.send(wrap(decision("m-1", 10, 3000, 5000)));
+    assertEquals(10, second.next().getAction().getRequestId());
+    assertEquals(2, calls.get());
     assertFalse(run.isDone());
     run.cancel(true);
   }

@@ -44,6 +44,16 @@ class ClientConfigTest {
   }
 
   @Test
+  void publicEventsFromTheEnvironmentOrAFlag() throws Exception {
+    assertFalse(ClientConfig.parse(List.of(), ENV).publicEvents(), "a lean stream by default");
+    assertTrue(ClientConfig.parse(List.of(), Map.of("SCOUT_ADDRESS", "a:1", "SCOUT_TOKEN", "t",
+        "SCOUT_PUBLIC_EVENTS", "1")).publicEvents());
+    assertFalse(ClientConfig.parse(List.of(), Map.of("SCOUT_ADDRESS", "a:1", "SCOUT_TOKEN", "t",
+        "SCOUT_PUBLIC_EVENTS", "0")).publicEvents());
+    assertTrue(ClientConfig.parse(List.of("--public-events"), ENV).publicEvents());
+  }
+
+  @Test
   void flagsOverrideTheEnvironment() throws Exception {
     ClientConfig config = ClientConfig.parse(List.of("--address", "localhost:1",
         "--token=other", "--concurrency", "2", "--bot-name=bob", "--max-matches", "5",

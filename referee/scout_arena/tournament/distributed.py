@@ -1,0 +1,436 @@
+"""Tournaments on many nodes: the schedule cut into chunks, each played by a worker node with a
+referee on its own 127.0.0.1 and its own bot programs, the finished records sent back to the
+driver (which writes them, and the summary and standings, as a local run does).
+
+Two kinds of nodes:
+
+- ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.node``),
+  each starting the bots once and playing chunk after chunk as it asks for the next. A worker
+  that dies gives its chunk's unfinished matches back to the queue for the others.
+- ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
+  that starts a referee and every bot on the node that runs it, plays the chunk and returns
+  its finished records as JSON. A task whose worker or node dies is run again elsewhere
+  (``max_retries``); its matches finished before that are played again there, and the driver
+  keeps one record per tournament key.
+
+What a Ray node needs: scout-arena (with ``[bots]`` for the bundled bots) installed in the
+Python that runs Ray's workers, and every bot command runnable there. The task runs in the
+driver's current directory when the node has it (a node on this machine, or a checkout at the
+same path); ``working_dir`` instead ships a local folder to every node through Ray's runtime
+environment, and the bot commands run inside the unpacked copy.
+
+Within a node, ``config.concurrency`` matches run at once, so the whole cluster runs up to
+nodes (or Ray CPUs) x concurrency. A bot that forfeits 3 matches in a row is seated as absent
+for the rest of that node's chunk (``--nodes``: for the rest of that node's run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..record import JSON, MatchRecord, record_from_json, record_to_json
+from .config import ScheduledMatch, TournamentConfig
+from .node import bots_report, items_from_json, items_to_json
+from .runner import BotProcess, Node, new_bots
+
+log = logging.getLogger(__name__)
+
+#: bot name -> (status, notes), what one node says of each bot.
+BotsReport = Mapping[str, tuple[str, Sequence[str]]]
+#: The most matches in one chunk: what a node that dies can lose, and play again.
+MAX_CHUNK = 50
+LOG_TAIL_BYTES = 16_384
+STOP_GRACE_S = 15.0
+LINE_LIMIT = 1 << 24
+
+
+class DistributedError(RuntimeError):
+    """Matches that no node could play (they stay unfinished: resume the tournament later)."""
+
+
+def default_chunk_size(matches: int, slots: int, concurrency: int) -> int:
+    """About two chunks per slot (a node, or a Ray CPU) so that the last ones balance out; not
+    fewer matches than a node runs at once, nor more than `MAX_CHUNK`."""
+    per_slot = math.ceil(matches / (2 * max(1, slots)))
+    return max(1, min(MAX_CHUNK, max(concurrency, per_slot)))
+
+
+def chunked(items: Sequence[ScheduledMatch], size: int) -> list[list[ScheduledMatch]]:
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMatch], *,
+                           nodes: int | None = None, ray_address: str | None = None,
+                           on_record: Callable[[MatchRecord], object],
+                           on_bots: Callable[[str, BotsReport], None] | None = None,
+                           logs_dir: Path | None = None, chunk_size: int | None = None,
+                           working_dir: Path | None = None, stop: asyncio.Event | None = None,
+                           max_retries: int = 3) -> None:
+    """Play ``items`` (scheduled matches of ``config``) on worker nodes; give each finished
+    record to ``on_record``, on this event loop, as it comes back.
+
+    Exactly one of ``nodes`` (that many worker processes on this machine) and ``ray_address``
+    (a Ray cluster: "auto" for the one ``RAY_ADDRESS`` or ``ray start`` on this machine names,
+    or HOST:PORT of its head) must be given. If Ray is already initialised in this process it
+    is used as it is (and left so); otherwise it is initialised and shut down here.
+
+    - ``on_record(record)``: once per tournament key of ``items`` (a match played again after a
+      node died is not given twice), finished records only (``record.finished``), in the order
+      they arrive (not schedule order). The record has the referee's ``match_id``; writing it
+      is the caller's business. If it returns True, the run stops early, as with ``stop``
+      (the caller has what it needs; no error for the matches left).
+    - ``on_bots(node name, {bot: (status, notes)})``: what a node found of each bot (it did not
+      start there, crashed, never connected, ...); called after each chunk, several times per
+      node.
+    - ``logs_dir``: the bots' stderr: ``--nodes`` writes ``logs_dir/<node>/<bot>.stderr.log``;
+      Ray appends each task's last 16 KiB to ``logs_dir/<bot>.stderr.log``. None: not kept.
+    - ``chunk_size``: matches per chunk (default `default_chunk_size`).
+    - ``working_dir``: Ray only, a local folder shipped to every node as the tasks' working
+      directory (default: the tasks run in this process's current directory, where it exists).
+    - ``stop``: set it to stop early: running matches are aborted, chunks not yet finished are
+      dropped (Ray: cancelled). Finished records already given stay given.
+    - ``max_retries``: Ray only, how often a chunk whose worker or node died is run again.
+
+    Raises `DistributedError` (after everything else was played) when some matches could not be
+    played: every local worker died, or a Ray task failed beyond its retries."""
+    if (nodes is None) == (ray_address is None):
+        raise ValueError("give either nodes or ray_address")
+    if nodes is not None and nodes < 1:
+        raise ValueError("nodes is at least 1")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError("chunk_size is at least 1")
+    wanted = {m.key for m in items}
+    delivered: set[str] = set()
+    halt = asyncio.Event()  # the caller's stop, or on_record's True
+
+    def deliver(record: MatchRecord) -> None:
+        key = record.meta_value("tournament_key")
+        if record.finished and key in wanted and key not in delivered:
+            delivered.add(key)
+            if on_record(record) is True:
+                halt.set()
+
+    if not items:
+        return
+    watch = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    if watch is not None:
+        watch.add_done_callback(lambda _: halt.set())
+    try:
+        if nodes is not None:
+            size = chunk_size or default_chunk_size(len(items), nodes, config.concurrency)
+            problems = await _LocalNodes(config, chunked(items, size), nodes, deliver, on_bots,
+                                         logs_dir, halt).run()
+        else:
+            assert ray_address is not None
+            problems = await _play_on_ray(config, items, ray_address, deliver, on_bots,
+                                          logs_dir, chunk_size, working_dir, halt, max_retries)
+    finally:
+        if watch is not None:
+            watch.cancel()
+    missing = wanted - delivered
+    if missing and not halt.is_set():
+        raise DistributedError(f"{len(missing)} of {len(wanted)} matches were not played: "
+                               + "; ".join(problems or ["no node played them"]))
+
+
+def _report_from_json(data: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
+    return {name: (str(status), [str(n) for n in notes])
+            for name, (status, notes) in data.items()}
+
+
+# ----- local worker processes ---------------------------------------------------------------
+
+
+class _LocalNodes:
+    """``nodes`` worker processes on this machine taking chunks from one queue."""
+
+    def __init__(self, config: TournamentConfig, chunks: list[list[ScheduledMatch]],
+                 count: int, deliver: Callable[[MatchRecord], None],
+                 on_bots: Callable[[str, BotsReport], None] | None, logs_dir: Path | None,
+                 stop: asyncio.Event) -> None:
+        self.config = config
+        self.queue: deque[tuple[int, list[ScheduledMatch]]] = deque(enumerate(chunks))
+        self.count = count
+        self.deliver = deliver
+        self.on_bots = on_bots
+        self.logs_dir = logs_dir
+        self.stop = stop
+        self.busy = 0
+        self.changed = asyncio.Event()
+        self.problems: list[str] = []
+
+    async def run(self) -> list[str]:
+        with contextlib.ExitStack() as stack:
+            logs = self.logs_dir
+            if logs is None:
+                logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scout-")))
+            await asyncio.gather(*(self._worker(f"node-{i + 1}", logs / f"node-{i + 1}")
+                                   for i in range(self.count)))
+        return self.problems
+
+    async def _next_chunk(self) -> tuple[int, list[ScheduledMatch]] | None:
+        """The next chunk; while the queue is empty but another node is busy (and may give
+        its chunk back), wait. None: nothing left, or stop."""
+        while not self.stop.is_set():
+            if self.queue:
+                return self.queue.popleft()
+            if self.busy == 0:
+                return None
+            self.changed.clear()
+            await _first(self.changed.wait(), self.stop.wait())
+        return None
+
+    def _handle(self, name: str, message: JSON, returned: set[str]) -> str | None:
+        if "record" in message:
+            record = record_from_json(message["record"])
+            returned.add(record.meta_value("tournament_key"))
+            self.deliver(record)
+        if "bots" in message and self.on_bots is not None:
+            self.on_bots(name, _report_from_json(message["bots"]))
+        return "done" if "done" in message else None
+
+    async def _worker(self, name: str, logs: Path) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        with (logs / "node.stderr.log").open("ab") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "scout_arena.tournament.node", name, str(logs),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+                start_new_session=True, limit=LINE_LIMIT)
+        assert process.stdin is not None and process.stdout is not None
+        current: tuple[int, list[ScheduledMatch]] | None = None
+        returned: set[str] = set()
+        alive = await _send(process, {"config": self.config.to_json()})
+        try:
+            while alive:
+                if current is None:
+                    current = await self._next_chunk()
+                    if current is None:
+                        break
+                    returned = set()
+                    self.busy += 1
+                    alive = await _send(process, {"chunk": current[0],
+                                                  "items": items_to_json(current[1])})
+                    continue
+                line = await _first(process.stdout.readline(), self.stop.wait())
+                if not isinstance(line, bytes):
+                    break
+                if not line:
+                    alive = False
+                    break
+                if self._handle(name, json.loads(line), returned) == "done":
+                    current = None
+                    self.busy -= 1
+                    self.changed.set()
+        finally:
+            await self._shut(name, process, returned, logs)
+            if current is not None:
+                self._give_back(name, process, current, returned)
+
+    def _give_back(self, name: str, process: asyncio.subprocess.Process,
+                   chunk: tuple[int, list[ScheduledMatch]], returned: set[str]) -> None:
+        """A chunk its node did not finish: the rest of it goes back to the queue."""
+        self.busy -= 1
+        rest = [m for m in chunk[1] if m.key not in returned]
+        if rest and not self.stop.is_set():
+            self.queue.appendleft((chunk[0], rest))
+            problem = (f"{name} died (exit status {process.returncode}) in chunk {chunk[0]}; "
+                       f"its {len(rest)} unfinished matches go to the other nodes")
+            log.warning(problem)
+            self.problems.append(problem)
+        self.changed.set()
+
+    async def _shut(self, name: str, process: asyncio.subprocess.Process,
+                    returned: set[str], logs: Path) -> None:
+        """End the node: end of input (SIGTERM on stop); read what it still says."""
+        assert process.stdin is not None and process.stdout is not None
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        if self.stop.is_set() and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(STOP_GRACE_S):
+                while line := await process.stdout.readline():
+                    self._handle(name, json.loads(line), returned)
+                await process.wait()
+        except (TimeoutError, ValueError):
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        if process.returncode != 0 and not self.stop.is_set():
+            where = f"; see {logs / 'node.stderr.log'}" if self.logs_dir is not None else ""
+            self.problems.append(f"{name} exited with status {process.returncode}{where}")
+
+
+async def _send(process: asyncio.subprocess.Process, message: JSON) -> bool:
+    assert process.stdin is not None
+    try:
+        process.stdin.write((json.dumps(message) + "\n").encode())
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
+async def _first(*aws: Any) -> Any:
+    """The result of whichever awaitable is done first (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return next(t for t in tasks if t in done).result()
+
+
+# ----- Ray ----------------------------------------------------------------------------------
+
+
+async def play_chunk(config: TournamentConfig, items: Sequence[ScheduledMatch], logs_dir: Path
+                     ) -> tuple[list[MatchRecord], dict[str, BotProcess]]:
+    """A referee and every bot, started on this machine for ``items`` alone (what one Ray task
+    does): the finished records, and what became of each bot."""
+    bots = new_bots(config)
+    node = Node(config, bots, logs_dir, None, die_with_parent=True)
+    stop = asyncio.Event()
+    await node.start()
+    try:
+        await node.connect(stop)
+        records = await node.play(items, stop)
+    finally:
+        await node.close()
+    return records, bots
+
+
+def _ray() -> Any:
+    """The ray module (an optional dependency: ``pip install 'scout-arena[ray]'``), untyped
+    here so that the rest type-checks where it is not installed."""
+    return importlib.import_module("ray")
+
+
+def _ray_node_name() -> str:
+    ray = _ray()
+    node_id = str(ray.get_runtime_context().get_node_id())
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return f"{node.get('NodeName') or node.get('NodeManagerAddress')} ({node_id[:8]})"
+    return node_id[:8]
+
+
+def _log_tails(logs: Path) -> dict[str, str]:
+    tails = {}
+    for path in sorted(logs.glob("*.stderr.log")):
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            text = f.read().decode(errors="replace")
+        if text:
+            tails[path.name.removesuffix(".stderr.log")] = text
+    return tails
+
+
+def ray_chunk(config_json: JSON, items_json: list[list[Any]], cwd: str | None) -> JSON:
+    """The body of one Ray task: `play_chunk` on the node that runs it; returns its name, the
+    finished records as JSON, each bot's status and notes, and the tail of each bot's stderr."""
+    if cwd is not None and os.path.isdir(cwd):
+        os.chdir(cwd)
+    config = TournamentConfig.from_json(config_json)
+    logs = Path(tempfile.mkdtemp(prefix="scout-chunk-"))
+    try:
+        records, bots = asyncio.run(play_chunk(config, items_from_json(items_json), logs))
+        return {"node": _ray_node_name(), "records": [record_to_json(r) for r in records],
+                "bots": bots_report(bots), "logs": _log_tails(logs)}
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def _append_logs(logs_dir: Path, node: str, chunk: int, tails: Mapping[str, str]) -> None:
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    for bot, text in tails.items():
+        with (logs_dir / f"{bot}.stderr.log").open("a", encoding="utf-8") as f:
+            f.write(f"----- node {node}, chunk {chunk} (last {LOG_TAIL_BYTES} bytes) -----\n")
+            f.write(text if text.endswith("\n") else text + "\n")
+
+
+def _ray_init(ray: Any, address: str, working_dir: Path | None) -> None:
+    """Connect to the cluster, keeping this process's SIGTERM handling (ray.init sets its own,
+    which would bypass the tournament's clean stop). A working directory to ship is a job-level
+    runtime environment: Ray takes a local folder only here."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    runtime_env = {"working_dir": str(working_dir)} if working_dir is not None else None
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+             runtime_env=runtime_env)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch], address: str,
+                       deliver: Callable[[MatchRecord], None],
+                       on_bots: Callable[[str, BotsReport], None] | None,
+                       logs_dir: Path | None, chunk_size: int | None,
+                       working_dir: Path | None, stop: asyncio.Event,
+                       max_retries: int) -> list[str]:
+    try:
+        ray = _ray()
+    except ImportError as exc:
+        raise DistributedError("--ray needs Ray: pip install 'scout-arena[ray]'") from exc
+    owner = not ray.is_initialized()
+    if owner:
+        _ray_init(ray, address, working_dir)
+    elif working_dir is not None:
+        raise DistributedError("working_dir is shipped when play_distributed connects to Ray "
+                               "itself; Ray is already initialised in this process (give "
+                               "ray.init a runtime_env with the working_dir instead)")
+    refs: dict[Any, tuple[int, list[ScheduledMatch]]] = {}
+    problems: list[str] = []
+    try:
+        slots = int(ray.cluster_resources().get("CPU", 1))
+        size = chunk_size or default_chunk_size(len(items), slots, config.concurrency)
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": max_retries,
+                                   "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
+        task = ray.remote(ray_chunk).options(**options)
+        cwd = None if working_dir is not None else os.getcwd()
+        config_json = config.to_json()
+        for index, chunk in enumerate(chunked(items, size)):
+            refs[task.remote(config_json, items_to_json(chunk), cwd)] = (index, chunk)
+        while refs and not stop.is_set():
+            ready, _ = await asyncio.to_thread(ray.wait, list(refs), num_returns=1,
+                                               timeout=0.5)
+            for ref in ready:
+                index, chunk = refs.pop(ref)
+                try:
+                    result = await asyncio.to_thread(ray.get, ref)
+                except ray.exceptions.RayError as exc:
+                    problem = f"chunk {index} ({len(chunk)} matches) failed: {exc}"
+                    log.warning(problem)
+                    problems.append(problem)
+                    continue
+                node = str(result["node"])
+                if on_bots is not None:
+                    on_bots(node, _report_from_json(result["bots"]))
+                if logs_dir is not None:
+                    _append_logs(logs_dir, node, index, result["logs"])
+                for data in result["records"]:
+                    deliver(record_from_json(data))
+    finally:
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        if owner:
+            ray.shutdown()
+    return problems

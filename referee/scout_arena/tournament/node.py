@@ -1,0 +1,126 @@
+"""A worker node of a ``--nodes`` run: ``python -m scout_arena.tournament.node NAME LOGS_DIR``.
+
+It starts one referee on 127.0.0.1 and every bot program once (`runner.Node`), then plays the
+chunks of the schedule the driver sends, one after another, with the same referee and bots.
+The driver speaks JSON lines (the node's stdout carries nothing else; anything printed goes to
+stderr):
+
+- driver -> node, on stdin: ``{"config": TournamentConfig JSON}`` first, then
+  ``{"chunk": ID, "items": [[key, [seat names], seed], ...]}`` for each chunk. End of input (or
+  SIGTERM/SIGINT) stops the node: a match still running is aborted and not reported.
+- node -> driver: ``{"ready": true, "bots": REPORT}`` once the bots are connected,
+  ``{"record": record JSON}`` as each match of the chunk finishes, ``{"done": ID, "bots":
+  REPORT}`` after the chunk's last one, and ``{"bots": REPORT}`` after the bots have stopped.
+  REPORT: ``{bot name: [status, [notes]]}``.
+
+Bots are started so that they die with the node (a killed node leaves no bot behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..record import JSON, record_to_json
+from .config import ScheduledMatch, TournamentConfig
+from .runner import BotProcess, Node, new_bots
+
+
+def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
+    """Status and notes of every bot, as the distributed driver takes them."""
+    return {name: [bot.status, list(bot.notes)] for name, bot in bots.items()}
+
+
+def items_to_json(items: Sequence[ScheduledMatch]) -> list[list[Any]]:
+    return [[m.key, list(m.seats), m.seed] for m in items]
+
+
+def items_from_json(data: Sequence[Sequence[Any]]) -> list[ScheduledMatch]:
+    return [ScheduledMatch(str(key), tuple(str(s) for s in seats), int(seed))
+            for key, seats, seed in data]
+
+
+class _Output:
+    """The protocol channel: the original stdout, while fd 1 itself now points at stderr."""
+
+    def __init__(self) -> None:
+        self._fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def send(self, message: JSON) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        with contextlib.suppress(BrokenPipeError):
+            while data:
+                data = data[os.write(self._fd, data):]
+
+
+async def _stdin_reader() -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=1 << 24)
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    return reader
+
+
+async def _line_or_stop(reader: asyncio.StreamReader, stop: asyncio.Event) -> bytes:
+    line = asyncio.ensure_future(reader.readline())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not line.done():
+        line.cancel()
+        return b""
+    return line.result()
+
+
+async def serve(logs_dir: Path) -> None:
+    out = _Output()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    reader = await _stdin_reader()
+    first = await _line_or_stop(reader, stop)
+    if not first:
+        return
+    config = TournamentConfig.from_json(json.loads(first)["config"])
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    bots = new_bots(config)
+    node = Node(config, bots, logs_dir, None, die_with_parent=True)
+    await node.start()
+    try:
+        await node.connect(stop)
+        out.send({"ready": True, "bots": bots_report(bots)})
+        while not stop.is_set():
+            line = await _line_or_stop(reader, stop)
+            if not line:
+                break
+            message = json.loads(line)
+            await node.play(items_from_json(message["items"]), stop,
+                            lambda record: out.send({"record": record_to_json(record)}))
+            if stop.is_set():
+                break
+            out.send({"done": message["chunk"], "bots": bots_report(bots)})
+    finally:
+        await node.close()
+        out.send({"bots": bots_report(bots)})
+
+
+def main() -> None:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        raise SystemExit(2)
+    asyncio.run(serve(Path(sys.argv[2])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""Tournaments on several nodes: ``--nodes`` (local worker processes) and ``--ray`` (a real Ray
+cluster of two nodes on 127.0.0.N, started and stopped here). Same seed, deterministic bots:
+the records and the standings equal a local run's, whatever happens to a node.
+
+The field: two bundled greedy bots, a greedy bot started as a script by a relative path (so it
+needs the right working directory on every node), and a program that does not exist (it fails
+to start on every node, and the summary says on which).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scout_arena.record import read_record_json, replay
+
+CLI = [sys.executable, "-m", "scout_arena.cli", "tournament", "--no-progress"]
+BOT_SCRIPT = """import sys
+from scout_arena.cli import main
+sys.exit(main(["bot", "run", "greedy"]))
+"""
+FIELD = ["--bot", "a=greedy", "--bot", "b=greedy", "--bot", f"c={sys.executable} greedy_bot.py",
+         "--bot", "ghost=/nonexistent/bot-program", "--players", "2", "--games", "1",
+         "--concurrency", "2", "--seed", "17", "--decision-ms", "5000", "--time-bank-ms", "60000"]
+MATCHES = 12
+RUN_TIMEOUT = 600
+
+
+def _run(args: list[str], out: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *FIELD, *args, "--out", str(out)], capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT, cwd=cwd)
+
+
+def _records(out: Path) -> dict[str, dict[str, Any]]:
+    """Every record by tournament key, without what differs from run to run (ids, times,
+    the time left on the clocks and other per-seat durations)."""
+    by_key: dict[str, dict[str, Any]] = {}
+    for path in sorted((out / "records").glob("*.json")):
+        record = read_record_json(path)
+        replay(record)
+        record.pop("match_id")
+        meta = record["meta"]
+        for key in ("match_id", "created_at", "ended_at"):
+            meta.pop(key, None)
+        for seat in meta.get("seats", []):
+            for name in [k for k in seat if k.endswith("_ms")]:  # clocks: time_bank_ms, ...
+                del seat[name]
+        key = meta["tournament_key"]
+        assert key not in by_key, f"{key} recorded twice"
+        by_key[key] = record
+    return by_key
+
+
+def _results(out: Path) -> tuple[dict[str, dict[str, Any]], list[Any], Any]:
+    summary = json.loads((out / "summary.json").read_text())
+    standings = [{k: v for k, v in row.items() if k not in ("status", "notes")}
+                 for row in summary["standings"]]
+    return _records(out), standings, summary["head_to_head"]
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return data
+
+
+def _bots_in(directory: Path) -> list[int]:
+    """Processes whose working directory is ``directory``: the bots of our runs."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) == directory:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _assert_no_bot_left(directory: Path) -> None:
+    deadline = time.monotonic() + 30
+    while _bots_in(directory) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _bots_in(directory), "bot processes outlived their node"
+
+
+@pytest.fixture(scope="module")
+def bot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("bots")
+    (directory / "greedy_bot.py").write_text(BOT_SCRIPT)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def local_run(bot_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tournament played the ordinary way, on one node."""
+    out = tmp_path_factory.mktemp("local") / "t"
+    result = _run([], out, bot_dir)
+    assert result.returncode == 0, result.stderr
+    assert _summary(out)["matches_finished"] == MATCHES
+    return out
+
+
+def _assert_same_as_local(out: Path, local: Path) -> None:
+    records, standings, head_to_head = _results(out)
+    local_records, local_standings, local_h2h = _results(local)
+    assert len(records) == MATCHES
+    assert records == local_records
+    assert standings == local_standings
+    assert head_to_head == local_h2h
+
+
+def _ghost_notes(out: Path) -> list[str]:
+    rows = {row["bot"]: row for row in _summary(out)["standings"]}
+    assert rows["ghost"]["status"] == "failed to start"
+    assert rows["a"]["status"] == rows["c"]["status"] == "connected"
+    notes: list[str] = rows["ghost"]["notes"]
+    return [n for n in notes if "could not start" in n]
+
+
+def _children(pid: int, marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and marker in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+# ----- --nodes ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(900)
+def test_nodes_run_equals_the_local_run_even_when_a_node_is_killed(
+        bot_dir: Path, local_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    process = subprocess.Popen([*CLI, *FIELD, "--nodes", "2", "--chunk-size", "2",
+                                "--out", str(out)], cwd=bot_dir, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: len(_children(process.pid, "scout_arena.tournament.node")) == 2,
+                  120, "two worker nodes")
+        _wait_for(lambda: any((out / "records").glob("*.json")), 300, "a first record")
+        victim = _children(process.pid, "scout_arena.tournament.node")[0]
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert _summary(out)["matches_finished"] == MATCHES
+    _assert_same_as_local(out, local_run)
+    notes = _ghost_notes(out)
+    assert any("on node node-2:" in n for n in notes) or any("on node node-1:" in n
+                                                               for n in notes)
+    assert (out / "logs" / "node-1" / "a.stderr.log").exists()
+    _assert_no_bot_left(bot_dir)
+
+
+# ----- Ray ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """A head and a worker node, one CPU each, on 127.0.0.N; killed at the end."""
+    pytest.importorskip("ray")
+    from scout_arena.tournament.raycluster import LocalRayCluster
+
+    cluster = LocalRayCluster(num_cpus=1)
+    try:
+        cluster.start()
+        cluster.add_worker()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster(ray_cluster: Any) -> Any:
+    """The module's cluster, with a live worker node (a test before may have killed one)."""
+    if not any(node.alive() for node in ray_cluster.nodes if not node.head):
+        ray_cluster.add_worker()
+    return ray_cluster
+
+
+def _ray_node_names(out: Path) -> set[str]:
+    return {n.split(":")[0].removeprefix("on node ") for n in _ghost_notes(out)}
+
+
+@pytest.mark.timeout(900)
+def test_ray_run_equals_the_local_run_and_names_the_nodes_a_bot_failed_on(
+        cluster: Any, bot_dir: Path, local_run: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "t"
+    # The driver runs in another folder: the relative bot script reaches the nodes only
+    # because --ray-working-dir ships its folder.
+    result = _run(["--ray", cluster.address, "--chunk-size", "6", "--ray-working-dir",
+                   str(bot_dir)], out, elsewhere)
+    assert result.returncode == 0, result.stderr
+    _assert_same_as_local(out, local_run)
+    names = _ray_node_names(out)
+    assert names and all(name.startswith("127.0.0.") for name in names), names
+
+
+@pytest.mark.timeout(900)
+def test_an_interrupted_ray_run_resumes_and_plays_only_the_unfinished_matches(
+        cluster: Any, bot_dir: Path, local_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    process = subprocess.Popen([*CLI, *FIELD, "--ray", cluster.address, "--chunk-size", "3",
+                                "--out", str(out)], cwd=bot_dir, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: any((out / "records").glob("*.json")), 400, "a first record")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    summary = _summary(out)
+    assert summary["interrupted"] is True
+    before = {p.name: p.read_bytes() for p in (out / "records").glob("*.json")}
+    assert 0 < summary["matches_finished"] == len(before) < MATCHES
+
+    resumed = subprocess.run([*CLI, "--resume", str(out), "--ray", cluster.address,
+                              "--chunk-size", "3"], capture_output=True, text=True,
+                             timeout=RUN_TIMEOUT, cwd=bot_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _summary(out)["interrupted"] is False
+    for name, content in before.items():
+        assert (out / "records" / name).read_bytes() == content
+    _assert_same_as_local(out, local_run)
+    _assert_no_bot_left(bot_dir)
+
+
+@pytest.mark.timeout(900)
+def test_a_ray_worker_node_killed_mid_run_loses_nothing_and_records_nothing_twice(
+        cluster: Any, bot_dir: Path, local_run: Path, tmp_path: Path) -> None:
+    worker = next(node for node in cluster.nodes if not node.head and node.alive())
+    out = tmp_path / "t"
+    process = subprocess.Popen([*CLI, *FIELD, "--ray", cluster.address, "--chunk-size", "3",
+                                "--out", str(out)], cwd=bot_dir, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: any(cmd.startswith("ray::ray_chunk")
+                              for _, cmd in worker.processes()), 400,
+                  "a chunk running on the worker node")
+        time.sleep(1.0)  # let it start its bots and matches
+        worker.kill()
+        _, stderr = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert _summary(out)["matches_finished"] == MATCHES
+    _assert_same_as_local(out, local_run)
+    _assert_no_bot_left(bot_dir)
+    shutil.rmtree(out)
