@@ -22,6 +22,7 @@ from .record import (
     replay,
 )
 from .record.json_v1 import note_json
+from .server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
 
 
 def _seed(text: str) -> int:
@@ -377,9 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", metavar="PEM")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
-    serve.add_argument("--max-streams-per-connection", type=int, default=16, metavar="N",
+    serve.add_argument("--max-streams-per-connection", type=int,
+                       default=MAX_STREAMS_PER_CONNECTION, metavar="N",
                        help="HTTP/2 streams (calls) one connection may have open at once")
-    serve.add_argument("--max-streams-per-token", type=int, default=4, metavar="N",
+    serve.add_argument("--max-streams-per-token", type=int, default=MAX_STREAMS_PER_TOKEN,
+                       metavar="N",
                        help="Play streams one bot token may have open at once")
     serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "

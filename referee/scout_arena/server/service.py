@@ -62,9 +62,10 @@ from .referee import Referee
 log = logging.getLogger("scout_arena.referee")
 
 MAX_BOT_MESSAGE_BYTES = 64 * 1024
-MAX_STREAMS_PER_CONNECTION = 16
+MAX_STREAMS_PER_CONNECTION = 100
 """HTTP/2 streams (calls) one connection may have open at once (grpc.max_concurrent_streams):
-a bot needs one Play stream, an organiser a few calls."""
+a bot needs one Play stream; 100 is the HTTP/2 recommended minimum, below which a client that
+opens many calls at once before the server's SETTINGS arrive gets them refused (REFUSED_STREAM)."""
 MAX_STREAMS_PER_TOKEN = 4
 """Play streams one bot token may have open at once; more are refused RESOURCE_EXHAUSTED."""
 GOODBYE_RETRY_AFTER_MS = 2000
