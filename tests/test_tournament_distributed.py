@@ -278,3 +278,26 @@ def test_a_ray_worker_node_killed_mid_run_loses_nothing_and_records_nothing_twic
     _assert_same_as_local(out, local_run)
     _assert_no_bot_left(bot_dir)
     shutil.rmtree(out)
+
+
+def _sprt(args: list[str], out: Path) -> dict[str, Any]:
+    """`scout-arena sprt` greedy against random on the real distributed path; its summary."""
+    done = subprocess.run([sys.executable, "-m", "scout_arena.cli", "sprt", "--new", "greedy",
+                           "--base", "random", "--max-games", "8", *args, "--out", str(out)],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    summary: dict[str, Any] = json.loads((out / "sprt.json").read_text())
+    assert summary["path"] == "distributed"
+    assert 0 < summary["games_used"] <= 8 and summary["decision"] in ("H1", None)
+    assert summary["estimate"] > 0, "greedy scores above random on the same deals"
+    return summary
+
+
+@pytest.mark.timeout(900)
+def test_sprt_plays_on_local_nodes(tmp_path: Path) -> None:
+    _sprt(["--nodes", "2"], tmp_path / "s")
+
+
+@pytest.mark.timeout(900)
+def test_sprt_plays_on_the_ray_cluster(cluster: Any, tmp_path: Path) -> None:
+    _sprt(["--ray", cluster.address], tmp_path / "s")
