@@ -73,6 +73,7 @@ T = TypeVar("T")
 
 VOID_AT_START = "the ladder died (it was killed or crashed) before the match ended"
 VOID_AT_STOP = "the ladder was stopped"
+VOID_BEFORE_START = "the ladder was stopped before the match began"
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 5.0
 
@@ -434,7 +435,7 @@ class Ladder:
                 return
             raise
         if self._stopping:
-            await self._void_intent(intent_id, "the ladder was stopped before the match began")
+            await self._void_intent(intent_id, VOID_BEFORE_START)
             return
         try:
             match_id = self.referee.create_match(names, seed)
