@@ -313,25 +313,15 @@ class MatchStore(Database):
     ) -> pg_dialect.Insert | sqlite_dialect.Insert:
         """INSERT ... ON CONFLICT: atomic even when two finishes create a bot's first rating."""
         values = {"bot_id": bot_id, "mu": mu, "sigma": sigma, "games": 1, "updated_at": now}
-        if self._backend == "postgresql":
-            pg = pg_dialect.insert(Rating).values(values)
-            return pg.on_conflict_do_update(
-                index_elements=[Rating.bot_id],
-                set_={
-                    "mu": pg.excluded.mu,
-                    "sigma": pg.excluded.sigma,
-                    "games": Rating.games + 1,
-                    "updated_at": pg.excluded.updated_at,
-                },
-            )
-        lite = sqlite_dialect.insert(Rating).values(values)
-        return lite.on_conflict_do_update(
+        insert = pg_dialect.insert if self._backend == "postgresql" else sqlite_dialect.insert
+        statement = insert(Rating).values(values)
+        return statement.on_conflict_do_update(
             index_elements=[Rating.bot_id],
             set_={
-                "mu": lite.excluded.mu,
-                "sigma": lite.excluded.sigma,
+                "mu": statement.excluded.mu,
+                "sigma": statement.excluded.sigma,
                 "games": Rating.games + 1,
-                "updated_at": lite.excluded.updated_at,
+                "updated_at": statement.excluded.updated_at,
             },
         )
 
