@@ -91,6 +91,17 @@ def test_referee_serve_survives_a_non_utf8_path_while_a_match_is_played(
     assert '"disconnect"' not in record
 
 
+def _listening_address(process: subprocess.Popen[str], log: Path) -> str:
+    """The address a starting `ladder serve` prints on stdout."""
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        assert line, f"the ladder did not start:\n{log.read_text()}"
+        found = re.search(r"listening on (\S+)", line)
+        if found:
+            return found.group(1)
+
+
 def test_ladder_serve_is_guarded_too(tmp_path: Path) -> None:
     """The ladder hosts a referee with its own Ladder service beside Arena and Matches: the
     guard must answer the hostile call and leave every registered service served."""
@@ -100,13 +111,7 @@ def test_ladder_serve_is_guarded_too(tmp_path: Path) -> None:
          f"sqlite:///{tmp_path / 'ladder.db'}", "--port", "0", "--admin-token", "adm", "-v"],
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     try:
-        assert process.stdout is not None
-        address = ""
-        while not address:
-            line = process.stdout.readline()
-            assert line, f"the ladder did not start:\n{log.read_text()}"
-            found = re.search(r"listening on (\S+)", line)
-            address = found.group(1) if found else ""
+        address = _listening_address(process, log)
         assert bad_path(address) == UNIMPLEMENTED
         assert health_from_a_new_channel(address) == health_pb2.HealthCheckResponse.SERVING
         with grpc.insecure_channel(address, options=FRESH_CONNECTION) as channel:
@@ -186,13 +191,7 @@ def test_a_ladder_whose_server_dies_exits_non_zero(tmp_path: Path) -> None:
          f"sqlite:///{tmp_path / 'ladder.db'}", "--port", "0", "-v"],
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     try:
-        assert process.stdout is not None
-        address = ""
-        while not address:
-            line = process.stdout.readline()
-            assert line, f"the ladder did not start:\n{log.read_text()}"
-            found = re.search(r"listening on (\S+)", line)
-            address = found.group(1) if found else ""
+        address = _listening_address(process, log)
         bad_path(address)
         code = process.wait(60)
     finally:
