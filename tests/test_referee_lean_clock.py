@@ -13,9 +13,9 @@ import grpc
 import pytest
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_to_json
-from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server import Referee, RefereeServer, TimeControl, clock
 from scout_arena.server.match import MatchRunner
-from scout_arena.server.service import ArenaServicer
+from scout_arena.server.service import ArenaServicer, _let_writer_finish
 from support.rawbot import (
     ACCEPTED,
     MALFORMED,
@@ -214,6 +214,51 @@ def test_time_a_request_waits_inside_the_referee_is_never_charged_to_the_bot(
                 await bot.close()
 
     run(scenario())
+
+
+def test_a_request_the_transport_never_takes_is_charged_after_the_handoff_ceiling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer never hands a request over (as when a bot stops reading and HTTP/2 flow
+    control holds the writer): past MAX_HANDOFF_WAIT_S the clock runs anyway, so the seat
+    times out, forfeits on strikes and the match ends, instead of standing still for ever."""
+    monkeypatch.setattr(ArenaServicer, "handoff_delay_s", 3600.0)
+    monkeypatch.setattr(clock, "MAX_HANDOFF_WAIT_S", 0.2)
+
+    async def scenario() -> None:
+        async with serving(TimeControl(50, 0)) as (referee, server):
+            bots = [await connect(server, name, lean=True) for name in ("a", "b")]
+            match = referee.create_match(["a", "b"], seed=3)
+            assert match.task is not None
+            await asyncio.wait_for(match.task, 30)
+            assert match.record is not None
+            assert list(match.record.forfeits) == [0, 1]
+            for stats in match.record.seat_stats:
+                assert stats.timeouts == 3 and stats.strikes == 3
+                assert stats.referee_ms == 0  # never handed off: all of it is charged
+            for bot in bots:
+                await bot.close()
+
+    run(scenario())
+
+
+def test_a_stream_writer_that_fails_as_the_stream_ends_never_stops_the_detach() -> None:
+    """A write in progress when a call dies fails (grpc's ExecuteBatchError). Waiting for that
+    writer used to re-raise its error out of the handler's cleanup, which then never detached
+    the stream: its seats' clocks never started and the match waited for ever (seen in CI)."""
+    async def scenario() -> None:
+        ending = asyncio.Event()
+
+        async def writer() -> None:
+            await ending.wait()
+            raise RuntimeError("the call is over (as grpc's ExecuteBatchError says)")
+
+        task = asyncio.ensure_future(writer())
+        await asyncio.sleep(0)
+        ending.set()
+        await _let_writer_finish(task)  # returns; the handler's detach comes next
+        assert task.done()
+
+    run(scenario(), timeout=10)
 
 
 # ----- what PROTOCOL.md now spells out ----------------------------------------------------------

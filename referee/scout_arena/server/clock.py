@@ -6,6 +6,11 @@ match queues it: time a request spends queued inside the referee is the referee'
 network costs the bot, never the other seats. Answering within the decision time is free;
 beyond it the overrun comes out of the seat's bank, and a request still unanswered when both
 are spent times out.
+
+The referee's share has a ceiling, `MAX_HANDOFF_WAIT_S`: a request the transport has not taken
+by then is charged from that moment. A stream's writer waits on the transport when the bot
+stops reading (HTTP/2 flow control), and an uncapped wait would let such a bot, or a stream
+that died without the referee noticing, hold its matches still for ever.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from .errors import InvalidTimeControl
 DEFAULT_DECISION_MS = 1000
 DEFAULT_TIME_BANK_MS = 10_000
 MAX_DECISION_MS = 600_000
+MAX_HANDOFF_WAIT_S = 5.0
+"""The longest a queued request waits for the transport before its clock starts anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +73,11 @@ class SeatClock:
         self.referee_ms += max(0.0, now - self.queued_at) * 1000
         self.started = True
 
-    def expires_at(self) -> float | None:
-        """The monotonic time the open request times out at; None until its clock runs."""
-        if not self.started:
-            return None
-        return self.sent_at + (self.decision_ms + self.bank_ms) / 1000
+    def expires_at(self) -> float:
+        """The monotonic time the open request times out at: from its hand-off, or, until
+        then, from the latest moment its clock can start (`MAX_HANDOFF_WAIT_S`)."""
+        start = self.sent_at if self.started else self.queued_at + MAX_HANDOFF_WAIT_S
+        return start + (self.decision_ms + self.bank_ms) / 1000
 
     def answered(self, received_at: float) -> None:
         """Charge the bank whatever an accepted answer took beyond the decision time."""

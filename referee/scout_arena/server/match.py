@@ -117,20 +117,15 @@ class Seat:
         wait: cheaper than wait_for, which makes a task every time."""
         loop = asyncio.get_running_loop()
         while not self.answers:
-            limit = self.clock.expires_at()
-            timer: asyncio.TimerHandle | None = None
-            if limit is not None:
-                remaining = limit - time.monotonic()
-                if remaining <= 0:
-                    return _TIMEOUT
+            remaining = self.clock.expires_at() - time.monotonic()
+            if remaining <= 0:
+                return _TIMEOUT
             waiter = self.waiter = loop.create_future()
-            if limit is not None:
-                timer = loop.call_later(remaining, _wake, waiter)
+            timer = loop.call_later(remaining, _wake, waiter)
             try:
                 await waiter
             finally:
-                if timer is not None:
-                    timer.cancel()
+                timer.cancel()
                 self.waiter = None
         return self.answers.popleft()
 

@@ -166,12 +166,14 @@ async def _let_writer_finish(writer: asyncio.Task[None]) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WRITER_STOP_S
     while not writer.done() and (remaining := deadline - loop.time()) > 0:
-        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-            await asyncio.wait_for(asyncio.shield(writer), remaining)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((writer,), timeout=remaining)  # never raises the writer's error
     if not writer.done():
         writer.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await writer
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((writer,), timeout=WRITER_STOP_S)
+    if writer.done() and not writer.cancelled() and writer.exception() is not None:
+        log.debug("stream writer ended with %r", writer.exception())
 
 
 class ArenaServicer(arena_pb2_grpc.ArenaServicer):
@@ -281,9 +283,11 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
         finally:
             stopping.set()
             connection.close()
-            await _let_writer_finish(writer)
-            self.referee.detach(connection)
-            log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
+            try:
+                await _let_writer_finish(writer)
+            finally:  # whatever the writer did: a stream that is over leaves its seats' clocks
+                self.referee.detach(connection)
+                log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
         if connection.superseded:
             await context.abort(grpc.StatusCode.ABORTED,
                                 "superseded by a newer connection with the same token")
