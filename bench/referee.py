@@ -67,6 +67,7 @@ from rich.table import Table
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.engine import Phase, State
 from scout_arena.server import convert
+from scout_arena.server.eventloop import ENV_VAR, loop_factory
 from trivial_bot import EOF, JSON, Recorder, serve_commands
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -99,6 +100,10 @@ FULL = Timing(raw_warmup=1.5, raw_measure=12.0, ref_warmup=2.0, ref_measure=22.0
 QUICK = Timing(raw_warmup=0.5, raw_measure=2.0, ref_warmup=0.75, ref_measure=3.5)
 PROFILE_FULL = Timing(0, 0, ref_warmup=2.0, ref_measure=12.0)
 PROFILE_QUICK = Timing(0, 0, ref_warmup=1.0, ref_measure=5.0)
+
+
+def default_loops() -> str:
+    return "asyncio,uvloop" if loop_factory("auto")[1] == "uvloop" else "asyncio"
 
 
 # ----- CPU accounting from /proc ------------------------------------------------------------
@@ -175,6 +180,15 @@ def latency_summary(samples_us: list[int]) -> JSON:
 
 
 # ----- a typical DecisionRequest --------------------------------------------------------------
+
+
+def turnarounds_us(per_bot: Sequence[JSON]) -> list[int]:
+    """Lean bots: from each decision answer of the window to the match's next request reaching
+    a seat (the next request id of that match), in whole microseconds. The referee's share of a
+    decision, as a raw ping-pong's round trip is the raw server's."""
+    arrived = {(m, r): t for s in per_bot for m, r, t in s.get("requests", ())}
+    return [round((arrived[(m, r + 1)] - t) * 1e6) for s in per_bot
+            for m, r, t in s.get("answers", ()) if (m, r + 1) in arrived]
 
 
 def typical_decision_request(matches: int = 6) -> tuple[arena_pb2.RefereeMessage, JSON]:
@@ -293,11 +307,15 @@ class Child:
 
 
 async def spawn(name: str, argv: Sequence[str], log_dir: Path,
-                on_end: Callable[[], None] | None = None) -> Child:
+                on_end: Callable[[], None] | None = None,
+                event_loop: str | None = None) -> Child:
     log = (log_dir / f"{name}.log").open("w")
+    env = dict(os.environ)
+    if event_loop is not None:
+        env[ENV_VAR] = event_loop
     process = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-        limit=1 << 26)
+        limit=1 << 26, env=env)
     log.close()
     child = Child(name, process, on_end=on_end)
     child.pump = asyncio.get_running_loop().create_task(child._pump())
@@ -374,8 +392,9 @@ def free_port() -> int:
         return port
 
 
-async def start_referee(log_dir: Path, port: int, profile_out: Path | None) -> Child:
-    records = log_dir / "records"
+async def start_referee(log_dir: Path, port: int, profile_out: Path | None,
+                        event_loop: str) -> Child:
+    records = log_dir / f"records-{event_loop}"
     if profile_out is None:
         argv = [PYTHON, "-m", "scout_arena.cli", "referee", "serve", "--port", str(port),
                 "--records", str(records), "--admin-token", ADMIN_TOKEN,
@@ -385,7 +404,7 @@ async def start_referee(log_dir: Path, port: int, profile_out: Path | None) -> C
     else:
         argv = [PYTHON, str(THIS_SCRIPT), "--profiled-referee", str(profile_out),
                 "--records", str(records), "--port", str(port)]
-    return await spawn("referee", argv, log_dir)
+    return await spawn(f"referee-{event_loop}", argv, log_dir, event_loop=event_loop)
 
 
 class RefereeSession:
@@ -393,9 +412,12 @@ class RefereeSession:
     the bots hold their answers back (``pause``), so the matches stand still and the idle
     referee does not disturb the raw measurements."""
 
-    def __init__(self, work: Path, profile_out: Path | None = None) -> None:
+    def __init__(self, work: Path, profile_out: Path | None = None,
+                 event_loop: str = "auto") -> None:
         self.work = work
         self.profile_out = profile_out
+        self.event_loop = event_loop
+        """The referee's and its bots' event loop (``SCOUT_EVENT_LOOP``)."""
         self.referee: Child | None = None
         self.bots: list[Child] = []
         self.channel: grpc.aio.Channel | None = None
@@ -405,7 +427,7 @@ class RefereeSession:
     async def start(self) -> None:
         port = free_port()
         address = f"127.0.0.1:{port}"
-        self.referee = await start_referee(self.work, port, self.profile_out)
+        self.referee = await start_referee(self.work, port, self.profile_out, self.event_loop)
         self.channel = grpc.aio.insecure_channel(address)
         self.keeper = MatchKeeper(matches_pb2_grpc.MatchesStub(self.channel), 0)
         for i, name in enumerate(BOT_NAMES):  # started with the referee; they wait for it
@@ -413,8 +435,9 @@ class RefereeSession:
                     "--name", name, "--max-matches", "1000"]
             if i == 0:
                 argv.append("--report-ends")
-            self.bots.append(await spawn(f"bot-{name}", argv, self.work,
-                                         self.keeper.on_end if i == 0 else None))
+            self.bots.append(await spawn(f"bot-{name}-{self.event_loop}", argv, self.work,
+                                         self.keeper.on_end if i == 0 else None,
+                                         event_loop=self.event_loop))
         await self.referee.expect("referee listening on ")
         for bot in self.bots:
             await bot.expect("R")
@@ -464,7 +487,7 @@ class RefereeSession:
         wall = after.at - before.at
         decisions = sum(s["decisions"] for s in per_bot)
         rotations = sum(s["rotations"] for s in per_bot)
-        latencies = [x for s in per_bot for x in s["latencies_us"]]
+        latencies = [x for s in per_bot for x in s["latencies_us"]] or turnarounds_us(per_bot)
         received: dict[str, int] = {}
         problems: dict[str, int] = {}
         for s in per_bot:
@@ -749,11 +772,29 @@ def report(console: Console, data: JSON) -> None:
             style="bold" if level["concurrency"] == HEADLINE_CONCURRENCY else "",
         )
     console.print(table)
+    loops = list(data["levels"][0].get("refereed_by_event_loop", {}))
+    if len(loops) > 1:
+        side = Table(title="The referee and its bots on each event loop, side by side")
+        side.add_column("conc", justify="right")
+        for loop in loops:
+            for col in ("dec/s", "p99 ms", "ratio", "ref µs/dec"):
+                side.add_column(f"{loop} {col}", justify="right")
+        for level in data["levels"]:
+            cells = [str(level["concurrency"])]
+            for loop in loops:
+                r = level["refereed_by_event_loop"][loop]
+                cells += [f"{r['decisions_per_s']:,.0f}", f"{r['latency']['p99_ms']:.2f}",
+                          f"{level['ratio_by_event_loop'][loop]:.2f}",
+                          f"{r['referee_cpu_us_per_decision']:.0f}"]
+            side.add_row(*cells)
+        console.print(side)
     payload = data["payload"]
     console.print(
         "[dim]conc: running matches (refereed) = open streams (raw). refereed dec/s: turn "
-        "answers accepted per second, all bots; p50/p99: bot-side, ActionChoice written -> its "
-        "AnswerResult read. raw rt/s, p50/p99: a client writes a "
+        "answers accepted per second, all bots (lean streams, the SDK default); p50/p99: from "
+        "a seat's ActionChoice written to the match's next request reaching the next seat. "
+        f"Refereed columns: the {data['levels'][0].get('event_loop', 'asyncio')} event loop. "
+        "raw rt/s, p50/p99: a client writes a "
         f"{payload['payload_bytes']}-byte DecisionRequest (mean of sampled requests "
         f"{payload['mean_bytes']:.0f} B), the server answers {payload['reply_bytes']} B; from "
         "write to reply. ratio = refereed dec/s / raw rt/s.[/]")
@@ -851,7 +892,10 @@ def environment() -> JSON:
     }
 
 
-async def run_benchmark(console: Console, timing: Timing, quick: bool) -> JSON:
+async def run_benchmark(console: Console, timing: Timing, quick: bool,
+                        event_loops: Sequence[str]) -> JSON:
+    """``event_loops``: the referee (and its bots) is measured on each, side by side at every
+    level; the last is the headline (what ships by default)."""
     started = time.perf_counter()
     request, payload = typical_decision_request()
     payload["reply_bytes"] = raw_reply().ByteSize()
@@ -862,7 +906,7 @@ async def run_benchmark(console: Console, timing: Timing, quick: bool) -> JSON:
         payload_path.write_bytes(request.SerializeToString())
         server = await spawn("raw-server", [PYTHON, str(THIS_SCRIPT), "--raw-server"], work)
         clients: list[Child] = []
-        session = RefereeSession(work)
+        sessions = {loop: RefereeSession(work, event_loop=loop) for loop in event_loops}
         try:
             line = await server.expect("raw server listening on ")
             address = line.rsplit(" ", 1)[1]
@@ -870,24 +914,35 @@ async def run_benchmark(console: Console, timing: Timing, quick: bool) -> JSON:
                 clients.append(await spawn(f"client-{i}", [
                     PYTHON, str(THIS_SCRIPT), "--raw-client", address,
                     "--payload", str(payload_path)], work))
-            await session.start()
-            await session.tell_bots("pause")
+            for session in sessions.values():
+                await session.start()
+                await session.tell_bots("pause")
             console.print(f"[dim]processes started in {time.perf_counter() - started:.1f} s[/]")
             for concurrency in CONCURRENCY:
                 raw = await raw_phase(console, concurrency, timing.raw_warmup,
                                       timing.raw_measure, server, clients)
-                ref = await session.level(console, concurrency, timing.ref_warmup,
-                                          timing.ref_measure)
+                by_loop: dict[str, JSON] = {}
+                for loop, session in sessions.items():
+                    console.print(f"[dim]  ({loop} event loop)[/]")
+                    by_loop[loop] = await session.level(console, concurrency,
+                                                        timing.ref_warmup, timing.ref_measure)
+                ref = by_loop[event_loops[-1]]
                 ref_cpu = ref["referee_cpu_us_per_decision"] + ref["bots_cpu_us_per_decision"]
                 raw_cpu = (raw["server_cpu_us_per_round_trip"]
                            + raw["clients_cpu_us_per_round_trip"])
                 levels.append({"concurrency": concurrency, "refereed": ref, "raw": raw,
+                               "event_loop": event_loops[-1],
+                               "refereed_by_event_loop": by_loop,
+                               "ratio_by_event_loop": {
+                                   loop: r["decisions_per_s"] / raw["round_trips_per_s"]
+                                   for loop, r in by_loop.items()},
                                "ratio": ref["decisions_per_s"] / raw["round_trips_per_s"],
                                "cpu_per_decision_us": ref_cpu,
                                "cpu_per_round_trip_us": raw_cpu,
                                "cpu_ratio": raw_cpu / ref_cpu})
         finally:
-            await session.close()
+            for session in sessions.values():
+                await session.close()
             for child in (server, *clients):
                 await child.stop(command=None)
     head = next(lv for lv in levels if lv["concurrency"] == HEADLINE_CONCURRENCY)
@@ -932,6 +987,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--quick", action="store_true", help="a short run (about 35 s)")
+    parser.add_argument("--event-loops", default=default_loops(), metavar="A,B",
+                        help="the referee's and its bots' event loops, measured side by side; "
+                             "the last is the headline (default: asyncio,uvloop when uvloop is "
+                             "installed)")
     parser.add_argument("--profile", action="store_true",
                         help="instead: profile the referee process under cProfile at "
                              f"{HEADLINE_CONCURRENCY} concurrent matches")
@@ -961,7 +1020,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        Path(args.profile_out) if args.profile_out else None))
         report_profile(console, data)
     else:
-        data = asyncio.run(run_benchmark(console, QUICK if args.quick else FULL, args.quick))
+        data = asyncio.run(run_benchmark(console, QUICK if args.quick else FULL, args.quick,
+                                         args.event_loops.split(",")))
         report(console, data)
     if args.json:
         write_json(args.json, data, console)

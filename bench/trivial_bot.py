@@ -5,9 +5,13 @@ Run as ``.venv/bin/python bench/trivial_bot.py --address HOST:PORT --token TOKEN
 
 It opens one ``Arena.Play`` stream, says Hello with a large ``max_concurrent_matches`` and then
 answers at once: every rotation with ``false``, every decision with the first legal Show, else
-the first legal Scout. It measures, per answer, the time from just before writing the answer to
-reading the ``AnswerResult`` for it (``time.monotonic``, which is one clock for every process on
-Linux), and counts what it receives.
+the first legal Scout. It counts what it receives. By default its stream is lean, as the SDK's
+and every kit's are (no PublicEvents, no AnswerResult for an accepted answer): it then logs
+when it wrote each answer and when each request arrived (``time.monotonic``, which is one clock
+for every process on Linux), and the benchmark joins the logs of all four bots into the
+referee's turnaround, from one seat's answer to the match's next request reaching the next
+seat. With ``--full`` it asks for everything and measures, per answer, the time from just
+before writing it to reading its ``AnswerResult``.
 
 It is driven over stdin/stdout by one-line commands, so the benchmark can ask for figures of a
 time window without stopping the bot:
@@ -38,6 +42,7 @@ from typing import Any
 
 import grpc
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2
+from scout_arena.server.eventloop import run as run_on_loop
 
 JSON = dict[str, Any]
 EOF: object = getattr(grpc.aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
@@ -84,12 +89,35 @@ async def serve_commands(stats: Callable[[float, float], JSON],
             await other(line)
 
 
+class TurnLog:
+    """(match id, request id) pairs by time, appended in time order."""
+
+    def __init__(self) -> None:
+        self.times = array("d")
+        self.keys: list[tuple[str, int]] = []
+
+    def add(self, at: float, key: tuple[str, int]) -> None:
+        self.times.append(at)
+        self.keys.append(key)
+
+    def window(self, t0: float, t1: float) -> list[tuple[str, int, float]]:
+        lo = bisect.bisect_left(self.times, t0)
+        hi = bisect.bisect_right(self.times, t1)
+        return [(m, r, t) for (m, r), t in zip(self.keys[lo:hi], self.times[lo:hi],
+                                               strict=True)]
+
+
 class TrivialBot:
     """One Play stream; answers every request at once."""
 
-    def __init__(self, name: str, report_ends: bool) -> None:
+    def __init__(self, name: str, report_ends: bool, lean: bool = True) -> None:
         self.name = name
         self.report_ends = report_ends
+        self.lean = lean
+        self.answer_log = TurnLog()
+        """Lean: (match, request id) of every decision answered, by the time it was written."""
+        self.request_log = TurnLog()
+        """Lean: (match, request id) of every decision request, by the time it arrived."""
         self.decisions = Recorder()
         self.rotations = Recorder()
         self.received: Counter[str] = Counter()
@@ -105,9 +133,16 @@ class TrivialBot:
     def stats(self, t0: float, t1: float) -> JSON:
         count, latencies = self.decisions.window(t0, t1)
         rotations, _ = self.rotations.window(t0, t1)
-        return {"decisions": count, "latencies_us": latencies, "rotations": rotations,
-                "received": dict(self.received), "problems": dict(self.problems),
-                "matches_ended": self.matches_ended}
+        figures: JSON = {"decisions": count, "latencies_us": latencies, "rotations": rotations,
+                         "received": dict(self.received), "problems": dict(self.problems),
+                         "matches_ended": self.matches_ended}
+        if self.lean:
+            answers = self.answer_log.window(t0, t1)
+            figures["decisions"] = len(answers)
+            figures["answers"] = answers
+            # a request that follows an answer of the window may arrive a little after it
+            figures["requests"] = self.request_log.window(t0, t1 + 5.0)
+        return figures
 
     async def play(self, address: str, token: str, max_matches: int) -> None:
         async with grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS) as channel:
@@ -117,7 +152,7 @@ class TrivialBot:
                              wait_for_ready=True)
             await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
                 bot_name=self.name, bot_version="bench-trivial", protocol_version=1,
-                max_concurrent_matches=max_matches)))
+                max_concurrent_matches=max_matches, lean=self.lean)))
             welcome = await call.read()
             if welcome is EOF or not isinstance(welcome, arena_pb2.RefereeMessage) \
                     or welcome.WhichOneof("body") != "welcome":
@@ -134,7 +169,13 @@ class TrivialBot:
             return
         assert self.call is not None
         async with self.write_lock:
-            self.pending[key] = (time.monotonic(), decision)
+            now = time.monotonic()
+            if not self.lean:
+                self.pending[key] = (now, decision)
+            elif decision:
+                self.answer_log.add(now, key)
+            else:
+                self.rotations.add(now, 0.0)
             await self.call.write(answer)
 
     async def command(self, words: list[str]) -> None:
@@ -172,6 +213,8 @@ class TrivialBot:
         accepted = arena_pb2.ANSWER_STATUS_ACCEPTED
         if kind == "decision_request":
             request = message.decision_request
+            if self.lean:
+                self.request_log.add(monotonic(), (request.match_id, request.request_id))
             if request.legal_shows:
                 action = game_pb2.Action(show=request.legal_shows[0])
             elif request.legal_scouts:
@@ -206,7 +249,7 @@ class TrivialBot:
 
 
 async def run(args: argparse.Namespace) -> int:
-    bot = TrivialBot(args.name, args.report_ends)
+    bot = TrivialBot(args.name, args.report_ends, lean=not args.full)
     player = asyncio.create_task(bot.play(args.address, args.token, args.max_matches))
     commands = asyncio.create_task(serve_commands(bot.stats, bot.command))
     done, _ = await asyncio.wait({player, commands}, return_when=asyncio.FIRST_COMPLETED)
@@ -226,9 +269,11 @@ def main() -> int:
     parser.add_argument("--name", default="trivial", help="bot name sent in Hello")
     parser.add_argument("--max-matches", type=int, default=1000,
                         help="max_concurrent_matches in Hello (the referee caps it at 1000)")
+    parser.add_argument("--full", action="store_true",
+                        help="ask for PublicEvents and every AnswerResult (not lean)")
     parser.add_argument("--report-ends", action="store_true",
                         help="print E on stdout for every MatchEnded")
-    return asyncio.run(run(parser.parse_args()))
+    return run_on_loop(run(parser.parse_args()))  # $SCOUT_EVENT_LOOP picks the loop
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from scout_arena.server.eventloop import run as run_on_loop
+
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
 log = logging.getLogger("scout_ladder")
@@ -183,7 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
         return 0
 
-    return asyncio.run(main())
+    return run_on_loop(main())  # uvloop when installed; $SCOUT_EVENT_LOOP=asyncio for stock
 
 
 def cmd_register(args: argparse.Namespace) -> int:

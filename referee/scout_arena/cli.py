@@ -22,7 +22,15 @@ from .record import (
     replay,
 )
 from .record.json_v1 import note_json
+from .server.eventloop import EVENT_LOOPS
+from .server.eventloop import run as run_on_loop
 from .server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
+
+
+def _add_event_loop(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
+                        help="asyncio event loop: uvloop when installed (auto, the default, "
+                             "or $SCOUT_EVENT_LOOP), or stock asyncio")
 
 
 def _seed(text: str) -> int:
@@ -109,7 +117,6 @@ DEMO_MATCHES = 80
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """A small tournament among the bundled Python bots and every starter kit that is built."""
-    import asyncio
     import shlex
 
     from rich.console import Console
@@ -133,7 +140,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / "tournament.json").exists():
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
-    summary = asyncio.run(Tournament(config, out, console=console).run())
+    summary = run_on_loop(Tournament(config, out, console=console).run())
     render_summary(summary, console)
     first = summary["records"][0] if summary["records"] else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
@@ -203,16 +210,31 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()
         print(f"referee listening on {server.address}", flush=True)
+        logging.getLogger("scout_arena.referee").info(
+            "event loop: %s", type(asyncio.get_running_loop()).__module__.split(".")[0])
         await task
 
-    asyncio.run(main())
+    run_on_loop(main(), args.event_loop)
     return 0
 
 
 def cmd_bot_run(args: argparse.Namespace) -> int:
     from scout_client.cli import run_from_args
 
-    status: int = run_from_args(args)
+    bot = None
+    if args.spec == "search":  # bundled here, not in the SDK (it needs the engine)
+        from .search import SearchBot
+
+        if args.think_ms is not None and args.iterations is not None:
+            print("scout-arena: error: give --think-ms or --iterations, not both",
+                  file=sys.stderr)
+            return 2
+        bot = SearchBot(seed=args.seed or 0, think_ms=args.think_ms, iterations=args.iterations)
+    elif args.think_ms is not None or args.iterations is not None:
+        print("scout-arena: error: --think-ms and --iterations are the search bot's options",
+              file=sys.stderr)
+        return 2
+    status: int = run_from_args(args, bot)
     return status
 
 
@@ -224,7 +246,6 @@ def _bot_spec(text: str) -> tuple[str, str]:
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
-    import asyncio
 
     from rich.console import Console
 
@@ -280,7 +301,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
                             ray_working_dir=Path(args.ray_working_dir).resolve()
                             if args.ray_working_dir else None)
     try:
-        summary = asyncio.run(tournament.run())
+        summary = run_on_loop(tournament.run())
     except TournamentDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -387,16 +408,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "
                             "they reconnect")
+    _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=cmd_referee_serve)
 
     bot = sub.add_parser("bot", help="run a bot against a referee")
     bot_sub = bot.add_subparsers(dest="bot_command", required=True)
-    bot_run = bot_sub.add_parser("run", help="connect a bot (random, greedy, module:Class, "
-                                 "file.py:Class)")
+    bot_run = bot_sub.add_parser("run", help="connect a bot (random, greedy, search, "
+                                 "module:Class, file.py:Class)")
     from scout_client.cli import add_bot_run_arguments
 
     add_bot_run_arguments(bot_run)
+    bot_run.add_argument("--think-ms", type=int, metavar="MS",
+                         help="search bot: time per decision (default 200; capped by each "
+                              "request's deadline)")
+    bot_run.add_argument("--iterations", type=int, metavar="N",
+                         help="search bot: a fixed number of iterations per decision instead")
     bot_run.set_defaults(func=cmd_bot_run)
 
     tour = sub.add_parser("tournament", help="bot programs against each other on this machine")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .bot import Bot
@@ -229,4 +231,18 @@ def run(
             for signum in installed:
                 loop.remove_signal_handler(signum)
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(main())
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop when it is installed (a bot's round trips cost less CPU on it), unless
+    ``SCOUT_EVENT_LOOP=asyncio``; stock asyncio otherwise."""
+    if os.environ.get("SCOUT_EVENT_LOOP") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
