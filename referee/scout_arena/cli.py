@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import shutil
@@ -140,7 +141,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / "tournament.json").exists():
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
-    summary = run_on_loop(Tournament(config, out, console=console).run())
+    summary = asyncio.run(Tournament(config, out, console=console).run())
     render_summary(summary, console)
     first = summary["records"][0] if summary["records"] else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
@@ -301,7 +302,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
                             ray_working_dir=Path(args.ray_working_dir).resolve()
                             if args.ray_working_dir else None)
     try:
-        summary = run_on_loop(tournament.run())
+        summary = asyncio.run(tournament.run())
     except TournamentDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from scout_client import Bot, GreedyBot, MatchEnded, RandomBot
 from scout_client import convert as sdk_wire
 
 from .engine import Action, Phase, State
+from .search import SearchBot
 from .server import convert as wire
 
 __all__ = ["BUNDLED_BOTS", "make_bot", "play_match"]
@@ -27,6 +28,7 @@ __all__ = ["BUNDLED_BOTS", "make_bot", "play_match"]
 BUNDLED_BOTS: dict[str, Callable[[int], Bot]] = {
     "random": lambda seed: RandomBot(seed),
     "greedy": lambda seed: GreedyBot(),
+    "search": lambda seed: SearchBot(seed),
 }
 
 #: In process nobody is on a clock; the requests still say what a default referee would.

@@ -160,10 +160,11 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace, bot: Bot | None = None) -> int:
     """Run the bot the parsed arguments describe. Returns the exit code: 0 after a clean stop
     (signal, --max-matches, or a Goodbye without a reconnect), 1 when the referee rejects the
-    bot, 2 for a usage problem (an unusable token included)."""
+    bot, 2 for a usage problem (an unusable token included). ``bot``: a bot the caller built
+    (a host program's own bundled bots), played instead of loading SPEC."""
     logging.basicConfig(  # does nothing when the host program configured logging already
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -181,10 +182,11 @@ def run_from_args(args: argparse.Namespace) -> int:
                      2)
     ca_cert = args.ca_cert or os.environ.get("SCOUT_CA_CERT") or None
     tls = bool(args.tls or _env_flag("SCOUT_TLS") or ca_cert or args.client_cert)
-    try:
-        bot = load_bot(args.spec, seed=args.seed)
-    except BotSpecError as error:
-        return _fail(str(error), 2)
+    if bot is None:
+        try:
+            bot = load_bot(args.spec, seed=args.seed)
+        except BotSpecError as error:
+            return _fail(str(error), 2)
     try:
         played = run(
             bot,
