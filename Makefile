@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml proto/python/pyproject.toml clients/python/pyproject.to
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e proto/python -e clients/python -e '.[bots,test,sprt,ray]'
+	$(BIN)/python -m pip install --quiet -e proto/python -e clients/python -e '.[bots,test,sprt,ray,rl,openspiel]'
 	touch $@
 
 # The demo tournament adds every starter kit that is built; these two build in seconds.
@@ -51,6 +51,7 @@ pytest: $(STAMP) postgres browser
 bench: $(STAMP)
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
+	$(BIN)/python bench/env.py --json bench/results/env.json
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
+from scout_arena.server.gcpolicy import tune_gc
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -152,6 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if ladder.voided_at_start:
             print(f"voided {len(ladder.voided_at_start)} matches that were in flight: "
                   f"{', '.join(ladder.voided_at_start)}", flush=True)
+        tune_gc()  # the ladder hosts the referee: the same stall-free collection policy
         print(f"ladder listening on {ladder.address}", flush=True)
         if args.web_port is not None:
             print(f"web pages on http://{ladder.web_address}/", flush=True)
