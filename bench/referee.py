@@ -68,7 +68,7 @@ from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.engine import Phase, State
 from scout_arena.server import convert
 from scout_arena.server.eventloop import ENV_VAR, loop_factory
-from trivial_bot import EOF, JSON, Recorder, serve_commands
+from trivial_bot import EOF, JSON, Recorder, serve_commands, turnarounds_us
 
 BENCH_DIR = Path(__file__).resolve().parent
 BOT_SCRIPT = BENCH_DIR / "trivial_bot.py"
@@ -180,15 +180,6 @@ def latency_summary(samples_us: list[int]) -> JSON:
 
 
 # ----- a typical DecisionRequest --------------------------------------------------------------
-
-
-def turnarounds_us(per_bot: Sequence[JSON]) -> list[int]:
-    """Lean bots: from each decision answer of the window to the match's next request reaching
-    a seat (the next request id of that match), in whole microseconds. The referee's share of a
-    decision, as a raw ping-pong's round trip is the raw server's."""
-    arrived = {(m, r): t for s in per_bot for m, r, t in s.get("requests", ())}
-    return [round((arrived[(m, r + 1)] - t) * 1e6) for s in per_bot
-            for m, r, t in s.get("answers", ()) if (m, r + 1) in arrived]
 
 
 def typical_decision_request(matches: int = 6) -> tuple[arena_pb2.RefereeMessage, JSON]:

@@ -63,7 +63,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
-from trivial_bot import EOF, JSON, Recorder, serve_commands
+from trivial_bot import EOF, JSON, Recorder, TurnLog, serve_commands, turnarounds_us
 
 from referee import Child, environment, free_port, latency_summary, process_cpu_s, spawn
 
@@ -184,7 +184,7 @@ class SoakBot:
                          wait_for_ready=True)
         await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
             bot_name=self.name, bot_version="bench-soak", protocol_version=1,
-            max_concurrent_matches=1)))
+            max_concurrent_matches=1, lean=self.client.lean)))
         welcome = await asyncio.wait_for(call.read(), 120)
         if not isinstance(welcome, arena_pb2.RefereeMessage) \
                 or welcome.WhichOneof("body") != "welcome":
@@ -212,12 +212,19 @@ class SoakBot:
                 answer = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
                     match_id=request.match_id, request_id=request.request_id, action=action))
                 now = monotonic()
-                pending[request.request_id] = now
                 client.own.add(now, now - got)
+                if client.lean:
+                    client.request_log.add(got, (request.match_id, request.request_id))
+                    client.answer_log.add(now, (request.match_id, request.request_id))
+                else:
+                    pending[request.request_id] = now
                 await call.write(answer)
             elif kind == "rotation_request":
                 rotation = message.rotation_request
-                pending[rotation.request_id] = -1.0
+                if client.lean:
+                    client.rotations += 1
+                else:
+                    pending[rotation.request_id] = -1.0
                 await call.write(arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
                     match_id=rotation.match_id, request_id=rotation.request_id)))
             elif kind == "answer_result":
@@ -248,7 +255,11 @@ class SoakClient:
     """A client process: ``count`` bots from ``first``. Prints ``R {json}`` once all have
     connected (or failed); answers ``stats T0 T1`` like bench/trivial_bot.py."""
 
-    def __init__(self, first: int, count: int) -> None:
+    def __init__(self, first: int, count: int, lean: bool = True) -> None:
+        self.lean = lean
+        """Lean streams, the SDK's default: no PublicEvents, no AnswerResult when accepted."""
+        self.answer_log = TurnLog()
+        self.request_log = TurnLog()
         self.bots = [SoakBot(self, i) for i in range(first, first + count)]
         self.decisions = Recorder()
         self.own = Recorder()
@@ -283,16 +294,22 @@ class SoakClient:
     def stats(self, t0: float, t1: float) -> JSON:
         count, latencies = self.decisions.window(t0, t1)
         _, own = self.own.window(t0, t1)
-        return {"decisions": count, "latencies_us": latencies, "own_us": own,
+        logs: JSON = {}
+        if self.lean:
+            logs["answers"] = self.answer_log.window(t0, t1)
+            logs["requests"] = self.request_log.window(t0, t1 + 30.0)
+            count = len(logs["answers"])
+        return {"decisions": count, "latencies_us": latencies, "own_us": own, **logs,
                 "rotations": self.rotations, "received": dict(self.received),
                 "problems": dict(self.problems), "stream_ends": dict(self.stream_ends),
                 "reconnects": self.reconnects, "connected": len(self.connect_times),
                 "failed": self.failed, "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0)}
 
 
-async def client_main(address: str, first: int, count: int, concurrency: int) -> int:
+async def client_main(address: str, first: int, count: int, concurrency: int,
+                      lean: bool = True) -> int:
     raise_nofile()
-    client = SoakClient(first, count)
+    client = SoakClient(first, count, lean)
     gate = asyncio.Semaphore(concurrency)
     tasks = [asyncio.create_task(bot.run(address, gate)) for bot in client.bots]
     await serve_commands(client.stats)
@@ -548,7 +565,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             clients.append(await spawn_client(f"client-{i}", [
                 PYTHON, str(THIS_SCRIPT), "--client", address, "--first", str(first),
                 "--count", str(count), "--connect-concurrency",
-                str(args.connect_concurrency)], work))
+                str(args.connect_concurrency), *(["--full"] if args.full else [])], work))
             first += count
         ready = [json.loads((await c.expect("R ", timeout=args.connect_timeout))[2:])
                  for c in clients]
@@ -614,7 +631,8 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         result["decisions"] = {"count": decisions, "per_s": decisions / window,
                                "rotations": sum(s["rotations"] for s in per_client)}
         result["latency_answer_round_trip"] = latency_summary(
-            [x for s in per_client for x in s["latencies_us"]])
+            [x for s in per_client for x in s["latencies_us"]] or turnarounds_us(per_client))
+        result["lean"] = not args.full
         result["latency_bot_own"] = latency_summary([x for s in per_client for x in s["own_us"]])
         result["create_match"] = {"latency": latency_summary(keeper.create_latencies_us),
                                   "initial_fill_s": fill_s,
@@ -700,7 +718,8 @@ def report(console: Console, data: JSON) -> None:
                   f"{matches['finished_total']:,}"),
                  ("matches finished per second", f"{matches['finished_per_s']:.1f}"),
                  ("decisions/s (accepted turn answers)", f"{decisions['per_s']:,.0f}"),
-                 ("answer round trip p50 / p99 (write -> AnswerResult)",
+                 ("answer -> next request p50 / p99 (lean)" if data.get("lean") else
+                  "answer round trip p50 / p99 (write -> AnswerResult)",
                   f"{_ms(lat, 'p50_ms')} / {_ms(lat, 'p99_ms')} ms"),
                  ("bot's own time p50 / p99 (request read -> answer written)",
                   f"{_ms(own, 'p50_ms')} / {_ms(own, 'p99_ms')} ms"),
@@ -759,6 +778,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connect-timeout", type=float, default=600.0)
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and records in DIR")
+    parser.add_argument("--full", action="store_true",
+                        help="bots ask for PublicEvents and every AnswerResult (not lean, "
+                             "which the SDK and every kit are by default); the latency is "
+                             "then each answer's round trip to its AnswerResult")
     # Child-process mode.
     parser.add_argument("--client", metavar="ADDRESS", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
@@ -766,7 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.client:
         return asyncio.run(client_main(args.client, args.first, args.count,
-                                       args.connect_concurrency))
+                                       args.connect_concurrency, lean=not args.full))
     if args.bots < args.players * args.matches:
         parser.error(f"--bots must be at least --players x --matches "
                      f"({args.players * args.matches})")

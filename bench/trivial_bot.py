@@ -107,6 +107,16 @@ class TurnLog:
                                                strict=True)]
 
 
+def turnarounds_us(per_bot: Any) -> list[int]:
+    """Lean bots: from each decision answer of the window to the match's next request reaching
+    a seat (the next request id of that match), in whole microseconds; ``per_bot`` holds the
+    ``answers`` and ``requests`` logs of every bot (`TurnLog.window`). The referee's share of
+    a decision, as a raw ping-pong's round trip is the raw server's."""
+    arrived = {(m, r): t for s in per_bot for m, r, t in s.get("requests", ())}
+    return [round((arrived[(m, r + 1)] - t) * 1e6) for s in per_bot
+            for m, r, t in s.get("answers", ()) if (m, r + 1) in arrived]
+
+
 class TrivialBot:
     """One Play stream; answers every request at once."""
 
