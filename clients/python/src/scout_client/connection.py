@@ -357,10 +357,11 @@ class Connection:
         self, call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
     ) -> None:
         loop = asyncio.get_running_loop()
+        histories = convert.RoundHistories()
         async for received in call:
             received_at = loop.time()
             try:
-                message = convert.referee_message_from_proto(received)
+                message = convert.referee_message_from_proto(received, histories)
             except ValueError as error:
                 log.warning("ignoring an unreadable message from the referee: %s", error)
                 continue

@@ -11,7 +11,7 @@ go both ways, for the Scouts a bot sends); `testing` inverts them rather than re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from scout.v1 import arena_pb2, game_pb2
@@ -57,6 +57,7 @@ __all__ = [
     "public_action_from_proto",
     "public_event_from_proto",
     "referee_message_from_proto",
+    "RoundHistories",
     "rotation_request_from_proto",
     "round_ended_from_proto",
     "scout_from_proto",
@@ -122,8 +123,20 @@ _GOODBYE_FROM_PROTO: dict[arena_pb2.GoodbyeReason.ValueType, GoodbyeReason] = {
 # --- cards and actions -------------------------------------------------------------------------
 
 
+_CARDS: dict[tuple[int, int], Card] = {}
+"""Every card a referee can send, made once: a Card is immutable, so one object serves every
+hand and history it appears in (a request carries some fifty cards)."""
+_CACHED_VALUES = range(0, 16)
+
+
 def card_from_proto(card: game_pb2.Card) -> Card:
-    return Card(card.face, card.other)
+    key = (card.face, card.other)
+    made = _CARDS.get(key)
+    if made is None:
+        made = Card(*key)
+        if key[0] in _CACHED_VALUES and key[1] in _CACHED_VALUES:  # bounded, whatever comes
+            _CARDS[key] = made
+    return made
 
 
 def _cards_from_proto(cards: Iterable[game_pb2.Card]) -> tuple[Card, ...]:
@@ -196,12 +209,52 @@ def _time_control_from_proto(time_control: game_pb2.TimeControl) -> TimeControl:
 # --- referee messages ---------------------------------------------------------------------------
 
 
-def decision_request_from_proto(request: arena_pb2.DecisionRequest) -> Observation:
+class RoundHistories:
+    """The round histories already converted, by match: a request carries the whole history of
+    its round, which only grows, so each action is converted once rather than at every later
+    request of the round (at the end of a round that was most of a request's cost). One per
+    stream; at most `MAX_MATCHES` matches are kept, the least recently asked first forgotten."""
+
+    MAX_MATCHES = 1024
+
+    def __init__(self) -> None:
+        self._by_match: dict[str, tuple[int, list[PublicAction]]] = {}
+
+    def convert(self, match_id: str, round_index: int,
+                history: Sequence[game_pb2.PublicAction]) -> tuple[PublicAction, ...]:
+        kept = self._by_match.pop(match_id, None)
+        done: list[PublicAction] = []
+        if kept is not None and kept[0] == round_index and len(kept[1]) <= len(history):
+            done = kept[1]
+            if done and not _same(done[-1], history[len(done) - 1]):
+                done = []  # not the history seen before: start again
+        for action in history[len(done):]:
+            done.append(public_action_from_proto(action))
+        self._by_match[match_id] = (round_index, done)
+        if len(self._by_match) > self.MAX_MATCHES:
+            del self._by_match[next(iter(self._by_match))]
+        return tuple(done)
+
+    def forget(self, match_id: str) -> None:
+        self._by_match.pop(match_id, None)
+
+
+def _same(done: PublicAction, action: game_pb2.PublicAction) -> bool:
+    return done == public_action_from_proto(action)
+
+
+def decision_request_from_proto(request: arena_pb2.DecisionRequest,
+                                histories: RoundHistories | None = None) -> Observation:
     """A DecisionRequest becomes one Observation: the seat's view plus the request's legal
-    lists and clock, so `Bot.act` gets a single argument."""
+    lists and clock, so `Bot.act` gets a single argument. ``histories``: the stream's round
+    histories converted so far (`RoundHistories`), to convert only what is new."""
     seen = request.observation
+    match_id = request.match_id or seen.match_id
+    history = (histories.convert(match_id, seen.round_index, seen.history)
+               if histories is not None
+               else tuple(public_action_from_proto(action) for action in seen.history))
     return Observation(
-        match_id=request.match_id or seen.match_id,
+        match_id=match_id,
         seat=seen.seat,
         num_players=seen.num_players,
         round_index=seen.round_index,
@@ -216,7 +269,7 @@ def decision_request_from_proto(request: arena_pb2.DecisionRequest) -> Observati
         scout_show_tokens=tuple(seen.scout_show_tokens),
         scores=tuple(seen.scores),
         current_seat=seen.current_seat,
-        history=tuple(public_action_from_proto(action) for action in seen.history),
+        history=history,
         legal_shows=tuple(show_from_proto(show) for show in request.legal_shows),
         legal_scouts=tuple(scout_from_proto(scout) for scout in request.legal_scouts),
         scout_and_show_available=request.scout_and_show_available,
@@ -305,8 +358,11 @@ def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
     )
 
 
-def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMessage | None:
-    """The typed body of a referee message, or None when it has none this SDK knows."""
+def referee_message_from_proto(message: arena_pb2.RefereeMessage,
+                               histories: RoundHistories | None = None
+                               ) -> RefereeMessage | None:
+    """The typed body of a referee message, or None when it has none this SDK knows.
+    ``histories``: see `decision_request_from_proto`; a MatchEnded lets go of its match's."""
     body = message.WhichOneof("body")
     if body == "welcome":
         w = message.welcome
@@ -316,7 +372,7 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMess
     if body == "rotation_request":
         return rotation_request_from_proto(message.rotation_request)
     if body == "decision_request":
-        return decision_request_from_proto(message.decision_request)
+        return decision_request_from_proto(message.decision_request, histories)
     if body == "answer_result":
         return answer_result_from_proto(message.answer_result)
     if body == "public_event":
@@ -324,6 +380,8 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage) -> RefereeMess
     if body == "round_ended":
         return round_ended_from_proto(message.round_ended)
     if body == "match_ended":
+        if histories is not None:
+            histories.forget(message.match_ended.match_id)
         return match_ended_from_proto(message.match_ended)
     if body == "error":
         code = _ERROR_FROM_PROTO.get(message.error.code, ErrorCode.UNSPECIFIED)
