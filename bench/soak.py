@@ -70,6 +70,8 @@ from referee import Child, environment, free_port, latency_summary, process_cpu_
 THIS_SCRIPT = Path(__file__).resolve()
 PYTHON = sys.executable
 ADMIN_TOKEN = "soak-admin"
+MAX_CREATING = 32
+"""CreateMatch calls the driver keeps in flight at once."""
 BOTS_PER_PROCESS = 1250
 CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),  # a TCP connection per channel, i.e. per bot
@@ -367,6 +369,8 @@ class Keeper:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     seed: int = 1
+    in_flight: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CREATING))
+    """An organiser's client keeps a bounded number of calls open (and backs off on errors)."""
 
     async def create(self, replacing: bool = False) -> None:
         metadata = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
@@ -380,15 +384,20 @@ class Keeper:
             request = matches_pb2.CreateMatchRequest(bots=bots, seed=self.seed,
                                                      time_control=self.time_control)
             self.seed += 1
-            started = time.perf_counter()
-            try:
-                info = await self.stub.CreateMatch(request, metadata=metadata, timeout=30)
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code().name
-                self.errors[code] += 1
-                self.last_errors[code] = exc.details() or ""
-                self.idle.extend(bots)  # a busy or disconnected bot goes to the back
-                await asyncio.sleep(0.05)
+            async with self.in_flight:
+                started = time.perf_counter()
+                try:
+                    info = await self.stub.CreateMatch(request, metadata=metadata, timeout=30)
+                except grpc.aio.AioRpcError as exc:
+                    code = exc.code().name
+                    self.errors[code] += 1
+                    self.last_errors[code] = exc.details() or ""
+                    self.idle.extend(bots)  # a busy or disconnected bot goes to the back
+                    failed = True
+                else:
+                    failed = False
+            if failed:
+                await asyncio.sleep(0.5)
                 continue
             latency = round((time.perf_counter() - started) * 1e6)
             self.create_latencies_us.append(latency)

@@ -113,7 +113,7 @@ def test_a_connection_gets_at_most_the_configured_number_of_concurrent_streams()
     is served at once; ending one stream lets the waiting call through."""
     async def main() -> None:
         async with serving() as server:
-            assert server.max_streams_per_connection == MAX_STREAMS_PER_CONNECTION == 100
+            assert server.max_streams_per_connection == MAX_STREAMS_PER_CONNECTION == 1000
             channel = grpc.aio.insecure_channel(server.address, options=LOCAL_POOL)
             stub = health_pb2_grpc.HealthStub(channel)
             watches = [stub.Watch(health_pb2.HealthCheckRequest())

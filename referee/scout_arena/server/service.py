@@ -62,10 +62,12 @@ from .referee import Referee
 log = logging.getLogger("scout_arena.referee")
 
 MAX_BOT_MESSAGE_BYTES = 64 * 1024
-MAX_STREAMS_PER_CONNECTION = 100
-"""HTTP/2 streams (calls) one connection may have open at once (grpc.max_concurrent_streams):
-a bot needs one Play stream; 100 is the HTTP/2 recommended minimum, below which a client that
-opens many calls at once before the server's SETTINGS arrive gets them refused (REFUSED_STREAM)."""
+MAX_STREAMS_PER_CONNECTION = 1000
+"""HTTP/2 streams (calls) one connection may have open at once (grpc.max_concurrent_streams).
+A bot needs one Play stream, but an organiser's channel carries a WatchMatch per match it shows
+and its CreateMatch calls: near the cap, a call the client opens as another ends (which the
+server, busy, has not yet seen end) is refused (REFUSED_STREAM, UNAVAILABLE to the caller), as
+the soak bench saw at 100 with 200 matches kept running. 1,000 streams cost ~26 MB at most."""
 MAX_STREAMS_PER_TOKEN = 4
 """Play streams one bot token may have open at once; more are refused RESOURCE_EXHAUSTED."""
 GOODBYE_RETRY_AFTER_MS = 2000
