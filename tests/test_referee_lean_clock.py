@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 import grpc
 import pytest
-from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
+from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl, clock
-from scout_arena.server.match import MatchRunner
+from scout_arena.server.match import MatchRunner, Seat
 from scout_arena.server.service import ArenaServicer, _let_writer_finish
 from support.rawbot import (
     ACCEPTED,
@@ -259,6 +262,72 @@ def test_a_stream_writer_that_fails_as_the_stream_ends_never_stops_the_detach() 
         assert task.done()
 
     run(scenario(), timeout=10)
+
+
+class ThreadBot:
+    """A prompt bot on a blocking grpc channel in its own thread: it answers while the
+    referee's event loop is stalled, as a bot in another process would."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.outgoing: queue.Queue[arena_pb2.BotMessage | None] = queue.Queue()
+        self.channel = grpc.insecure_channel(address)
+        self.answered = 0
+        message = hello("thread", max_matches=4)
+        message.hello.lean = True
+        self.outgoing.put(message)
+        self.call = arena_pb2_grpc.ArenaStub(self.channel).Play(
+            iter(self.outgoing.get, None), metadata=(("authorization", f"Bearer {token}"),))
+        self.thread = threading.Thread(target=self._play, daemon=True)
+        self.thread.start()
+
+    def _play(self) -> None:
+        with contextlib.suppress(grpc.RpcError):
+            for message in self.call:
+                if kind_of(message) in ("rotation_request", "decision_request"):
+                    self.outgoing.put(legal_answer(message))
+                    self.answered += 1
+
+    def close(self) -> None:
+        self.outgoing.put(None)
+        self.call.cancel()
+        self.channel.close()
+        self.thread.join(5)
+
+
+def test_time_an_answer_waits_for_a_stalled_referee_loop_is_never_charged_to_the_bot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As each request goes out, the referee's loop stalls 0.3 s (a blocking callback), longer
+    than the decision time and the bank together; the bots answer at once from their own
+    threads, so their answers wait, unread, for the loop. That wait is the referee's: no
+    timeout, no bank draw, and the record counts it as the referee's time."""
+    original = Seat.handed_off
+
+    def stalling(seat: Seat, request_id: int) -> None:
+        original(seat, request_id)
+        asyncio.get_running_loop().call_soon(time.sleep, 0.3)
+
+    monkeypatch.setattr(Seat, "handed_off", stalling)
+
+    async def scenario() -> None:
+        async with serving(TimeControl(100, 50)) as (referee, server):
+            bots = [ThreadBot(server.address, TOKENS[name]) for name in ("a", "b")]
+            try:
+                while not all(referee.bots.get(n).connection for n in ("a", "b")):  # type: ignore[union-attr]
+                    await asyncio.sleep(0.02)
+                match = referee.create_match(["a", "b"], seed=5)
+                while sum(bot.answered for bot in bots) < 8:
+                    await asyncio.sleep(0.05)
+                await referee.shutdown()
+                assert match.record is not None
+                for seat in match.record.meta["seats"]:
+                    assert seat["timeouts"] == 0 and seat["strikes"] == 0, seat
+                    assert seat["time_bank_ms"] == 50, seat  # no bank draw
+                    assert seat["referee_ms"] >= 2 * 250, seat
+            finally:
+                for bot in bots:
+                    await asyncio.to_thread(bot.close)
+
+    run(scenario())
 
 
 # ----- what PROTOCOL.md now spells out ----------------------------------------------------------

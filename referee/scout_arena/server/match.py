@@ -59,6 +59,8 @@ T = TypeVar("T")
 
 _FORFEIT = object()
 _TIMEOUT = object()
+LATE_TIMER_S = 0.005
+"""A timeout timer that fires later than this waits as long again before it times out."""
 
 
 class MatchHost(Protocol):
@@ -116,9 +118,16 @@ class Seat:
         from its hand-off to the transport, `handed_off`) is spent. A future and a timer per
         wait: cheaper than wait_for, which makes a task every time."""
         loop = asyncio.get_running_loop()
+        grace_until = 0.0  # set when the timer fired late: see `looplag`
         while not self.answers:
-            remaining = self.clock.expires_at() - time.monotonic()
+            now = time.monotonic()
+            remaining = max(self.clock.expires_at(), grace_until) - now
             if remaining <= 0:
+                lateness = now - self.clock.expires_at()
+                if not grace_until and lateness > LATE_TIMER_S:
+                    # The loop ran behind: answers that came in time may not be read yet.
+                    grace_until = now + lateness
+                    continue
                 return _TIMEOUT
             waiter = self.waiter = loop.create_future()
             timer = loop.call_later(remaining, _wake, waiter)
@@ -322,7 +331,7 @@ class MatchRunner:
                     return None
                 if item is _FORFEIT:
                     return None
-                answer, received_at = item
+                answer, received_at, loop_lag = item
                 try:
                     value = accept(answer)
                 except (MalformedAction, IllegalAction, OutOfTurn) as exc:
@@ -335,7 +344,7 @@ class MatchRunner:
                     if seat.forfeited:
                         return None
                     continue
-                seat.clock.answered(received_at)
+                seat.clock.answered(received_at, loop_lag)
                 seat.open = None
                 self.judge(seat, request_id, Verdict.ACCEPTED)
                 return value

@@ -33,6 +33,7 @@ from .errors import (
     quoted,
 )
 from .events import Answer, AnswerJudged, Goodbye, MatchStatus, Verdict, Welcome, Wire
+from .looplag import LoopLag
 from .match import MatchRunner, OpenRequest
 
 MAX_STRIKES = 3
@@ -82,6 +83,8 @@ class Referee:
         self._idle.set()
         self._wire: Wire | None = None
         self.on_match_finished: list[Callable[[MatchRunner], None]] = []
+        self.loop_lag = LoopLag(lambda: bool(self.matches.running))
+        """How far behind the loop runs, credited to answers read late (`looplag`)."""
         self.on_connect: list[Callable[[BotEntry], None]] = []
 
     @property
@@ -176,7 +179,8 @@ class Referee:
             seat.match.judge(seat, request_id, Verdict.STALE,
                              stale_reason(request_id, answer.kind, request))
             return
-        seat.deliver((answer, time.monotonic() if received_at is None else received_at))
+        seat.deliver((answer, time.monotonic() if received_at is None else received_at,
+                      self.loop_lag.lag()))
 
     # ----- matches ------------------------------------------------------------------------
 
@@ -227,6 +231,7 @@ class Referee:
                 seat.bot.seats[match_id] = seat
         self.matches[match_id] = runner
         self._idle.clear()
+        self.loop_lag.keep_running()
         runner.task = asyncio.get_running_loop().create_task(runner.run(),
                                                              name=f"match {match_id}")
         return runner
