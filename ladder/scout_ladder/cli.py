@@ -153,8 +153,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if ladder.voided_at_start:
             print(f"voided {len(ladder.voided_at_start)} matches that were in flight: "
                   f"{', '.join(ladder.voided_at_start)}", flush=True)
+        metrics_url = None
+        if args.metrics_port is not None:
+            try:
+                metrics_url = ladder.referee.serve_metrics(args.metrics_host, args.metrics_port)
+            except OSError as exc:
+                try:
+                    await ladder.stop()
+                finally:
+                    repo.close()
+                raise _Exit(f"--metrics-port: cannot listen on {args.metrics_host}:"
+                            f"{args.metrics_port}: {exc}", 1) from None
         tune_gc()  # the ladder hosts the referee: the same stall-free collection policy
         print(f"ladder listening on {ladder.address}", flush=True)
+        if metrics_url is not None:
+            print(f"metrics on {metrics_url}", flush=True)
         if args.web_port is not None:
             print(f"web pages on http://{ladder.web_address}/", flush=True)
         if args.admin_token is None:
@@ -351,6 +364,10 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--web-port", type=int, metavar="P",
                        help="also serve the web pages on this port (0 picks a free one)")
     serve.add_argument("--web-host", default="127.0.0.1")
+    serve.add_argument("--metrics-port", type=int, metavar="P",
+                       help="serve the hosted referee's Prometheus metrics on "
+                       "http://HOST:P/metrics (0 picks a free port; default: none)")
+    serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=_guarded(cmd_serve))
 

@@ -34,6 +34,15 @@ def _add_event_loop(parser: argparse.ArgumentParser) -> None:
                              "or $SCOUT_EVENT_LOOP), or stock asyncio")
 
 
+def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
+    """--metrics-port and --metrics-host: Prometheus metrics over HTTP (docs/deploy.md)."""
+    parser.add_argument("--metrics-port", type=int, metavar="P",
+                        help="serve Prometheus metrics on http://HOST:P/metrics (0 picks a "
+                        "free port; default: no metrics server)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="interface of the metrics server (default 127.0.0.1)")
+
+
 def _seed(text: str) -> int:
     value = int(text, 0)
     if not 0 <= value < 1 << 64:
@@ -177,6 +186,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
     from .server.gcpolicy import tune_gc
+    from .server.metrics import MetricsServer, serve_metrics
     from .server.service import admin_token_problem
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -206,11 +216,20 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                                max_streams_per_connection=args.max_streams_per_connection,
                                max_streams_per_token=args.max_streams_per_token,
                                goodbye_retry_after_ms=args.goodbye_retry_ms)
+        metrics: MetricsServer | None = None
+        if args.metrics_port is not None:
+            try:
+                metrics = serve_metrics(referee.metrics, args.metrics_host, args.metrics_port)
+            except OSError as exc:
+                raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
+                                 f"{args.metrics_port}: {exc}") from None
         tune_gc()
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()
         print(f"referee listening on {server.address}", flush=True)
+        if metrics is not None:
+            print(f"metrics on {metrics.url}", flush=True)
         logging.getLogger("scout_arena.referee").info(
             "event loop: %s", type(asyncio.get_running_loop()).__module__.split(".")[0])
         await task
@@ -409,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "
                             "they reconnect")
+    _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=cmd_referee_serve)

@@ -20,6 +20,7 @@ from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal
 from .events import Goodbye, GoodbyeReason
 from .match import MatchRunner
+from .metrics import MetricsServer, serve_metrics
 from .referee import Referee
 from .service import (
     ExtraService,
@@ -92,6 +93,7 @@ class RefereeFacade:
         self._referee.bots.authenticator = authenticator
         self._server = RefereeServer(self._referee, host=host, port=port,
                                      admin_token=admin_token, extra_services=extra_services)
+        self._metrics_server: MetricsServer | None = None
 
     bearer_token = staticmethod(bearer_token)
     """The token of a gRPC call's ``authorization: Bearer <token>`` metadata ("" if none): for
@@ -108,6 +110,13 @@ class RefereeFacade:
     async def start(self) -> None:
         await self._server.start()
 
+    def serve_metrics(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve the referee's Prometheus metrics (`scout_arena.server.metrics`) over HTTP,
+        in a daemon thread, until `stop`; returns their URL (port 0 picks a free one)."""
+        if self._metrics_server is None:
+            self._metrics_server = serve_metrics(self._referee.metrics, host, port)
+        return self._metrics_server.url
+
     async def stop(self, drain_s: float = 0.0, *, finished: bool = False,
                    message: str = "") -> None:
         """Stop taking matches, give running ones ``drain_s`` to finish, abort the rest (each
@@ -122,7 +131,12 @@ class RefereeFacade:
             goodbye = self._server.shutdown_goodbye()
             if message:
                 goodbye = dataclasses.replace(goodbye, message=message)
-        await self._server.stop(drain_s, goodbye)
+        try:
+            await self._server.stop(drain_s, goodbye)
+        finally:
+            metrics_server, self._metrics_server = self._metrics_server, None
+            if metrics_server is not None:  # its shutdown waits up to 0.5 s for its thread
+                await asyncio.to_thread(metrics_server.close)
 
     async def wait_dead(self) -> str:
         """Return why, once the grpc server is found dead (never, while it is alive): see

@@ -52,6 +52,7 @@ from .events import (
     SpectatorEvent,
     Verdict,
 )
+from .metrics import RefereeMetrics
 
 log = logging.getLogger("scout_arena.referee")
 
@@ -67,6 +68,7 @@ class MatchHost(Protocol):
     """What a match needs of the referee that runs it."""
 
     max_strikes: int
+    metrics: RefereeMetrics
 
     async def store_record(self, match: MatchRunner) -> None: ...
 
@@ -177,6 +179,7 @@ class MatchRunner:
     def __init__(self, host: MatchHost, match_id: str, bots: Sequence[BotEntry], seed: int,
                  time_control: TimeControl, wire: MatchWire, meta: JSON | None = None) -> None:
         self.host = host
+        self.metrics = host.metrics
         self.match_id = match_id
         self.seed = seed
         self.time_control = time_control
@@ -292,6 +295,7 @@ class MatchRunner:
         if seat.forfeited or self.status is not MatchStatus.RUNNING:
             return
         seat.forfeited = True
+        self.metrics.forfeits.inc()
         self.note("forfeit", seat.index, reason)
         log.info("match %s: seat %d (%s) forfeits: %s", self.match_id, seat.index,
                  seat.bot.name, reason)
@@ -322,6 +326,7 @@ class MatchRunner:
                 if item is _TIMEOUT:
                     seat.clock.ran_out()
                     seat.timeouts += 1
+                    self.metrics.time_losses.inc()
                     seat.open = None
                     self.strike(seat, "timeout", f"no acceptable answer to request "
                                 f"{request_id} within {decision_ms} ms and the bank")
@@ -344,7 +349,14 @@ class MatchRunner:
                     if seat.forfeited:
                         return None
                     continue
-                seat.clock.answered(received_at, loop_lag)
+                clock = seat.clock
+                clock.answered(received_at, loop_lag)
+                # What the bot's clock measured (`SeatClock.answered`): from the hand-off,
+                # less the referee's own lag.
+                waited = received_at - clock.sent_at
+                self.metrics.answered_request(event.kind,
+                                              waited - max(0.0, min(loop_lag, waited)),
+                                              decision_ms / 1000)
                 seat.open = None
                 self.judge(seat, request_id, Verdict.ACCEPTED)
                 return value
@@ -467,6 +479,7 @@ class MatchRunner:
         await self.host.store_record(self)
         # The status changes only once the record is on disk: FINISHED means it can be read.
         self.status = status
+        self.metrics.matches_finished.labels(status.value).inc()
         # Watchers stop on this flag, set just before the last event is published.
         self._closed = True
         if status is MatchStatus.FINISHED:

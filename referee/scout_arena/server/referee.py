@@ -35,6 +35,7 @@ from .errors import (
 from .events import Answer, AnswerJudged, Goodbye, MatchStatus, Verdict, Welcome, Wire
 from .looplag import LoopLag
 from .match import MatchRunner, OpenRequest
+from .metrics import RefereeMetrics
 
 MAX_STRIKES = 3
 
@@ -86,6 +87,9 @@ class Referee:
         self.loop_lag = LoopLag(lambda: bool(self.matches.running))
         """How far behind the loop runs, credited to answers read late (`looplag`)."""
         self.on_connect: list[Callable[[BotEntry], None]] = []
+        self.metrics = RefereeMetrics()
+        """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
+        self.metrics.count_running_matches(lambda: len(self.matches.running))
 
     @property
     def wire(self) -> Wire:
@@ -130,6 +134,8 @@ class Referee:
                   "a newer connection took over (the older one was not yet seen to end); "
                   "resumed with a full resync")
         bot.connection = connection
+        if old is None:
+            self.metrics.connected_bots.inc()
         for seat in list(bot.seats.values()):
             seat.match.note("reconnect", seat.index, detail)
             seat.match.resync(seat)
@@ -143,6 +149,7 @@ class Referee:
         if bot.connection is not connection:
             return
         bot.connection = None
+        self.metrics.connected_bots.dec()
         if bot.seats:
             for seat in bot.seats.values():
                 seat.match.note("disconnect", seat.index,

@@ -1,0 +1,110 @@
+"""Prometheus metrics of one referee: bots, matches, answers, clocks, forfeits, the process.
+
+Each referee has its own `CollectorRegistry` (several referees in one process, as in tests,
+never clash). The counters are incremented on the event loop where the referee already has
+the facts (`match`, `referee`): one ``inc`` or ``observe`` per event, nothing allocated. The
+two gauges are read when scraped, from ``len()`` of the referee's own dictionaries or a count
+kept on the event loop, so collection never touches the loop. `serve_metrics` exposes the
+registry with prometheus_client's HTTP server, in a daemon thread of its own: scrapes never
+block the event loop (docs/deploy.md, "Metrics").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
+
+DECISION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                      10.0, 30.0, 60.0)
+"""Bounds of the decision latency histogram, in seconds (a decision time is 1 s by default)."""
+
+REQUEST_KINDS = ("rotation", "decision")
+
+
+class RefereeMetrics:
+    """The metrics of one referee, in a registry of their own (``registry``)."""
+
+    def __init__(self) -> None:
+        registry = self.registry = CollectorRegistry()
+        # What prometheus_client's default registry has: process_* (RSS, CPU, open file
+        # descriptors; Linux only), python_info and python_gc_*.
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        self.connected_bots = Gauge(
+            "scout_connected_bots", "Bots with a live Play stream.", registry=registry)
+        self.running_matches = Gauge(
+            "scout_running_matches", "Matches being played (until their record is stored).",
+            registry=registry)
+        self.matches_finished = Counter(
+            "scout_matches_finished", "Matches that ended, by status (finished: with a "
+            "result; aborted: stopped without one).", ["status"], registry=registry)
+        answered = Counter(
+            "scout_decisions_answered", "Requests answered with an accepted answer, by kind "
+            "(rotation: the round's rotation choice; decision: an action).", ["kind"],
+            registry=registry)
+        latency = Histogram(
+            "scout_decision_latency_seconds", "Seconds from a request's hand-off to the "
+            "transport to its accepted answer, as the bot's clock measured it (the referee's "
+            "own lag credited back), by kind.", ["kind"], buckets=DECISION_BUCKETS_S,
+            registry=registry)
+        self.bank_draws = Counter(
+            "scout_bank_draws", "Accepted answers that took longer than the decision time, "
+            "so drew on the seat's time bank.", registry=registry)
+        self.time_losses = Counter(
+            "scout_time_losses", "Requests that timed out (decision time and bank spent): "
+            "a strike each, and the referee played the fallback.", registry=registry)
+        self.forfeits = Counter(
+            "scout_forfeits", "Seats that forfeited (strikes, a disconnection past the "
+            "grace, or absent when the match began).", registry=registry)
+        # The labelled children, looked up once: the hot path allocates nothing.
+        for status in ("finished", "aborted"):
+            self.matches_finished.labels(status)
+        self.answered = {kind: answered.labels(kind) for kind in REQUEST_KINDS}
+        self.latency = {kind: latency.labels(kind) for kind in REQUEST_KINDS}
+
+    def count_running_matches(self, count: Callable[[], int]) -> None:
+        """Let the running matches gauge read ``count()`` (a ``len()``) when scraped."""
+        self.running_matches.set_function(lambda: float(count()))
+
+    def answered_request(self, kind: str, seconds: float, decision_s: float) -> None:
+        """An accepted answer to a ``kind`` request, ``seconds`` after its hand-off."""
+        self.answered[kind].inc()
+        self.latency[kind].observe(seconds)
+        if seconds > decision_s:
+            self.bank_draws.inc()
+
+
+class MetricsServer:
+    """prometheus_client's HTTP server for one registry, in a daemon thread."""
+
+    def __init__(self, metrics: RefereeMetrics, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server, self._thread = start_http_server(port, host, metrics.registry)
+        self.host = host
+        self.port: int = self._server.server_port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def serve_metrics(metrics: RefereeMetrics, host: str = "127.0.0.1",
+                  port: int = 0) -> MetricsServer:
+    """Serve ``metrics`` on http://host:port/metrics (port 0 picks a free one) until
+    `MetricsServer.close` (or the process ends: the thread is a daemon)."""
+    return MetricsServer(metrics, host, port)
