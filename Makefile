@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/env.py --json bench/results/env.json
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/sdk.py --json bench/results/sdk.json
+	$(BIN)/python bench/strength.py --json bench/results/strength.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 	$(BIN)/python bench/distributed.py --json bench/results/distributed.json

@@ -1,0 +1,243 @@
+"""`SearchBot`: an SDK bot that thinks with ISMCTS over the engine (see README.md here)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import scout_client as sdk
+from scout_client.groups import hand_potential
+
+from scout_arena.engine import Card, Hand
+
+from .knowledge import KnowledgeError, RoundKnowledge, engine_card, round_state, sdk_action
+from .mcts import SearchResult, reward, rollout, search
+from .policy import greedy_action
+
+__all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
+           "SearchStats", "time_budget_ms"]
+
+#: Per decision, suited to the default time control (1000 ms a decision, 10 s bank).
+DEFAULT_THINK_MS = 200
+#: Kept free below the request's deadline_ms for the answer's way back and a busy machine.
+SAFETY_MARGIN_MS = 150
+
+
+#: Iterations the bot runs even past ``think_ms`` while the deadline (less the margin) allows.
+DEFAULT_MIN_ITERATIONS = 100
+
+
+def time_budget_ms(think_ms: int | None, deadline_ms: int,
+                   safety_margin_ms: int = SAFETY_MARGIN_MS) -> int | None:
+    """Milliseconds the search may take: ``think_ms`` capped by the request's deadline less the
+    margin (never the time bank). None: no limit (iteration mode with no deadline)."""
+    limit = None if deadline_ms <= 0 else max(0, deadline_ms - safety_margin_ms)
+    if think_ms is None:
+        return limit
+    return think_ms if limit is None else min(think_ms, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStats:
+    """What the last decision cost: iterations run and the budget it had."""
+
+    iterations: int
+    budget_ms: int | None
+    used_search: bool
+
+
+class SearchBot(sdk.Bot):
+    """ISMCTS to the end of the round with greedy rollouts.
+
+    ``think_ms``: time per decision (default 200), capped by each request's deadline_ms less
+    ``safety_margin_ms``. ``iterations``: a fixed iteration count instead (reproducible; the
+    deadline still caps it). ``seed``: with a seed the bot is deterministic in iteration mode.
+    ``rotation_samples``: determinizations per orientation for the rotation choice in
+    iteration mode (time mode spends up to the same time budget). ``min_iterations``: in time
+    mode, go on past ``think_ms`` until this many iterations are done (default 100, what the
+    strength bench runs), while the deadline less the margin allows. ``opponents_search``: the
+    other seats choose in the tree too (default) rather than by the rollout policy.
+    ``sample_tries``: draws per determinization to find opponents' hands that agree with their
+    Scouts (a greedy-like player scouts only without a Show; 1, the default, assumes nothing).
+    """
+
+    name = "search"
+    version = "1"
+
+    def __init__(self, seed: int | None = 0, *, think_ms: int | None = None,
+                 iterations: int | None = None, exploration: float = 0.7,
+                 safety_margin_ms: int = SAFETY_MARGIN_MS, rotation_samples: int = 24,
+                 opponents_search: bool = True, sample_tries: int = 1,
+                 min_iterations: int = DEFAULT_MIN_ITERATIONS,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if think_ms is None and iterations is None:
+            think_ms = DEFAULT_THINK_MS
+        self.seed = seed
+        self.think_ms = think_ms
+        self.iterations = iterations
+        self.exploration = exploration
+        self.safety_margin_ms = safety_margin_ms
+        self.rotation_samples = rotation_samples
+        self.opponents_search = opponents_search
+        self.sample_tries = sample_tries
+        self.min_iterations = min_iterations
+        self.clock = clock
+        self.last_stats = SearchStats(0, None, False)
+        self.fallbacks = 0  # decisions answered by the greedy policy after a KnowledgeError
+        self._lock = threading.Lock()
+        self._excluded: dict[str, set[tuple[int, int]]] = {}  # 2 players: round 1's cards
+        self._seen_round0: dict[str, set[tuple[int, int]]] = {}
+        self._seats: dict[str, int] = {}  # from MatchStart or the match's observations
+        self._players: dict[str, int] = {}
+        self._totals: dict[str, tuple[int, ...]] = {}  # after the last round, from RoundEnded
+
+    # ----- per-match memory (two players only: round 2 is dealt the cards round 1 did not use)
+
+    def _remember(self, match_id: str, cards: list[tuple[int, int]]) -> None:
+        with self._lock:
+            self._seen_round0.setdefault(match_id, set()).update(cards)
+
+    def _excluded_for(self, match_id: str, num_players: int, round_index: int
+                      ) -> set[tuple[int, int]]:
+        if num_players != 2 or round_index == 0:
+            return set()
+        with self._lock:
+            return set(self._excluded.get(match_id, ())) | self._seen_round0.get(match_id, set())
+
+    def on_round_end(self, round_ended: sdk.RoundEnded) -> None:
+        with self._lock:
+            if round_ended.totals:
+                self._totals[round_ended.match_id] = tuple(round_ended.totals)
+        if round_ended.round_index == 0 and round_ended.dealt_hands:
+            with self._lock:
+                self._excluded.setdefault(round_ended.match_id, set()).update(
+                    engine_card(c).pair for h in round_ended.dealt_hands for c in h)
+
+    def on_match_end(self, match_ended: sdk.MatchEnded) -> None:
+        with self._lock:
+            self._excluded.pop(match_ended.match_id, None)
+            self._seen_round0.pop(match_ended.match_id, None)
+            self._seats.pop(match_ended.match_id, None)
+            self._players.pop(match_ended.match_id, None)
+            self._totals.pop(match_ended.match_id, None)
+
+    # ----- decisions ---------------------------------------------------------------------
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random(":".join(map(str, (self.seed, *parts))))
+
+    def _deadline(self, deadline_ms: int) -> tuple[float | None, int | None]:
+        budget = time_budget_ms(self.think_ms, deadline_ms, self.safety_margin_ms)
+        start = self.clock()
+        return (None if budget is None else start + budget / 1000), budget
+
+    def _hard_deadline(self, deadline_ms: int) -> float | None:
+        """The latest the search may run to for ``min_iterations``: the deadline less the
+        margin (None without a deadline or in iteration mode, where the count decides)."""
+        if deadline_ms <= 0 or self.iterations is not None:
+            return None
+        return self.clock() + max(0, deadline_ms - self.safety_margin_ms) / 1000
+
+    def act(self, observation: sdk.Observation) -> sdk.Action:
+        deadline, budget = self._deadline(observation.deadline_ms)
+        hard = self._hard_deadline(observation.deadline_ms)
+        with self._lock:
+            self._seats[observation.match_id] = observation.seat
+            self._players[observation.match_id] = observation.num_players
+        if observation.num_players == 2 and observation.round_index == 0:
+            self._remember(observation.match_id, [engine_card(c).pair for c in observation.hand]
+                           + [engine_card(c).pair for a in observation.history for c in a.cards])
+        excluded = self._excluded_for(observation.match_id, observation.num_players,
+                                      observation.round_index)
+        try:
+            knowledge = RoundKnowledge.from_observation(observation, excluded)
+        except KnowledgeError:
+            try:  # the memory of round 1 may be at fault; the observation alone is enough
+                knowledge = RoundKnowledge.from_observation(observation)
+            except KnowledgeError:
+                self.fallbacks += 1
+                self.last_stats = SearchStats(0, budget, False)
+                return sdk.GreedyBot().act(observation)
+        rng = self._rng(observation.match_id, observation.round_index,
+                        len(observation.history), observation.seat)
+        result: SearchResult | None = None
+        if budget is None or budget > 0:
+            result = search(knowledge, rng, iterations=self.iterations, deadline=deadline,
+                            exploration=self.exploration, clock=self.clock,
+                            opponents_search=self.opponents_search,
+                            sample_tries=self.sample_tries,
+                            min_iterations=0 if self.iterations is not None
+                            else self.min_iterations,
+                            hard_deadline=hard)
+        if result is None:
+            state = round_state(knowledge, knowledge.sample(rng))
+            action = sdk_action(greedy_action(state))
+            self.last_stats = SearchStats(0, budget, False)
+        else:
+            action = sdk_action(result.action)
+            self.last_stats = SearchStats(result.iterations, budget, True)
+        if not observation.is_legal(action):  # never expected: the engine generated it
+            self.fallbacks += 1
+            return sdk.GreedyBot().act(observation)
+        return action
+
+    def choose_rotation(self, request: sdk.RotationRequest) -> bool:
+        """Play the round out from both orientations on the same determinizations (the other
+        seats rotating as greedy would) and keep the better mean reward; on a tie, or with no
+        time, the orientation whose hand has the better sets and runs."""
+        deadline, budget = self._deadline(request.deadline_ms)
+        hand = Hand(engine_card(c) for c in request.hand)
+        heuristic = hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
+        # The request names neither the seat nor the table size: they come from the match
+        # start or the match's earlier observations (in-process matches send no MatchStart, so
+        # their first rotation is the heuristic's).
+        with self._lock:
+            seat = self._seats.get(request.match_id)
+            num_players = self._players.get(request.match_id)
+        if seat is None or num_players is None or (budget is not None and budget <= 0):
+            return heuristic
+        excluded = self._excluded_for(request.match_id, num_players, request.round_index)
+        # Totals are known only from RoundEnded; without them the round alone is judged.
+        scores = self._scores_for(request.match_id, num_players)
+        rng = self._rng(request.match_id, request.round_index, "rotation")
+        knowledge = RoundKnowledge.at_round_start(seat, num_players, request.round_index,
+                                                  hand, scores, excluded)
+        rotated = hand.rotated()
+        margin = 0.0
+        samples = 0
+        limit = self.rotation_samples if self.iterations is not None else None
+        while limit is None or samples < limit:
+            if deadline is not None and self.clock() >= deadline:
+                break
+            hands = knowledge.sample(rng)
+            for s in range(num_players):
+                if s != seat and _greedy_rotates(hands[s]):
+                    hands[s] = list(Hand(hands[s]).rotated())
+            for sign, mine in ((1.0, hand), (-1.0, rotated)):
+                hands[seat] = list(mine)
+                state = round_state(knowledge, hands)
+                rollout(state)
+                margin += sign * reward(state, scores)[seat]
+            samples += 1
+        if samples == 0 or margin == 0:
+            return heuristic
+        return margin < 0
+
+    def on_match_start(self, start: sdk.MatchStart) -> None:
+        with self._lock:
+            self._seats[start.match_id] = start.seat
+            self._players[start.match_id] = start.num_players
+
+    def _scores_for(self, match_id: str, num_players: int) -> tuple[int, ...]:
+        with self._lock:
+            return self._totals.get(match_id, (0,) * num_players)
+
+
+def _greedy_rotates(hand: list[Card]) -> bool:
+    faces = [c.face for c in hand]
+    rotated = [c.other for c in reversed(hand)]
+    return hand_potential(rotated) > hand_potential(faces)
+

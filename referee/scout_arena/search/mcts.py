@@ -1,0 +1,162 @@
+"""Information-set Monte Carlo tree search (single-observer ISMCTS, Cowling, Powley and Whitehouse
+2012) over the engine, to the end of the round in progress.
+
+Each iteration draws one determinization of the hidden hands (`RoundKnowledge.sample`), walks
+the one shared tree from the root choosing among the children whose actions are legal in that
+determinization by UCB1 with availability counts, adds one child, plays the round out with the
+greedy rollout policy and backs up one reward per seat: every seat's node statistics are from
+its own point of view, so opponents are searched as maximising their own result.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scout_arena.engine import Action, State
+
+from .knowledge import RoundKnowledge, round_state
+from .policy import candidates, greedy_action
+
+__all__ = ["Node", "SearchResult", "reward", "rollout", "search"]
+
+
+class Node:
+    """One node of the tree: the statistics of the action that led here, for its actor."""
+
+    __slots__ = ("avail", "children", "total", "visits")
+
+    def __init__(self) -> None:
+        self.children: dict[Action, Node] = {}
+        self.visits = 0
+        self.avail = 0
+        self.total = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The action chosen, how many iterations chose it, and each root action's statistics."""
+
+    action: Action
+    iterations: int
+    stats: tuple[tuple[Action, int, float], ...]  # action, visits, mean reward
+
+
+def reward(state: State, round_start_scores: Sequence[int]) -> list[float]:
+    """Each seat's reward for a finished round, in about [-1, 1]: its round score against the
+    others' (half against their mean, half against the best of them), over 10 points; in the
+    match's last round also +-0.5 for finishing first or not (a win is what counts there)."""
+    n = state.num_players
+    scores = state.scores
+    rs = [scores[s] - round_start_scores[s] for s in range(n)]
+    total = sum(rs)
+    last = state.round_index + 1 >= player_rounds(n)
+    out = []
+    for s in range(n):
+        others = [rs[o] for o in range(n) if o != s]
+        mean = (total - rs[s]) / (n - 1)
+        value = 0.05 * (rs[s] - mean) + 0.05 * (rs[s] - max(others))
+        if last:
+            best_other = max(scores[o] for o in range(n) if o != s)
+            value = 0.5 * value + (0.5 if scores[s] > best_other else
+                                   (0.0 if scores[s] == best_other else -0.5))
+        out.append(value)
+    return out
+
+
+def player_rounds(num_players: int) -> int:
+    return {2: 2, 3: 3, 4: 4, 5: 5}[num_players]
+
+
+def rollout(state: State) -> None:
+    """Play the round out with the greedy policy (in place)."""
+    apply = state.apply
+    while not state.is_over:
+        apply(greedy_action(state))
+
+
+def search(knowledge: RoundKnowledge, rng: random.Random, *, iterations: int | None,
+           deadline: float | None, exploration: float = 0.7,
+           clock: Callable[[], float] = time.perf_counter,
+           root_actions: Sequence[Action] | None = None,
+           opponents_search: bool = True, sample_tries: int = 1,
+           min_iterations: int = 0, hard_deadline: float | None = None
+           ) -> SearchResult | None:
+    """Search from ``knowledge`` until ``iterations`` are done or ``clock()`` passes
+    ``deadline`` (whichever comes first; at least one must be given). None when not even one
+    iteration fit in the time. ``min_iterations``: go on past ``deadline`` until this many are
+    done, but never past ``hard_deadline``.
+
+    ``opponents_search`` (default): every seat chooses in the tree by its own statistics
+    (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
+    so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
+    ``sample_tries``: draws per determinization to find hands that agree with the opponents'
+    Scouts (see `RoundKnowledge.sample`)."""
+    if iterations is None and deadline is None:
+        raise ValueError("search needs an iteration count or a deadline")
+    root = Node()
+    seat = knowledge.seat
+    start_scores = knowledge.scores
+    done = 0
+    fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
+    while iterations is None or done < iterations:
+        if deadline is not None or hard_deadline is not None:
+            now = clock()
+            if hard_deadline is not None and now >= hard_deadline:
+                break
+            if deadline is not None and now >= deadline and done >= min_iterations:
+                break
+        state = round_state(knowledge, knowledge.sample(rng, sample_tries))
+        if fixed_root is None:
+            fixed_root = candidates(state, scouts_per_way=3, max_combos=6)
+        node = root
+        path: list[tuple[Node, int]] = []
+        while not state.is_over:
+            actor = state.current_seat
+            assert actor is not None
+            if actor != seat and not opponents_search:
+                state.apply(greedy_action(state))
+                continue
+            actions = fixed_root if node is root else candidates(state)
+            untried: Action | None = None
+            best: Node | None = None
+            best_action: Action | None = None
+            best_value = -math.inf
+            children = node.children
+            for action in actions:
+                child = children.get(action)
+                if child is None:
+                    if untried is None:
+                        untried = action
+                    continue
+                child.avail += 1
+                if untried is None:
+                    value = (child.total / child.visits
+                             + exploration * math.sqrt(math.log(child.avail) / child.visits))
+                    if value > best_value:
+                        best, best_action, best_value = child, action, value
+            if untried is not None:
+                child = Node()
+                child.avail = 1
+                children[untried] = child
+                state.apply(untried)
+                path.append((child, actor))
+                break
+            assert best is not None and best_action is not None
+            state.apply(best_action)
+            path.append((best, actor))
+            node = best
+        rollout(state)
+        rewards = reward(state, start_scores)
+        for child, actor in path:
+            child.visits += 1
+            child.total += rewards[actor]
+        done += 1
+    if not root.children:
+        return None
+    stats = tuple(sorted(((a, c.visits, c.total / c.visits) for a, c in root.children.items()),
+                         key=lambda t: (-t[1], -t[2])))
+    return SearchResult(stats[0][0], done, stats)
