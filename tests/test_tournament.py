@@ -200,3 +200,14 @@ def test_an_output_folder_of_another_tournament_is_refused_not_mixed_in(tmp_path
                   "--seed", "3"], out)
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in (out / "records").glob("*.json")) == before
+
+
+def test_every_bundled_bot_runs_with_the_runners_interpreter_others_as_given() -> None:
+    from scout_arena.local import BUNDLED_BOTS
+    from scout_arena.tournament import BUNDLED, BotSpec
+
+    assert set(BUNDLED_BOTS) == BUNDLED  # a bot `play` knows, a tournament knows too
+    for name in sorted(BUNDLED):
+        assert BotSpec("x", name).argv() == [sys.executable, "-m", "scout_arena.cli", "bot",
+                                             "run", name]
+    assert BotSpec("x", "python my bot.py").argv() == ["python", "my", "bot.py"]

@@ -15,7 +15,7 @@ from ..record import JSON
 
 CONFIG_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
-BUNDLED = {"random", "greedy"}
+BUNDLED = {"random", "greedy", "search"}
 #: A bot that forfeits this many matches in a row is seated as absent for the rest of the event.
 DISQUALIFY_AFTER = 3
 LEADER_REFRESH_S = 1.0
@@ -27,7 +27,8 @@ class TournamentDirError(ValueError):
 
 @dataclass(frozen=True)
 class BotSpec:
-    """A named bot program: a command line, or a bundled Python bot (``random``/``greedy``)."""
+    """A named bot program: a command line, or a bundled Python bot (``random``, ``greedy``,
+    ``search``)."""
 
     name: str
     command: str
