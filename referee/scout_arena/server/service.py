@@ -264,6 +264,7 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
         stopping = asyncio.Event()
         writer = asyncio.get_running_loop().create_task(
             self._write(connection, context, stopping))
+        unreadable: Unreadable | None = None
         try:
             while True:
                 message = await context.read()
@@ -271,7 +272,11 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                 if message is EOF:
                     break
                 if isinstance(message, Unreadable):
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message.abort_text())
+                    # Ended below, once the writer has stopped: a status sent while one of its
+                    # writes is in flight fails (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS) and the
+                    # call would never end.
+                    unreadable = message
+                    break
                 assert isinstance(message, arena_pb2.BotMessage)
                 answer = read_answer(message)
                 if isinstance(answer, arena_pb2.RefereeMessage):
@@ -290,6 +295,8 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
             finally:  # whatever the writer did: a stream that is over leaves its seats' clocks
                 self.referee.detach(connection)
                 log.info("bot %s disconnected (session %s)", bot.name, connection.session_id)
+        if unreadable is not None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, unreadable.abort_text())
         if connection.superseded:
             await context.abort(grpc.StatusCode.ABORTED,
                                 "superseded by a newer connection with the same token")
