@@ -103,7 +103,7 @@ PROFILE_QUICK = Timing(0, 0, ref_warmup=1.0, ref_measure=5.0)
 
 
 def default_loops() -> str:
-    return "asyncio,uvloop" if loop_factory("auto")[1] == "uvloop" else "asyncio"
+    return "uvloop,asyncio" if loop_factory("auto")[1] == "uvloop" else "asyncio"
 
 
 # ----- CPU accounting from /proc ------------------------------------------------------------
@@ -980,8 +980,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a short run (about 35 s)")
     parser.add_argument("--event-loops", default=default_loops(), metavar="A,B",
                         help="the referee's and its bots' event loops, measured side by side; "
-                             "the last is the headline (default: asyncio,uvloop when uvloop is "
-                             "installed)")
+                             "the last is the headline (default: uvloop,asyncio when uvloop is "
+                             "installed: stock asyncio ships)")
     parser.add_argument("--profile", action="store_true",
                         help="instead: profile the referee process under cProfile at "
                              f"{HEADLINE_CONCURRENCY} concurrent matches")

@@ -31,15 +31,16 @@ def _loop_module() -> str:
     return eventloop.run(which())
 
 
-def test_auto_runs_on_uvloop_when_installed_and_asyncio_on_request(
+def test_stock_asyncio_by_default_and_uvloop_on_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(eventloop.ENV_VAR, raising=False)
-    assert loop_factory()[1] == "uvloop"
-    assert _loop_module() == "uvloop"
-    monkeypatch.setenv(eventloop.ENV_VAR, "asyncio")
     assert loop_factory()[1] == "asyncio"
     assert _loop_module() == "asyncio"
-    assert loop_factory("uvloop")[1] == "uvloop"  # a flag wins over the environment
+    assert loop_factory("auto")[1] == "uvloop"  # installed here
+    monkeypatch.setenv(eventloop.ENV_VAR, "uvloop")
+    assert loop_factory()[1] == "uvloop"
+    assert _loop_module() == "uvloop"
+    assert loop_factory("asyncio")[1] == "asyncio"  # a flag wins over the environment
 
 
 def test_without_uvloop_auto_falls_back_and_asking_for_it_says_how_to_get_it(
@@ -50,7 +51,7 @@ def test_without_uvloop_auto_falls_back_and_asking_for_it_says_how_to_get_it(
     assert _loop_module() == "asyncio"
     with pytest.raises(EventLoopUnavailable, match="pip install uvloop"):
         loop_factory("uvloop")
-    with pytest.raises(ValueError, match="not one of auto, uvloop, asyncio"):
+    with pytest.raises(ValueError, match="not one of asyncio, uvloop, auto"):
         loop_factory("trio")
 
 

@@ -200,7 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
         return 0
 
-    return run_on_loop(main())  # uvloop when installed; $SCOUT_EVENT_LOOP=asyncio for stock
+    return run_on_loop(main())  # stock asyncio; $SCOUT_EVENT_LOOP=uvloop to choose uvloop
 
 
 def cmd_register(args: argparse.Namespace) -> int:

@@ -30,8 +30,8 @@ from .server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
 
 def _add_event_loop(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
-                        help="asyncio event loop: uvloop when installed (auto, the default, "
-                             "or $SCOUT_EVENT_LOOP), or stock asyncio")
+                        help="asyncio event loop: stock asyncio (the default, or "
+                             "$SCOUT_EVENT_LOOP), uvloop, or auto (uvloop when installed)")
 
 
 def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:

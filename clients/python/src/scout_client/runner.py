@@ -236,9 +236,9 @@ def run(
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop when it is installed (a bot's round trips cost less CPU on it), unless
-    ``SCOUT_EVENT_LOOP=asyncio``; stock asyncio otherwise."""
-    if os.environ.get("SCOUT_EVENT_LOOP") != "asyncio":
+    """Stock asyncio, or uvloop (where installed) with ``SCOUT_EVENT_LOOP=uvloop`` or ``auto``.
+    Not the default: a bot on uvloop whose referee was killed aborted in grpc's poller."""
+    if os.environ.get("SCOUT_EVENT_LOOP") in ("uvloop", "auto"):
         try:
             import uvloop
         except ImportError:
