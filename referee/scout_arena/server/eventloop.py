@@ -1,10 +1,10 @@
 """Which asyncio event loop a server process runs on: stock asyncio unless uvloop is asked for.
 
 uvloop (libuv) cuts the loop's own cost per callback: `bench/referee.py` measures it against
-the stock loop side by side (~10-15 % more decisions/s at 1-10 matches, none at 100). It is
-not the default: an SDK bot on uvloop whose referee was killed aborted in grpc's poller
-("epoll_wait error: Bad file descriptor", SIGABRT) in a tournament test, so ``uvloop`` (or
-``auto``: uvloop where installed) is a choice, by flag or ``SCOUT_EVENT_LOOP``.
+the stock loop side by side (~10-15 % more decisions/s at 1-10 matches, none at 100). That
+gain is small beside grpc's own cost, and stock asyncio is what the whole test suite runs on,
+so ``uvloop`` (or ``auto``: uvloop where installed) is a choice, by flag or
+``SCOUT_EVENT_LOOP``, not the default.
 """
 
 from __future__ import annotations
