@@ -3,49 +3,46 @@ in the same run: every request's history converted afresh, against the stream's
 `RoundHistories` (each history action converted once per round); both with interned cards.
 
 Run as ``.venv/bin/python bench/sdk.py [--matches N] [--json PATH]``. The requests are those of
-N seeded 4-player matches with random legal play, encoded by the referee's own wire code and
-parsed back, in the order one stream per seat would get them. Each way converts them all,
-alternating runs (``--repeats``), and the table gives the median µs per request of each way
-and their ratio.
+N seeded 4-player matches of random play (`engine.random_playout`), encoded by the referee's
+own wire code and parsed back, in the order one stream per seat would get them. Each way
+converts them all, alternating runs (``--repeats``), and the table gives the median µs per
+request of each way and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import itertools
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from common import write_json
+from engine import random_playout
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2
-from scout_arena.engine import Phase, State
+from scout_arena.engine import Action, State
 from scout_arena.server import convert as wire
 from scout_client import convert as sdk_wire
 
 
 def requests(matches: int) -> list[list[arena_pb2.DecisionRequest]]:
-    """Per seat-stream, the DecisionRequests it receives, over ``matches`` matches."""
+    """Per seat-stream, the DecisionRequests it receives, over ``matches`` matches of random
+    play (`engine.random_playout`)."""
     streams: list[list[arena_pb2.DecisionRequest]] = [[] for _ in range(4)]
     for seed in range(matches):
-        rng = random.Random(seed)
-        state = State.new(4, seed)
-        request_id = 0
-        while not state.is_over:
-            if state.phase is Phase.ROTATION:
-                for seat in range(4):
-                    state.choose_rotation(seat, rng.random() < 0.5)
-                continue
-            actor = state.current_seat
-            assert actor is not None
-            request_id += 1
-            message = wire.decision_request(state.observation(actor), f"m-{seed}", request_id,
+        asked = itertools.count(1)
+
+        def ask(state: State, actor: int, _action: Action, seed: int = seed,
+                asked: Iterator[int] = asked) -> None:
+            message = wire.decision_request(state.observation(actor), f"m-{seed}", next(asked),
                                             1000, 10_000)
             streams[actor].append(arena_pb2.RefereeMessage.FromString(
                 message.SerializeToString()).decision_request)
-            state.apply(rng.choice(state.legal_actions()))
+
+        random_playout(4, seed, on_action=ask)
     return streams
 
 
