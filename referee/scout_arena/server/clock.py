@@ -79,16 +79,19 @@ class SeatClock:
         start = self.sent_at if self.started else self.queued_at + MAX_HANDOFF_WAIT_S
         return start + (self.decision_ms + self.bank_ms) / 1000
 
-    def answered(self, received_at: float, loop_lag: float = 0.0) -> None:
-        """Charge the bank whatever an accepted answer took beyond the decision time. The
-        ``loop_lag`` the referee ran behind when it read the answer (`looplag`) is the
-        referee's, as far as the answer's whole wait goes."""
+    def answered(self, received_at: float, loop_lag: float = 0.0) -> float:
+        """Charge the bank whatever an accepted answer took beyond the decision time, and
+        return the seconds the answer took on the bot's clock. The ``loop_lag`` the referee
+        ran behind when it read the answer (`looplag`) is the referee's, as far as the
+        answer's whole wait goes."""
         self.start()
         credit = max(0.0, min(loop_lag, received_at - self.sent_at))
         self.referee_ms += credit * 1000
-        overrun = (received_at - credit - self.sent_at) * 1000 - self.decision_ms
+        taken = received_at - credit - self.sent_at
+        overrun = taken * 1000 - self.decision_ms
         if overrun > 0:
             self.bank_ms = max(0.0, self.bank_ms - overrun)
+        return taken
 
     def ran_out(self) -> None:
         self.bank_ms = 0

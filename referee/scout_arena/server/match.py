@@ -349,14 +349,8 @@ class MatchRunner:
                     if seat.forfeited:
                         return None
                     continue
-                clock = seat.clock
-                clock.answered(received_at, loop_lag)
-                # What the bot's clock measured (`SeatClock.answered`): from the hand-off,
-                # less the referee's own lag.
-                waited = received_at - clock.sent_at
-                self.metrics.answered_request(event.kind,
-                                              waited - max(0.0, min(loop_lag, waited)),
-                                              decision_ms / 1000)
+                taken = seat.clock.answered(received_at, loop_lag)
+                self.metrics.answered_request(event.kind, taken, decision_ms / 1000)
                 seat.open = None
                 self.judge(seat, request_id, Verdict.ACCEPTED)
                 return value
