@@ -32,7 +32,7 @@ import grpc
 import pytest
 from referee_support import stop
 from scout.v1 import arena_pb2, arena_pb2_grpc
-from test_starter_kits import KITS, ROOT, TOKENS, Kit, require
+from test_starter_kits import KITS, ROOT, TOKENS, Kit, KitBuilds, require
 
 # A kit's first build (crates, Maven artefacts, npm packages, apt for C++) can take minutes; the
 # build runs inside the first test of each kit, like the `built_kits` fixture of the kit table.
@@ -149,16 +149,10 @@ class _Arena(arena_pb2_grpc.ArenaServicer):
 @pytest.fixture(scope="session")
 def kit_builds() -> dict[str, str]:
     """Kit name -> build log ("" when it built), filled as each kit is first needed."""
-    return {}
+    return KitBuilds()
 
 
 def build(kit_builds: dict[str, str], name: str) -> Kit:
-    if name not in kit_builds:
-        kit = KITS[name]
-        done = subprocess.run(kit.build, cwd=ROOT, capture_output=True, text=True, timeout=900)
-        kit_builds[name] = "" if done.returncode == 0 else (
-            f"`{' '.join(kit.build)}` failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
-            f"{done.stderr[-3000:]}")
     return require(kit_builds, name)
 
 

@@ -133,6 +133,14 @@ class BotRegistry:
         self._by_token[digest] = entry
         return entry
 
+    def entry(self, name: str) -> BotEntry:
+        """The bot of this name, known from now on if it was not (a bot vouched for by an
+        authenticator or a ticket has no token here)."""
+        entry = self._by_name.get(name)
+        if entry is None:
+            entry = self._by_name[name] = BotEntry(name, token="")
+        return entry
+
     def bot_for_token(self, token: str) -> BotEntry | None:
         entry = self._by_token.get(token_digest(token))
         if entry is None:
@@ -150,7 +158,4 @@ class BotRegistry:
         name = await self.authenticator(token)
         if name is None:
             return None
-        entry = self._by_name.get(name)
-        if entry is None:
-            entry = self._by_name[name] = BotEntry(name, token="")
-        return entry
+        return self.entry(name)

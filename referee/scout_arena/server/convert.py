@@ -35,6 +35,7 @@ from .events import (
     ActionAnswer,
     ActionPlayed,
     AnswerJudged,
+    Assigned,
     BotEvent,
     DecisionRequested,
     Goodbye,
@@ -341,6 +342,10 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
         return arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(
             protocol_version=PROTOCOL_VERSION, bot_name=event.bot_name,
             session_id=event.session_id, resumed=event.resumed))
+    if isinstance(event, Assigned):
+        return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
+            match_id=event.match_id, address=event.address, ticket=event.ticket,
+            tls=event.tls))
     if isinstance(event, Goodbye):
         return arena_pb2.RefereeMessage(goodbye=arena_pb2.Goodbye(
             reason=_GOODBYE_TO_PB[event.reason], message=event.message,

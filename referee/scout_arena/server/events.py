@@ -64,6 +64,17 @@ class Goodbye:
 
 
 @dataclass(frozen=True, slots=True)
+class Assigned:
+    """Play ``match_id`` on the referee node at ``address``, with ``ticket`` as the bearer
+    token of a stream there (PROTOCOL.md §3.8): sent by a ladder with nodes."""
+
+    match_id: str
+    address: str
+    ticket: str
+    tls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class MatchStarted:
     """A seat's start of a match, sent again (``resumed``) after a reconnect with its clock."""
 
@@ -204,8 +215,8 @@ class ActionAnswer:
     unreadable: str = ""
 
 
-BotEvent = (Welcome | Goodbye | MatchStarted | RotationRequested | DecisionRequested | AnswerJudged
-            | ActionPlayed | RoundEnded | MatchEnded)
+BotEvent = (Welcome | Goodbye | Assigned | MatchStarted | RotationRequested | DecisionRequested
+            | AnswerJudged | ActionPlayed | RoundEnded | MatchEnded)
 """Everything a bot's stream carries."""
 
 SpectatorEvent = MatchSnapshot | RoundStarted | ActionPlayed | RoundEnded | MatchEnded

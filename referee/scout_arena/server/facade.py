@@ -18,7 +18,7 @@ from ..engine import SpectatorView, spectator_view
 from ..record import JSON, MatchRecord
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal
-from .events import Goodbye, GoodbyeReason
+from .events import Assigned, Goodbye, GoodbyeReason
 from .match import MatchRunner
 from .metrics import MetricsServer, serve_metrics
 from .referee import Referee
@@ -184,6 +184,45 @@ class RefereeFacade:
         match = self._referee.create_match(bots, seed, time_control, absent=absent,
                                            absent_ok=absent_ok, meta=meta)
         return match.match_id
+
+    # ----- nodes: matches a ladder places on other referees (PROTOCOL.md §3.8) ------------
+
+    def send_assignment(self, bot: str, match_id: str, address: str, ticket: str,
+                        tls: bool = False) -> bool:
+        """Tell a connected bot to play ``match_id`` on the node at ``address`` with
+        ``ticket``; False when the bot has no live stream here."""
+        entry = self._referee.bots.get(bot)
+        if entry is None or entry.connection is None:
+            return False
+        entry.connection.send(self._referee.wire.encode(Assigned(match_id, address, ticket, tls)))
+        return True
+
+    def host_match(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
+                   time_control: TimeControl | None = None, *, join_timeout_s: float = 10.0,
+                   meta: JSON | None = None) -> None:
+        """Hold a match a ladder assigned to this referee (a node): ``seats`` are (bot name,
+        ticket) by seat; it starts once each bot has a stream here (opened with its ticket, or
+        open already), or after ``join_timeout_s`` with the missing seats absent. It is then
+        reported to `on_match_finished` like any other; `on_hosting_failed` hears of one that
+        could not start. Raises `MatchRequestError` when it cannot be held."""
+        self._referee.host_match(match_id, seats, seed,
+                                 time_control or self._referee.default_time_control,
+                                 join_timeout_s, meta)
+
+    def cancel_match(self, match_id: str, reason: str) -> bool:
+        """Drop a held match, or abort a running one (its record is written as aborted);
+        False when no such match is held or running."""
+        return self._referee.cancel_match(match_id, reason)
+
+    def on_hosting_failed(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(match id, why)`` when a held match could not start at all."""
+        self._referee.on_hosting_failed.append(callback)
+
+    def load(self) -> tuple[int, int]:
+        """(matches running or held, bots connected)."""
+        running = len(self._referee.matches.running) + len(self._referee.pending)
+        connected = sum(1 for bot in self._referee.bots if bot.connection is not None)
+        return running, connected
 
     def on_match_finished(self, callback: Callable[[MatchRecord], None]) -> None:
         """Call ``callback(record)`` as each match ends, once its record is stored:

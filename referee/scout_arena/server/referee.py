@@ -36,6 +36,7 @@ from .events import Answer, AnswerJudged, Goodbye, MatchStatus, Verdict, Welcome
 from .looplag import LoopLag
 from .match import MatchRunner, OpenRequest
 from .metrics import RefereeMetrics
+from .tickets import PendingMatch, TicketBook
 
 MAX_STRIKES = 3
 
@@ -90,6 +91,12 @@ class Referee:
         self.metrics = RefereeMetrics()
         """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
         self.metrics.count_running_matches(lambda: len(self.matches.running))
+        self.tickets = TicketBook()
+        """Tickets of the matches a ladder assigned to this referee (a node), `host_match`."""
+        self.pending: dict[str, PendingMatch] = {}
+        """Assigned matches waiting for their bots' streams."""
+        self.on_hosting_failed: list[Callable[[str, str], None]] = []
+        """Called (match id, why) when an assigned match could not start at all."""
 
     @property
     def wire(self) -> Wire:
@@ -110,6 +117,10 @@ class Referee:
         return self.bots.register(name, token)
 
     async def authenticate(self, token: str) -> BotEntry | None:
+        """The bot of a token, or of a live ticket of a match this node hosts."""
+        name = self.tickets.bot_for(token)
+        if name is not None:
+            return self.bots.entry(name)
         return await self.bots.authenticate(token)
 
     # ----- connections --------------------------------------------------------------------
@@ -141,6 +152,8 @@ class Referee:
             seat.match.resync(seat)
         for callback in self.on_connect:
             callback(bot)
+        for pending in [p for p in self.pending.values() if bot.name in p.names]:
+            self._start_if_ready(pending)
         return resumed
 
     def detach(self, connection: BotConnection) -> None:
@@ -194,7 +207,7 @@ class Referee:
     def create_match(self, bot_names: Sequence[str], seed: int | None = None,
                      time_control: TimeControl | None = None, *,
                      absent: Collection[str] = (), absent_ok: bool = False,
-                     meta: JSON | None = None) -> MatchRunner:
+                     meta: JSON | None = None, match_id: str | None = None) -> MatchRunner:
         """Start a match now. Seats of bots in ``absent`` (or, with ``absent_ok``, of bots not
         connected) forfeit from the first move and are played by the fallback: a tournament
         uses this so that a crashed or disqualified bot costs no time."""
@@ -227,7 +240,10 @@ class Referee:
         tc.check()
         if seed is None:
             seed = secrets.randbits(64)
-        match_id = f"m-{secrets.token_hex(6)}"
+        if match_id is None:
+            match_id = f"m-{secrets.token_hex(6)}"
+        elif self.matches.get(match_id) is not None:
+            raise InvalidTable(f"match {match_id} exists already")
         runner = MatchRunner(self, match_id, bots, seed, tc, self.wire.for_match(match_id),
                              meta)
         for seat in runner.seats:
@@ -250,7 +266,84 @@ class Referee:
         path = self.records_dir / f"{match.match_id}.json"
         await asyncio.to_thread(dump_record, match.record, path)
 
+    # ----- matches a ladder assigns (this referee is a node) -------------------------------
+
+    def host_match(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
+                   time_control: TimeControl, join_timeout_s: float,
+                   meta: JSON | None = None) -> None:
+        """Hold an assigned match until every seat's bot is connected (each brings its
+        ticket, or is connected already), then start it; at ``join_timeout_s`` start it with
+        the missing seats absent. Raises `MatchRequestError` when it cannot be held."""
+        if not self.accepting:
+            raise RefereeClosing("the referee is shutting down")
+        if match_id in self.pending or self.matches.get(match_id) is not None:
+            raise InvalidTable(f"match {match_id} is held here already")
+        if not 2 <= len(seats) <= 5:
+            raise InvalidTable(f"a match seats 2 to 5 bots, not {len(seats)}")
+        if len({name for name, _ in seats}) != len(seats):
+            raise InvalidTable("a bot can hold only one seat in a match")
+        for index, (name, _) in enumerate(seats):
+            if not name or has_control_characters(name):
+                raise InvalidBotName(f"seat {index}: invalid bot name {quoted(name)}")
+        time_control.check()
+        try:
+            self.tickets.issue(match_id, seats)
+        except ValueError as exc:
+            raise InvalidTable(str(exc)) from None
+        pending = PendingMatch(match_id, tuple(seats), seed, time_control, meta)
+        self.pending[match_id] = pending
+        pending.timer = asyncio.get_running_loop().call_later(
+            join_timeout_s, self._start_pending, pending, True)
+        self._start_if_ready(pending)
+
+    def _start_if_ready(self, pending: PendingMatch) -> None:
+        ready = all((bot := self.bots.get(name)) is not None and bot.connection is not None
+                    for name in pending.names)
+        if ready:
+            self._start_pending(pending, False)
+
+    def _start_pending(self, pending: PendingMatch, timed_out: bool) -> None:
+        if self.pending.get(pending.match_id) is not pending:
+            return
+        del self.pending[pending.match_id]
+        if pending.timer is not None:
+            pending.timer.cancel()
+        names = pending.names
+        for name in names:
+            self.bots.entry(name)
+        try:
+            self.create_match(names, pending.seed, pending.time_control, absent_ok=True,
+                              meta=pending.meta, match_id=pending.match_id)
+        except Exception as exc:
+            self.tickets.forget(pending.match_id)
+            log.warning("assigned match %s could not start: %s", pending.match_id, exc)
+            for callback in self.on_hosting_failed:
+                callback(pending.match_id, str(exc))
+            return
+        if timed_out:
+            missing = [n for n in names if (b := self.bots.get(n)) is None or b.connection is None]
+            log.info("assigned match %s started without %s (not connected in time)",
+                     pending.match_id, ", ".join(missing))
+
+    def cancel_match(self, match_id: str, reason: str) -> bool:
+        """Stop an assigned match without a result: a pending one is dropped, a running one
+        aborted (its record is written, status aborted). False when it is not held here."""
+        pending = self.pending.pop(match_id, None)
+        if pending is not None:
+            if pending.timer is not None:
+                pending.timer.cancel()
+            self.tickets.forget(match_id)
+            log.info("assigned match %s cancelled before it began: %s", match_id, reason)
+            return True
+        match = self.matches.running.get(match_id)
+        if match is None or match.task is None or match.task.done():
+            return False
+        match.task.cancel()
+        log.info("match %s cancelled: %s", match_id, reason)
+        return True
+
     def match_finished(self, match: MatchRunner) -> None:
+        self.tickets.forget(match.match_id)
         try:
             for callback in self.on_match_finished:
                 callback(match)

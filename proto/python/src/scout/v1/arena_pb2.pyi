@@ -278,6 +278,7 @@ class RefereeMessage(_message.Message):
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     GOODBYE_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -318,6 +319,10 @@ class RefereeMessage(_message.Message):
     def goodbye(self) -> Global___Goodbye:
         """The referee is closing this stream on purpose; the last message before the stream ends."""
 
+    @_builtins.property
+    def assignment(self) -> Global___MatchAssignment:
+        """Play a match on another referee node: open a Play stream there (PROTOCOL.md §3.8)."""
+
     def __init__(
         self,
         *,
@@ -331,12 +336,13 @@ class RefereeMessage(_message.Message):
         match_ended: Global___MatchEnded | None = ...,
         error: Global___ProtocolError | None = ...,
         goodbye: Global___Goodbye | None = ...,
+        assignment: Global___MatchAssignment | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye", "assignment"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
@@ -743,6 +749,46 @@ class ProtocolError(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProtocolError: _TypeAlias = ProtocolError  # noqa: Y015
+
+@_typing.final
+class MatchAssignment(_message.Message):
+    """A ladder with referee nodes seats the bot in a match that another node hosts. The bot
+    opens a Play stream to `address` (unless it already has one open there), with the metadata
+    `authorization: Bearer <ticket>` and the same Hello, and plays the match on it exactly as on
+    this stream. This stream stays open: further matches and assignments keep coming here.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    TICKET_FIELD_NUMBER: _builtins.int
+    TLS_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """The match the bot is seated in; its messages all come on the node's stream."""
+    address: _builtins.str
+    """host:port of the referee node that hosts the match."""
+    ticket: _builtins.str
+    """The bearer token for a Play stream to that node. It is good for this match only, and
+    only until the match ends; a stream opened with it stays open for later matches there.
+    """
+    tls: _builtins.bool
+    """True when the node is reached over TLS (trusting the same CA as this connection)."""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        address: _builtins.str = ...,
+        ticket: _builtins.str = ...,
+        tls: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "match_id", b"match_id", "ticket", b"ticket", "tls", b"tls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MatchAssignment: _TypeAlias = MatchAssignment  # noqa: Y015
 
 @_typing.final
 class Goodbye(_message.Message):
