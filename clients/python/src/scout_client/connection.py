@@ -28,6 +28,7 @@ from . import convert
 from .errors import ConnectionLost, ConnectionRejected, InvalidToken
 from .types import (
     PROTOCOL_VERSION,
+    Assignment,
     BotMessage,
     Goodbye,
     GoodbyeReason,
@@ -239,6 +240,11 @@ async def _no_hook(goodbye: Goodbye) -> None:
     return None
 
 
+def _no_assignments(assignment: Assignment) -> None:
+    log.warning("ignoring an assignment to match %s on %s: this stream takes none",
+                assignment.match_id, assignment.address)
+
+
 class Connection:
     """The Play streams of one `run_bot` call. Welcome and every match's messages are handed to
     `on_welcome` and `on_match_message` (with the event-loop time they arrived, from which
@@ -255,7 +261,9 @@ class Connection:
         on_welcome: Callable[[Welcome], None],
         on_match_message: Callable[[MatchMessage, float], None],
         on_goodbye: Callable[[Goodbye], Awaitable[None]] = _no_hook,
+        on_assignment: Callable[[Assignment], None] = _no_assignments,
         stop: asyncio.Event,
+        peer: str = "the referee",
     ) -> None:
         self._channel = channel
         self._metadata = metadata
@@ -264,7 +272,9 @@ class Connection:
         self._on_welcome = on_welcome
         self._on_match_message = on_match_message
         self._on_goodbye = on_goodbye
+        self._on_assignment = on_assignment
         self._stop = stop
+        self._peer = peer
         self._welcomed = False
         self._last_error: ProtocolError | None = None
         self._goodbye: Goodbye | None = None
@@ -321,6 +331,24 @@ class Connection:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
 
+    async def session(self) -> Goodbye | None:
+        """One stream (see `_session`), for a caller with its own reconnect policy (a node's
+        stream, `nodes`): returns the Goodbye it ended with, if any; raises
+        ConnectionRejected when the referee refused the bot and aio.AioRpcError when the
+        stream failed."""
+        try:
+            await self._session()
+        except aio.AioRpcError as error:
+            code, details = error.code(), error.details() or ""
+            if _is_rejection(code, details):
+                raise ConnectionRejected(
+                    code, details, self._last_error,
+                    local=_is_local_metadata_error(code, details),
+                ) from None
+            if self._goodbye is None:
+                raise
+        return self._goodbye
+
     async def _session(self) -> None:
         """One Play stream, until the referee ends it (returns, or raises AioRpcError with the
         status) or `stop` is set (closes it gracefully and returns). After a Goodbye the status
@@ -373,7 +401,7 @@ class Connection:
     def _receive(self, message: RefereeMessage, received_at: float) -> None:
         if isinstance(message, Welcome):
             self._welcomed = True
-            log.info("connected to the referee as %r (session %s%s)", message.bot_name,
+            log.info("connected to %s as %r (session %s%s)", self._peer, message.bot_name,
                      message.session_id, ", resumed" if message.resumed else "")
             if message.protocol_version != PROTOCOL_VERSION:
                 log.warning("the referee speaks protocol %d, this SDK %d",
@@ -383,6 +411,8 @@ class Connection:
             self._last_error = message
             log.warning("protocol error from the referee: %s: %s", message.code.name,
                         message.message)
+        elif isinstance(message, Assignment):
+            self._on_assignment(message)
         elif isinstance(message, Goodbye):
             self._goodbye = message
             self._said_goodbye.set()

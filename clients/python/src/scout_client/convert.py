@@ -21,6 +21,7 @@ from .types import (
     ActionKind,
     AnswerResult,
     AnswerStatus,
+    Assignment,
     BotMessage,
     Card,
     End,
@@ -388,6 +389,9 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage,
         return ProtocolError(code, message.error.message)
     if body == "goodbye":
         return goodbye_from_proto(message.goodbye)
+    if body == "assignment":
+        a = message.assignment
+        return Assignment(a.match_id, a.address, a.ticket, a.tls)
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .decisions import BotCalls, Decisions
@@ -25,7 +26,7 @@ from .types import (
     Welcome,
 )
 
-__all__ = ["Matches"]
+__all__ = ["Matches", "Tally"]
 
 log = logging.getLogger("scout_client")
 
@@ -39,23 +40,38 @@ class _Match:
     worker: asyncio.Task[None] | None = None
 
 
+class Tally:
+    """Matches that ended over every stream of one bot, setting `stop` once `max_matches`
+    have."""
+
+    def __init__(self, max_matches: int | None, stop: asyncio.Event) -> None:
+        self._max_matches = max_matches
+        self._stop = stop
+        self.finished = 0
+
+    def ended(self) -> None:
+        self.finished += 1
+        if self._max_matches is not None and self.finished >= self._max_matches:
+            log.info("played %d match(es); stopping", self.finished)
+            self._stop.set()
+
+
 class Matches:
-    """Routes each match's messages to its worker and counts the matches that ended, setting
-    `stop` once `max_matches` have."""
+    """Routes the messages of one stream's matches (the main stream's, or a node's) to their
+    workers; `tally` counts those that end, and `on_end` hears of each."""
 
     def __init__(
         self,
         calls: BotCalls,
         decisions: Decisions,
         *,
-        max_matches: int | None,
-        stop: asyncio.Event,
+        tally: Tally,
+        on_end: Callable[[str], None] | None = None,
     ) -> None:
         self._calls = calls
         self._decisions = decisions
-        self._max_matches = max_matches
-        self._stop = stop
-        self.finished = 0
+        self._tally = tally
+        self._on_end = on_end
         self._matches: dict[str, _Match] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._workers: set[asyncio.Task[None]] = set()
@@ -106,10 +122,9 @@ class Matches:
         if match.worker is not None and match.worker is not asyncio.current_task():
             match.worker.cancel()
         self._decisions.forget(match_id)
-        self.finished += 1
-        if self._max_matches is not None and self.finished >= self._max_matches:
-            log.info("played %d match(es); stopping", self.finished)
-            self._stop.set()
+        if self._on_end is not None:
+            self._on_end(match_id)
+        self._tally.ended()
 
     async def _play(self, match: _Match) -> None:
         """One match's messages in order: hooks are awaited so the bot sees events before the

@@ -1,6 +1,7 @@
 """Connects a Bot to a referee and plays until told to stop: `run_bot`, and `run` for scripts.
 
-One gRPC channel and one `Arena.Play` stream at a time carry every match the bot is seated in.
+One gRPC channel and one `Arena.Play` stream at a time carry every match the bot is seated in,
+except the matches a ladder places on other referee nodes, which `nodes` plays on streams there.
 The work is split by job: `connection` keeps the streams going (reconnecting with backoff,
 raising `ConnectionRejected` when retrying cannot help, and stopping or coming back later as the
 referee's Goodbye says), `matches` gives each match a worker that sees its messages in order,
@@ -17,6 +18,8 @@ import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from grpc import aio
+
 from .bot import Bot
 from .connection import (
     Connection,
@@ -31,7 +34,8 @@ from .connection import (
 )
 from .decisions import DEFAULT_SAFETY_MARGIN_MS, BotCalls, Decisions
 from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
-from .matches import Matches
+from .matches import Matches, Tally
+from .nodes import NodeStreams
 from .types import PROTOCOL_VERSION, Goodbye, Hello
 
 __all__ = [
@@ -131,7 +135,16 @@ async def run_bot(
     decisions = Decisions(
         calls, outbox, safety_margin_ms=safety_margin_ms, use_time_bank=use_time_bank
     )
-    matches = Matches(calls, decisions, max_matches=max_matches, stop=stop)
+    tally = Tally(max_matches, stop)
+    matches = Matches(calls, decisions, tally=tally)
+    hello = _hello(bot, max_concurrent_matches, public_events)
+
+    def node_channel(node_address: str, node_tls: bool) -> aio.Channel:
+        return open_channel(node_address, tls=tls or node_tls, ca_cert=ca_cert,
+                            client_cert=client_cert, client_key=client_key)
+
+    nodes = NodeStreams(calls, tally, hello, node_channel, stop,
+                        safety_margin_ms=safety_margin_ms, use_time_bank=use_time_bank)
 
     async def on_goodbye(goodbye: Goodbye) -> None:
         await calls.hook("on_goodbye", goodbye)
@@ -139,11 +152,12 @@ async def run_bot(
     connection = Connection(
         channel,
         metadata,
-        _hello(bot, max_concurrent_matches, public_events),
+        hello,
         outbox,
         on_welcome=matches.resync,
         on_match_message=matches.receive,
         on_goodbye=on_goodbye,
+        on_assignment=nodes.assign,
         stop=stop,
     )
     watcher: asyncio.Task[None] | None = None
@@ -156,8 +170,8 @@ async def run_bot(
             # Everything is cancelled before anything is awaited, so no answer is worked
             # out, or match advanced, while the others wind down.
             stopping = [*matches.cancel(), *decisions.cancel()]
-            await asyncio.gather(*stopping, return_exceptions=True)
-        return matches.finished
+            await asyncio.gather(*stopping, nodes.close(), return_exceptions=True)
+        return tally.finished
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -30,6 +30,7 @@ from .types import (
     Action,
     ActionChoice,
     AnswerResult,
+    Assignment,
     BotMessage,
     Card,
     End,
@@ -244,6 +245,10 @@ def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessag
         return arena_pb2.RefereeMessage(match_ended=match_ended_to_proto(message))
     if isinstance(message, Goodbye):
         return arena_pb2.RefereeMessage(goodbye=goodbye_to_proto(message))
+    if isinstance(message, Assignment):
+        return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
+            match_id=message.match_id, address=message.address, ticket=message.ticket,
+            tls=message.tls))
     return arena_pb2.RefereeMessage(
         error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
     )

@@ -30,6 +30,7 @@ __all__ = [
     "Card",
     "End",
     "ErrorCode",
+    "Assignment",
     "Goodbye",
     "GoodbyeReason",
     "Hello",
@@ -236,6 +237,18 @@ class Goodbye:
     retry_after_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Play `match_id` on the referee node at `address` (a ladder with nodes, PROTOCOL.md
+    §3.8): the SDK opens a stream there with `ticket` as its bearer token, unless it has one
+    open, and plays the match on it like any other."""
+
+    match_id: str
+    address: str
+    ticket: str
+    tls: bool = False
+
+
 MatchMessage: TypeAlias = (
     MatchStart
     | RotationRequest
@@ -248,7 +261,7 @@ MatchMessage: TypeAlias = (
 """A referee message about one match (each has a `match_id`): all but Welcome, ProtocolError and
 Goodbye, which are about the connection."""
 
-RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye
+RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye | Assignment
 """Anything the referee sends; a DecisionRequest arrives as an `Observation`."""
 
 
