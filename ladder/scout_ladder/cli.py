@@ -15,9 +15,11 @@ import functools
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
@@ -115,6 +117,7 @@ def _console() -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from scout_arena.server import TimeControl
 
+    from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
     from .repository import LeaseHeldError, Repository
     from .service import Ladder, LadderConfig
@@ -128,6 +131,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port)
+    node_token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN") or None
+    if args.nodes is not None:
+        if args.nodes < 1:
+            raise _Exit("--nodes: at least 1", 2)
+        node_token = node_token or secrets.token_urlsafe(24)
+    if node_token is not None:
+        config.node_token = node_token
+        config.join_timeout_s = args.join_timeout
+        config.node_heartbeat_timeout_s = args.node_heartbeat_timeout
 
     async def main() -> int:
         # Handlers first: a SIGTERM while starting, or right after "listening", stops cleanly.
@@ -166,6 +178,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             f"{args.metrics_port}: {exc}", 1) from None
         tune_gc()  # the ladder hosts the referee: the same stall-free collection policy
         print(f"ladder listening on {ladder.address}", flush=True)
+        local_nodes = None
+        if args.nodes is not None:
+            assert node_token is not None
+            local_nodes = LocalNodes(args.nodes, ladder.address, node_token, args.host,
+                                     Path(args.node_records), capacity=args.node_capacity,
+                                     decision_ms=args.decision_ms,
+                                     time_bank_ms=args.time_bank_ms, verbose=args.verbose)
+            try:
+                addresses = await local_nodes.start()
+            except Exception as exc:
+                await local_nodes.stop()
+                await ladder.stop()
+                repo.close()
+                raise _Exit(f"--nodes: the local nodes did not start: {exc!r}", 1) from None
+            print(f"{len(addresses)} local referee nodes on {', '.join(addresses)}", flush=True)
+        elif node_token is not None:
+            print("serving referee nodes (scout-arena referee serve --join "
+                  f"{ladder.address})", flush=True)
         if metrics_url is not None:
             print(f"metrics on {metrics_url}", flush=True)
         if args.web_port is not None:
@@ -181,6 +211,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await asyncio.wait([*waits, dead], return_when=asyncio.FIRST_COMPLETED)
         for waiting in [*waits, dead]:
             waiting.cancel()
+        if local_nodes is not None:
+            ladder.pause()
+            await local_nodes.stop()
         if dead.done() and not dead.cancelled():
             try:
                 await ladder.referee.exit_dead(ladder.address, dead.result(), ladder.stop())
@@ -368,6 +401,21 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    nodes = serve.add_argument_group(
+        "referee nodes", "play the matches on referee nodes (docs/deploy.md#nodes)")
+    nodes.add_argument("--node-token", metavar="TOKEN",
+                       help="serve nodes that attach with this token (default: "
+                            "$SCOUT_NODE_TOKEN); every match is then played on a node")
+    nodes.add_argument("--nodes", type=int, metavar="N",
+                       help="start N local referee node processes (one per core)")
+    nodes.add_argument("--node-records", default="node-records", metavar="DIR",
+                       help="records and logs of the local nodes (default ./node-records)")
+    nodes.add_argument("--node-capacity", type=int, default=100, metavar="N",
+                       help="matches at once per local node (default 100)")
+    nodes.add_argument("--join-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="how long a node waits for a match's bots (then they forfeit)")
+    nodes.add_argument("--node-heartbeat-timeout", type=float, default=5.0, metavar="SECONDS",
+                       help="a node silent this long is lost and its matches voided")
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=_guarded(cmd_serve))
 

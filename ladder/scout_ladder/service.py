@@ -35,14 +35,21 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
-from scout.v1 import ladder_pb2, ladder_pb2_grpc
+from scout.v1 import game_pb2, ladder_pb2, ladder_pb2_grpc, nodes_pb2, nodes_pb2_grpc
 from scout_arena.ratings import Rating, make_env, rate_table
-from scout_arena.record import MatchRecord, record_to_json
+from scout_arena.record import (
+    JSON,
+    MatchRecord,
+    RecordError,
+    record_from_json,
+    record_to_json,
+    replay,
+)
 from scout_arena.server import RefereeFacade, TimeControl
 
 from .matchmaker import (
@@ -52,6 +59,7 @@ from .matchmaker import (
     unfillable_sizes,
     why_no_table,
 )
+from .nodes import NodeRegistry, NodeSession, NodesServicer
 from .repository import (
     BotOwnerError,
     BotRetiredError,
@@ -74,6 +82,11 @@ T = TypeVar("T")
 VOID_AT_START = "the ladder died (it was killed or crashed) before the match ended"
 VOID_AT_STOP = "the ladder was stopped"
 VOID_BEFORE_START = "the ladder was stopped before the match began"
+VOID_NODE_NOT_BACK = ("the ladder restarted and no referee node reported the match within "
+                      "{seconds:g} s")
+REPORT_GRACE_S = 10.0
+"""After a node attaches again, how long a match it no longer runs may take to be reported
+(a result that ended while the link was down comes right after the welcome)."""
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 5.0
 
@@ -108,6 +121,16 @@ class LadderConfig:
     lease_check_s: float = 5.0
     """How often the lease's connection is checked (PostgreSQL); a lost lease stops the
     ladder."""
+    node_token: str | None = None
+    """Serve `Nodes` with this token and play every match on referee nodes (nodes.proto);
+    None: the ladder's own referee plays them."""
+    node_heartbeat_s: float = 1.0
+    node_heartbeat_timeout_s: float = 5.0
+    """A node silent this long is lost: its matches are voided, its bots seated elsewhere."""
+    join_timeout_s: float = 10.0
+    """How long a node waits for an assigned match's bots; a bot not there by then forfeits."""
+    node_rejoin_s: float = 20.0
+    """After a restart, how long the nodes have to claim the matches left in flight."""
 
 
 class _GaveUp(Exception):
@@ -124,6 +147,9 @@ class _Flight:
     """The referee's id, which the row takes once bound."""
     challenge_id: int | None
     bound: asyncio.Task[None] | None = None
+    players: tuple[str, ...] = ()
+    node: str | None = None
+    """Address of the referee node hosting it; None: the ladder's own referee."""
 
 
 def _brief(exc: BaseException) -> str:
@@ -140,12 +166,21 @@ class Ladder:
         self.config = config
         self.rng = random.Random(config.rng_seed)
         self.env = make_env()
+        self.nodes: NodeRegistry | None = None
+        services = [(lambda srv: ladder_pb2_grpc.add_LadderServicer_to_server(
+            LadderServicer(self), srv), "scout.v1.Ladder")]
+        if config.node_token is not None:
+            if not config.node_token:
+                raise ValueError("the node token is empty: give nodes a secret to attach with")
+            nodes = self.nodes = NodeRegistry(config.node_heartbeat_s,
+                                              config.node_heartbeat_timeout_s)
+            token = config.node_token
+            services.append((lambda srv: nodes_pb2_grpc.add_NodesServicer_to_server(
+                NodesServicer(nodes, self, token), srv), "scout.v1.Nodes"))
         self.referee = RefereeFacade(
             host=config.host, port=config.port, admin_token=config.admin_token,
             time_control=config.time_control, reconnect_grace_s=config.reconnect_grace_s,
-            authenticator=self._authenticate,
-            extra_services=[(lambda srv: ladder_pb2_grpc.add_LadderServicer_to_server(
-                LadderServicer(self), srv), "scout.v1.Ladder")])
+            authenticator=self._authenticate, extra_services=services)
         self.referee.on_match_finished(self._match_finished)
         self.referee.on_connect(self._connected)
         self.ratings: dict[str, Rating] = {}
@@ -160,12 +195,17 @@ class Ladder:
         self._finish_lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         self._flights: dict[str, _Flight] = {}
+        self._orphans: dict[str, _Flight] = {}
+        """After a restart with nodes: matches left in flight that no node has claimed yet."""
+        self._node_seats: dict[str, set[str]] = {}
+        """Bot -> ladder matches it plays (or is waiting for) on nodes."""
         self._unsettled_intents: set[str] = set()
         self._scheduler: asyncio.Task[None] | None = None
         self._lease_watch: asyncio.Task[None] | None = None
         self._lease: Lease | None = None
         self._wake = asyncio.Event()
         self._stopping = False
+        self._paused = False
         self._stopped = False
         self._table_problem: tuple[str, float] | None = None
         self._table_warned: str | None = None
@@ -183,8 +223,11 @@ class Ladder:
         referee_started = False
         try:
             await asyncio.to_thread(self.repo.migrate)
-            self.voided_at_start = await asyncio.to_thread(self.repo.void_in_flight,
-                                                           VOID_AT_START)
+            if self.nodes is not None:
+                await self._await_nodes_claims()
+            else:
+                self.voided_at_start = await asyncio.to_thread(self.repo.void_in_flight,
+                                                               VOID_AT_START)
             if self.voided_at_start:
                 log.warning("voided %d matches that were in flight when the ladder died: %s",
                             len(self.voided_at_start), ", ".join(self.voided_at_start))
@@ -251,9 +294,11 @@ class Ladder:
             except Exception:
                 log.exception("the referee did not stop cleanly")
             await self._drain()
-            # Whatever is left is ours and will never end: settle it now, not at next start.
+            # Whatever is left of our own referee's is over: settle it now, not at next start.
+            # Matches on nodes play on; their nodes report them to the next start.
             for flight in list(self._flights.values()):
-                await self._settle_void(flight, VOID_AT_STOP)
+                if flight.node is None:
+                    await self._settle_void(flight, VOID_AT_STOP)
             for intent_id in sorted(self._unsettled_intents):
                 with contextlib.suppress(StorageError):
                     await self._db(f"void match {intent_id}", self.repo.void_match, intent_id,
@@ -385,14 +430,29 @@ class Ladder:
                 log.exception("scheduling pass failed; trying again")
 
     def _idle_bots(self) -> list[str]:
+        node_seats = self._node_seats
         return [name for name, free in self.referee.connected_bots().items()
-                if free > 0 and name not in self.unschedulable and name in self.owners]
+                if free - len(node_seats.get(name, ())) > 0 and name not in self.unschedulable
+                and name in self.owners]
+
+    def _room(self) -> int | None:
+        """Matches that may start now: the nodes' free capacity; None when unbounded (the
+        ladder's own referee plays them)."""
+        return None if self.nodes is None else self.nodes.free_capacity()
+
+    def pause(self) -> None:
+        """Start no more matches (before the ladder's local nodes are stopped, `stop`)."""
+        self._paused = True
 
     async def _schedule_once(self) -> None:
+        if self._paused:
+            return
         idle = dict.fromkeys(self._idle_bots())
+        if not idle or self._room() == 0:
+            return
         for challenge in await asyncio.to_thread(self.repo.open_challenges):
             names = [challenge.bot, *challenge.opponents]
-            if all(n in idle for n in names) and not self._stopping:
+            if all(n in idle for n in names) and not self._stopping and self._room() != 0:
                 await self._start(names, challenge_id=challenge.id)
                 for n in names:
                     idle.pop(n, None)
@@ -406,7 +466,7 @@ class Ladder:
             games = stored[name].games if name in stored else 0
             candidates.append(Candidate(name, self.owners.get(name, ""), rating.mu, rating.sigma,
                                         games, now - self.idle_since.get(name, now)))
-        while not self._stopping:
+        while not self._stopping and self._room() != 0:
             table = choose_table(candidates, self.config.matchmaker, self.rng)
             if table is None:
                 return
@@ -436,6 +496,9 @@ class Ladder:
             raise
         if self._stopping:
             await self._void_intent(intent_id, VOID_BEFORE_START)
+            return
+        if self.nodes is not None:
+            await self._start_on_node(self.nodes, intent_id, names, seed, challenge_id)
             return
         try:
             match_id = self.referee.create_match(names, seed)
@@ -471,6 +534,204 @@ class Ladder:
         except Exception:
             return flight.intent_id
         return flight.match_id
+
+    # ----- referee nodes --------------------------------------------------------------------
+
+    async def _await_nodes_claims(self) -> None:
+        """At start, with nodes: what was in flight may still be playing on a node, or have
+        ended there while the ladder was away. Nodes claim theirs as they attach (and report
+        what ended); whatever is unclaimed after ``node_rejoin_s`` is voided."""
+        in_flight = await asyncio.to_thread(self.repo.in_flight_matches)
+        for summary in in_flight:
+            players = tuple(seat.bot for seat in sorted(summary.seats, key=lambda s: s.seat))
+            self._orphans[summary.match_id] = _Flight(summary.match_id, summary.match_id,
+                                                      summary.challenge_id, players=players)
+            self._hold_seats(summary.match_id, players)
+        if in_flight:
+            log.warning("%d matches were in flight when the ladder stopped; waiting %g s for "
+                        "their nodes to claim them", len(in_flight), self.config.node_rejoin_s)
+            self._spawn(self._void_unclaimed(), "void the matches no node claimed")
+
+    async def _void_unclaimed(self) -> None:
+        await asyncio.sleep(self.config.node_rejoin_s)
+        reason = VOID_NODE_NOT_BACK.format(seconds=self.config.node_rejoin_s)
+        for match_id, flight in list(self._orphans.items()):
+            if self._orphans.pop(match_id, None) is None:
+                continue
+            self._release_seats(match_id, flight.players)
+            self.voided_at_start.append(match_id)
+            await self._db(f"void match {match_id}", self.repo.void_match, match_id, reason)
+        self._wake.set()
+
+    def _hold_seats(self, match_id: str, players: Sequence[str]) -> None:
+        for name in players:
+            self._node_seats.setdefault(name, set()).add(match_id)
+
+    def _release_seats(self, match_id: str, players: Sequence[str]) -> None:
+        now = time.monotonic()
+        for name in players:
+            seats = self._node_seats.get(name)
+            if seats is not None and match_id in seats:
+                seats.discard(match_id)
+                if not seats:
+                    del self._node_seats[name]
+                self.idle_since[name] = now
+        self._wake.set()
+
+    async def _start_on_node(self, nodes: NodeRegistry, intent_id: str, names: list[str],
+                             seed: int, challenge_id: int | None) -> None:
+        """Place a written match on a node, then tell its bots where to play it."""
+        node = nodes.place(names)
+        if node is None:
+            await self._void_intent(intent_id, "no referee node had room for it")
+            return
+        flight = _Flight(intent_id, intent_id, challenge_id, players=tuple(names),
+                         node=node.address)
+        self._flights[intent_id] = flight
+        self._hold_seats(intent_id, names)
+        for n in names:
+            self.idle_since.pop(n, None)
+        tickets = [(n, secrets.token_urlsafe(24)) for n in names]
+        tc = self.config.time_control
+        reply = await node.assign(intent_id, tickets, seed, game_pb2.TimeControl(
+            decision_ms=tc.decision_ms, time_bank_ms=tc.time_bank_ms,
+            no_time_bank=tc.time_bank_ms == 0), self.config.join_timeout_s)
+        if not reply.accepted:
+            node.matches.discard(intent_id)
+            if self._flights.pop(intent_id, None) is not None:
+                self._release_seats(intent_id, names)
+                await self._void_intent(intent_id,
+                                        f"node {node.name} did not take it: {reply.reason}")
+            return
+        for name, ticket in tickets:
+            nodes.last_node[name] = node.address
+            if not self.referee.send_assignment(name, intent_id, node.address, ticket,
+                                                node.tls):
+                log.info("bot %s left before it was told where match %s is played; its seat "
+                         "forfeits unless it comes back in time", name, intent_id)
+
+    def node_attached(self, node: NodeSession, running: Sequence[str],
+                      previous: NodeSession | None) -> None:
+        """A node attached: it keeps the matches it still plays (ours, or left in flight by
+        our predecessor); any other it plays was voided meanwhile and is cancelled."""
+        claimed = set()
+        for match_id in running:
+            flight = self._flights.get(match_id)
+            if flight is None and (flight := self._orphans.pop(match_id, None)) is not None:
+                flight.node = node.address
+                self._flights[match_id] = flight
+                log.info("node %s claimed match %s, in flight since before the restart",
+                         node.name, match_id)
+            if flight is not None and flight.node == node.address:
+                node.matches.add(match_id)
+                claimed.add(match_id)
+                continue
+            node.send(_cancel(match_id, "the ladder voided this match while the node was away"))
+        if previous is not None:
+            # Ended while the link was down (reported right after the welcome), or lost.
+            waiting = previous.matches - claimed
+            node.matches |= waiting
+            if waiting:
+                self._spawn(self._expect_reports(node, waiting),
+                            f"wait for node {node.name}'s reports")
+        self._wake.set()
+
+    async def _expect_reports(self, node: NodeSession, match_ids: set[str]) -> None:
+        await asyncio.sleep(REPORT_GRACE_S)
+        for match_id in sorted(match_ids):
+            flight = self._flights.get(match_id)
+            if flight is None or flight.node != node.address or match_id not in node.matches:
+                continue
+            node.matches.discard(match_id)
+            self._release_seats(match_id, flight.players)
+            await self._settle_void(flight, f"node {node.name} ({node.address}) attached again "
+                                            "without it and did not report it")
+
+    def node_lost(self, node: NodeSession, reason: str) -> None:
+        """Void what the node was playing and free its bots, who are seated elsewhere (unless
+        the ladder is stopping: then the node reports them to the next start)."""
+        lost = sorted(node.matches)
+        node.matches.clear()
+        if self._stopping:
+            return
+        for match_id in lost:
+            flight = self._flights.get(match_id)
+            if flight is None or flight.node != node.address:
+                continue
+            self._release_seats(match_id, flight.players)
+            self._spawn(self._settle_void(
+                flight, f"its referee node {node.name} ({node.address}) was lost: {reason}"),
+                f"void match {match_id}")
+        if lost:
+            log.warning("voided %d matches of the lost node %s", len(lost), node.name)
+
+    async def node_match_ended(self, node: NodeSession, match_id: str, record_json: str | None,
+                               failure: str) -> tuple[bool, str]:
+        """Settle what a node reported: rate a finished match once (a repeat or a match voided
+        meanwhile is not rated), void one that did not finish."""
+        flight = self._flights.get(match_id)
+        if flight is None and (flight := self._orphans.pop(match_id, None)) is not None:
+            self._flights[match_id] = flight
+        if flight is not None and flight.node not in (None, node.address):
+            return False, f"match {match_id} is not this node's"
+        if flight is not None:
+            self._release_seats(match_id, flight.players)
+        record: MatchRecord | None = None
+        if record_json is not None:
+            try:
+                record = record_from_json(json.loads(record_json))
+                replay(record)
+            except (RecordError, ValueError) as exc:
+                record, failure = None, f"its record does not replay: {_brief(exc)}"
+        if record is not None and flight is not None and tuple(record.players) != flight.players:
+            record, failure = None, "its record seats other bots than the ladder assigned"
+        if record is None or record.status != "finished" or record.outcome is None:
+            why = failure or "it was aborted on the node"
+            if flight is not None:
+                await self._settle_void(flight, f"node {node.name}: {why}")
+            return False, f"not rated: {why}"
+        if flight is None:
+            return await self._late_report(match_id, record)
+        await self._record_result(flight, record)
+        return True, "rated"
+
+    async def _late_report(self, match_id: str, record: MatchRecord) -> tuple[bool, str]:
+        """A finished match the ladder no longer has in flight: stored already (a repeat), or
+        voided before its result came (its record is kept, unrated)."""
+        summary = await self._db(f"look up match {match_id}", self.repo.get_match, match_id)
+        if summary is None:
+            log.error("a node reported match %s, which this ladder never wrote", match_id)
+            return False, "unknown match"
+        if summary.status != "void" or (summary.seats and summary.seats[0].rank is not None):
+            return False, f"already {summary.status}"
+        outcome = record.outcome
+        assert outcome is not None
+        results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
+                              forfeited=i in outcome.forfeits,
+                              timeouts=outcome.seats[i].timeouts,
+                              illegal_actions=outcome.seats[i].illegal_actions)
+                   for i, name in enumerate(outcome.players)]
+        await self._db(f"keep the late record of match {match_id}", self.repo.finish_match,
+                       match_id, json.dumps(record_to_json(record)), results, {})
+        log.warning("match %s ended after it was voided (%s): its record is kept, it is not "
+                    "rated", match_id, summary.void_reason)
+        return False, "voided before its result came: kept, not rated"
+
+    def node_report(self) -> list[JSON]:
+        """The attached nodes and their load, for the web pages and the CLI."""
+        if self.nodes is None:
+            return []
+        now = time.monotonic()
+        return [{"node_id": n.node_id, "name": n.name, "address": n.address,
+                 "version": n.version, "capacity": n.capacity,
+                 "matches": len(n.matches), "running_matches": n.heartbeat.running_matches,
+                 "connected_bots": n.heartbeat.connected_bots,
+                 "decisions_per_s": round(n.decisions_per_s(), 1),
+                 "rss_mb": round(n.heartbeat.rss_bytes / 2**20, 1),
+                 "cpu_s": round(n.heartbeat.cpu_seconds, 1),
+                 "heartbeat_age_s": round(now - n.last_heartbeat, 2),
+                 "attached_at": n.attached_at}
+                for n in sorted(self.nodes.live(), key=lambda n: n.address)]
 
     # ----- results --------------------------------------------------------------------------
 
@@ -584,6 +845,10 @@ class Ladder:
             self.unschedulable[name] = f"probation: {reason}"
             await asyncio.to_thread(self.repo.set_probation, name, reason)
             log.warning("bot %s on probation: %s", name, reason)
+
+
+def _cancel(match_id: str, reason: str) -> nodes_pb2.LadderMessage:
+    return nodes_pb2.LadderMessage(cancel=nodes_pb2.CancelMatch(match_id=match_id, reason=reason))
 
 
 def _summary(bot: Any) -> ladder_pb2.BotSummary:

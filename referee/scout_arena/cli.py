@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
+import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .engine import State
 from .local import BUNDLED_BOTS, make_bot, play_match
@@ -180,6 +183,32 @@ def _tokens(args: argparse.Namespace) -> dict[str, str]:
     return tokens
 
 
+NODE_FLUSH_S = 5.0
+"""On stop, how long a node waits for its ladder to take its last reports."""
+
+
+def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> Any:
+    """The NodeConfig of ``referee serve --join``: the token from --node-token or
+    SCOUT_NODE_TOKEN, the address bots reach from --advertise (default: where it listens)."""
+    import grpc
+
+    from .server.node import NodeConfig
+
+    token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN", "")
+    if not token:
+        raise SystemExit("--join needs the ladder's node token: --node-token or "
+                         "SCOUT_NODE_TOKEN")
+    if args.capacity < 1:
+        raise SystemExit("--capacity: a node hosts at least 1 match")
+    credentials = None
+    if args.ladder_ca or args.ladder_tls:
+        ca = Path(args.ladder_ca).read_bytes() if args.ladder_ca else None
+        credentials = grpc.ssl_channel_credentials(root_certificates=ca)
+    return NodeConfig(ladder=args.join, token=token, advertise=args.advertise or address,
+                      capacity=args.capacity, name=args.node_name or "", bots_tls=bots_tls,
+                      ladder_credentials=credentials)
+
+
 def cmd_referee_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -187,6 +216,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
     from .server.gcpolicy import tune_gc
     from .server.metrics import MetricsServer, serve_metrics
+    from .server.node import NodeLink
     from .server.service import admin_token_problem
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -228,11 +258,23 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()
         print(f"referee listening on {server.address}", flush=True)
+        link_task = None
+        if args.join:
+            link = NodeLink(referee, node_config(args, server.address, tls is not None))
+            link_task = asyncio.create_task(link.run(), name="node link")
+            print(f"node of the ladder {args.join}", flush=True)
         if metrics is not None:
             print(f"metrics on {metrics.url}", flush=True)
         logging.getLogger("scout_arena.referee").info(
             "event loop: %s", type(asyncio.get_running_loop()).__module__.split(".")[0])
-        await task
+        try:
+            await task
+        finally:
+            if link_task is not None:
+                await link.flush(NODE_FLUSH_S)  # the reports of the matches just aborted
+                link_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await link_task
 
     run_on_loop(main(), args.event_loop)
     return 0
@@ -408,7 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
     serve.add_argument("--tokens", metavar="FILE", help="JSON object {bot name: token}")
     serve.add_argument("--bot-token", action="append", metavar="NAME=TOKEN")
-    serve.add_argument("--admin-token", help="token the Matches service requires")
+    serve.add_argument("--admin-token", default=os.environ.get("SCOUT_REFEREE_ADMIN_TOKEN"),
+                       help="token the Matches service requires (default: "
+                            "$SCOUT_REFEREE_ADMIN_TOKEN)")
     serve.add_argument("--records", default="records", metavar="DIR",
                        help="where match records are written (default ./records)")
     serve.add_argument("--decision-ms", type=int, default=1000)
@@ -428,6 +472,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "
                             "they reconnect")
+    node = serve.add_argument_group(
+        "ladder node", "serve as one of a ladder's referee nodes (docs/deploy.md#nodes)")
+    node.add_argument("--join", metavar="HOST:PORT",
+                      help="register with the ladder there and host the matches it assigns")
+    node.add_argument("--node-token", metavar="TOKEN",
+                      help="the ladder's node token (default: $SCOUT_NODE_TOKEN)")
+    node.add_argument("--advertise", metavar="HOST:PORT",
+                      help="the address bots reach this node on (default: where it listens)")
+    node.add_argument("--capacity", type=int, default=100, metavar="N",
+                      help="most ladder matches at once (default 100)")
+    node.add_argument("--node-name", metavar="NAME", help="for the ladder's pages and logs")
+    node.add_argument("--ladder-tls", action="store_true", help="reach the ladder over TLS")
+    node.add_argument("--ladder-ca", metavar="PEM",
+                      help="CA that signed the ladder's certificate (implies --ladder-tls)")
     _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")

@@ -136,6 +136,15 @@ class MatchHistory(Database):
         with self._transaction(write=False) as session:
             return match_summaries(session, list(session.scalars(query)))
 
+    def in_flight_matches(self) -> list[MatchSummary]:
+        """Every match in flight, oldest first: after a restart, a ladder with nodes lets its
+        nodes claim these before it voids the rest."""
+        with self._transaction(write=False) as session:
+            matches = session.scalars(
+                select(Match).where(Match.status == "in_flight").order_by(Match.created_at)
+            ).all()
+            return match_summaries(session, list(matches))
+
     def get_record(self, match_id: str) -> str | None:
         """The match's JSON record; None if the match is unknown, in flight, or void without
         one (a void match keeps the record of a result that came after it was voided)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import assert_never
 
-from scout.v1 import arena_pb2, game_pb2, matches_pb2
+from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
 
 from ..engine import (
     Action,
@@ -266,9 +266,10 @@ def time_control_to_pb(decision_ms: int, time_bank_ms: int) -> game_pb2.TimeCont
 
 
 
-def time_control_from_pb(request: matches_pb2.CreateMatchRequest,
+def time_control_from_pb(request: matches_pb2.CreateMatchRequest | nodes_pb2.AssignMatch,
                          default: TimeControl) -> TimeControl:
-    """A CreateMatch's time control: absent or zero fields take the referee's defaults, but
+    """A CreateMatch's (or a ladder's AssignMatch's) time control: absent or zero fields take
+    the referee's defaults, but
     ``no_time_bank`` asks for a match without a bank (and refuses a bank given with it)."""
     if not request.HasField("time_control"):
         return default

@@ -188,21 +188,25 @@ class NodeMatchEnded(_message.Message):
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
     RECORD_JSON_GZIP_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """AssignMatch.match_id."""
     record_json_gzip: _builtins.bytes
-    """The match's record (docs/record-format.md), JSON compressed with gzip. The record's
-    status says whether the match finished or was aborted.
+    """The match's record (docs/record-format.md), JSON compressed with gzip; its `finished`
+    says whether the match was played to the end. Empty when the match never began.
     """
+    failure: _builtins.str
+    """Why the match never began (with no record), or why it was aborted."""
     def __init__(
         self,
         *,
         match_id: _builtins.str = ...,
         record_json_gzip: _builtins.bytes = ...,
+        failure: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id", "record_json_gzip", b"record_json_gzip"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "match_id", b"match_id", "record_json_gzip", b"record_json_gzip"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

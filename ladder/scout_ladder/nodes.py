@@ -1,0 +1,283 @@
+"""The ladder's referee nodes: who they are, how loaded, and the `Nodes` service they attach to.
+
+A node (``scout-arena referee serve --join``) holds one `Nodes.Attach` stream to the ladder
+for as long as it serves (nodes.proto). The ladder knows a node by its advertised address: a
+node that attaches again from the same address (its link flapped, or the ladder restarted)
+takes over the matches the ladder still has on it, so a short outage of the link costs no
+match. A node whose stream ends, or whose heartbeats stop for ``heartbeat_timeout_s`` (a
+stopped or partitioned process keeps its TCP connection open), is *lost*: the ladder voids the
+matches it had there and seats their bots elsewhere (`NodeEvents.node_lost`).
+
+Placement (`NodeRegistry.place`): the node with room that the table's bots most recently
+played on (their streams there are likely still open, PROTOCOL.md §3.8), then the one with the
+most room. Nothing here touches the database: the ladder does, through its repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+from scout.v1 import nodes_pb2, nodes_pb2_grpc
+from scout_arena.server import RefereeFacade
+
+log = logging.getLogger("scout_ladder.nodes")
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+HELLO_TIMEOUT_S = 10.0
+REPLY_TIMEOUT_S = 5.0
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+"""Largest record a node may report, uncompressed (a 5-player record is far smaller)."""
+
+
+@dataclass(eq=False)
+class NodeSession:
+    """One attachment of a node: its stream, its load and the ladder matches on it."""
+
+    node_id: str
+    address: str
+    name: str
+    capacity: int
+    version: str
+    tls: bool
+    attached_at: float
+    outbox: asyncio.Queue[nodes_pb2.LadderMessage | None] = field(default_factory=asyncio.Queue)
+    matches: set[str] = field(default_factory=set)
+    """Ladder matches assigned here and not ended (accepted, or waiting for the reply)."""
+    replies: dict[str, asyncio.Future[nodes_pb2.AssignmentReply]] = field(default_factory=dict)
+    last_heartbeat: float = 0.0
+    heartbeat: nodes_pb2.NodeHeartbeat = field(default_factory=nodes_pb2.NodeHeartbeat)
+    alive: bool = True
+    lost_reason: str = ""
+    handler: asyncio.Task[Any] | None = None
+    decisions_seen: list[tuple[float, int]] = field(default_factory=list)
+    """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
+
+    @property
+    def free(self) -> int:
+        return self.capacity - len(self.matches)
+
+    def send(self, message: nodes_pb2.LadderMessage) -> None:
+        if self.alive:
+            self.outbox.put_nowait(message)
+
+    def decisions_per_s(self) -> float:
+        seen = self.decisions_seen
+        if len(seen) < 2 or seen[-1][0] <= seen[0][0]:
+            return 0.0
+        return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
+
+    async def assign(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
+                     time_control: Any, join_timeout_s: float) -> nodes_pb2.AssignmentReply:
+        """Ask the node to host a match; its reply (a refusal if it does not answer in time,
+        or is lost meanwhile)."""
+        future: asyncio.Future[nodes_pb2.AssignmentReply] = \
+            asyncio.get_running_loop().create_future()
+        self.replies[match_id] = future
+        self.matches.add(match_id)
+        self.send(nodes_pb2.LadderMessage(assign=nodes_pb2.AssignMatch(
+            match_id=match_id, seed=seed, time_control=time_control,
+            seats=[nodes_pb2.SeatTicket(bot_name=n, ticket=t) for n, t in seats],
+            join_timeout_ms=round(join_timeout_s * 1000))))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), REPLY_TIMEOUT_S)
+        except TimeoutError:
+            return nodes_pb2.AssignmentReply(
+                match_id=match_id, accepted=False,
+                reason=f"node {self.name} did not answer within {REPLY_TIMEOUT_S:g} s")
+        finally:
+            self.replies.pop(match_id, None)
+
+    def fail_replies(self, reason: str) -> None:
+        for match_id, future in list(self.replies.items()):
+            if not future.done():
+                future.set_result(nodes_pb2.AssignmentReply(match_id=match_id, accepted=False,
+                                                            reason=reason))
+
+
+class NodeEvents(Protocol):
+    """What the ladder does as nodes come, report and go."""
+
+    def node_attached(self, node: NodeSession, running: Sequence[str],
+                      previous: NodeSession | None) -> None: ...
+
+    def node_lost(self, node: NodeSession, reason: str) -> None: ...
+
+    async def node_match_ended(self, node: NodeSession, match_id: str, record_json: str | None,
+                               failure: str) -> tuple[bool, str]:
+        """Settle a match a node reported; (rated now, note for the node's log)."""
+        ...
+
+
+@dataclass
+class NodeRegistry:
+    """The nodes attached now, by address."""
+
+    heartbeat_s: float = 1.0
+    heartbeat_timeout_s: float = 5.0
+    nodes: dict[str, NodeSession] = field(default_factory=dict)
+    last_node: dict[str, str] = field(default_factory=dict)
+    """Bot name -> address of the node it last played on."""
+
+    def live(self) -> list[NodeSession]:
+        return [n for n in self.nodes.values() if n.alive]
+
+    def free_capacity(self) -> int:
+        return sum(max(0, n.free) for n in self.live())
+
+    def place(self, bots: Sequence[str]) -> NodeSession | None:
+        """The node for a table of ``bots``, or None when no node has room."""
+        candidates = [n for n in self.live() if n.free > 0]
+        if not candidates:
+            return None
+
+        def preference(node: NodeSession) -> tuple[int, int, str]:
+            familiar = sum(1 for b in bots if self.last_node.get(b) == node.address)
+            return familiar, node.free, node.address
+
+        return max(candidates, key=preference)
+
+
+def _decode_record(data: bytes) -> str:
+    try:
+        raw = gzip.decompress(data)
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"the record is not gzip data: {exc}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise ValueError(f"the record is {len(raw)} bytes, more than {MAX_RECORD_BYTES}")
+    return raw.decode("utf-8")
+
+
+class NodesServicer(nodes_pb2_grpc.NodesServicer):
+    """`Nodes.Attach`: authenticate, register, then heartbeats, replies and reports."""
+
+    def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str) -> None:
+        self.registry = registry
+        self.events = events
+        self.token = token
+
+    async def Attach(
+        self, request_iterator: AsyncIterator[nodes_pb2.NodeMessage], context: Context
+    ) -> AsyncIterator[nodes_pb2.LadderMessage]:
+        if not RefereeFacade.tokens_equal(RefereeFacade.bearer_token(context), self.token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "a node attaches with 'authorization: Bearer <node token>', the "
+                                "token the ladder was started with (--node-token)")
+        incoming = request_iterator.__aiter__()
+        try:
+            first = await asyncio.wait_for(incoming.__anext__(), HELLO_TIMEOUT_S)
+        except (TimeoutError, StopAsyncIteration):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"send NodeHello first, within {HELLO_TIMEOUT_S:g} s")
+            raise AssertionError("abort raises") from None
+        hello = first.hello
+        if first.WhichOneof("body") != "hello" or not hello.address or hello.capacity < 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first message is NodeHello, with the address bots reach "
+                                "the node on and a capacity of at least 1")
+        node = NodeSession(
+            node_id=f"n-{secrets.token_hex(4)}", address=hello.address,
+            name=hello.name or hello.address, capacity=hello.capacity, version=hello.version,
+            tls=hello.tls, attached_at=time.time(), last_heartbeat=time.monotonic())
+        node.handler = asyncio.current_task()
+        previous = self.registry.nodes.get(node.address)
+        if previous is not None:
+            previous.alive = False
+            previous.lost_reason = "the node attached again"
+            previous.fail_replies("the node attached again")
+            previous.outbox.put_nowait(None)
+            if previous.handler is not None:
+                previous.handler.cancel()
+        self.registry.nodes[node.address] = node
+        self.events.node_attached(node, list(hello.running_match_ids), previous)
+        log.info("node %s attached from %s (capacity %d, version %s, %d matches running)",
+                 node.name, node.address, node.capacity, node.version,
+                 len(hello.running_match_ids))
+        yield nodes_pb2.LadderMessage(welcome=nodes_pb2.NodeWelcome(
+            node_id=node.node_id, heartbeat_ms=round(self.registry.heartbeat_s * 1000),
+            heartbeat_timeout_ms=round(self.registry.heartbeat_timeout_s * 1000)))
+        reader = asyncio.create_task(self._read(node, incoming))
+        watchdog = asyncio.create_task(self._watch(node))
+        reason = "its stream ended"
+        try:
+            while (message := await node.outbox.get()) is not None:
+                yield message
+            reason = node.lost_reason or reason
+        except asyncio.CancelledError:
+            reason = node.lost_reason or "the ladder is stopping"
+            raise
+        finally:
+            self._lose(node, reason)
+            for task in (reader, watchdog):
+                task.cancel()
+
+    def _lose(self, node: NodeSession, reason: str) -> None:
+        if self.registry.nodes.get(node.address) is node:
+            del self.registry.nodes[node.address]
+        was_alive = node.alive
+        node.alive = False
+        node.fail_replies(f"node {node.name} was lost: {reason}")
+        if was_alive or node.lost_reason != "the node attached again":
+            log.warning("node %s (%s) lost: %s", node.name, node.address, reason)
+            self.events.node_lost(node, reason)
+
+    async def _read(self, node: NodeSession,
+                    incoming: AsyncIterator[nodes_pb2.NodeMessage]) -> None:
+        try:
+            async for message in incoming:
+                body = message.WhichOneof("body")
+                if body == "heartbeat":
+                    node.last_heartbeat = time.monotonic()
+                    node.heartbeat = message.heartbeat
+                    node.decisions_seen.append((node.last_heartbeat, message.heartbeat.decisions))
+                    del node.decisions_seen[:-30]
+                elif body == "assignment_reply":
+                    reply = message.assignment_reply
+                    future = node.replies.get(reply.match_id)
+                    if future is not None and not future.done():
+                        future.set_result(reply)
+                elif body == "match_ended":
+                    await self._ended(node, message.match_ended)
+                else:
+                    log.warning("node %s sent a message with no body the ladder knows", node.name)
+        except Exception as exc:  # the stream broke: the node is lost
+            node.lost_reason = node.lost_reason or f"its stream failed ({type(exc).__name__})"
+        else:
+            node.lost_reason = node.lost_reason or "it closed its stream"
+        node.outbox.put_nowait(None)
+
+    async def _ended(self, node: NodeSession, ended: nodes_pb2.NodeMatchEnded) -> None:
+        record_json: str | None = None
+        failure = ended.failure
+        if ended.record_json_gzip:
+            try:
+                record_json = _decode_record(ended.record_json_gzip)
+            except ValueError as exc:
+                failure = f"its record could not be read: {exc}"
+        rated, note = await self.events.node_match_ended(node, ended.match_id, record_json,
+                                                         failure)
+        node.matches.discard(ended.match_id)
+        node.send(nodes_pb2.LadderMessage(stored=nodes_pb2.ResultStored(
+            match_id=ended.match_id, rated=rated, note=note)))
+
+    async def _watch(self, node: NodeSession) -> None:
+        while node.alive:
+            await asyncio.sleep(self.registry.heartbeat_s / 2)
+            silent = time.monotonic() - node.last_heartbeat
+            if silent > self.registry.heartbeat_timeout_s:
+                node.lost_reason = f"no heartbeat for {silent:.1f} s"
+                node.outbox.put_nowait(None)
+                # A stopped node does not read: should the stream's end not go out, the
+                # handler is cancelled (the node is lost either way, in its finally).
+                await asyncio.sleep(2.0)
+                if node.handler is not None and not node.handler.done():
+                    node.handler.cancel()
+                return
