@@ -1,21 +1,28 @@
 // The runner behind scout::Client.
 //
 // Threads:
-//   - run() thread: owns the Play stream; reads it and routes every message (never blocks on the
-//     bot). Reconnects with backoff when the stream ends.
+//   - run() thread: owns the main Play stream (to Options::address, with the bot's token); reads
+//     it and routes every message (never blocks on the bot). Reconnects with backoff when the
+//     stream ends.
+//   - one thread per referee node the bot was assigned matches on (PROTOCOL.md §3.8): owns the
+//     Play stream to that node (opened with a ticket), reads and routes it like the main one, and
+//     reopens it with the newest ticket of an unfinished match there; with none left it ends.
 //   - one worker thread per running match: calls the Bot for that match's messages, in order.
 //   - a watchdog thread: sends the documented fallback for any request the bot has not answered
-//     `margin_ms` before deadline + bank, and cancels the call if a graceful stop stalls.
+//     `margin_ms` before deadline + bank, and cancels a call if a graceful close stalls.
+// Each stream's endpoint is a Link; a request's answer goes back on the Link that carried it.
 // The client asks for a lean stream (Hello.lean, PROTOCOL.md §3.6.1) unless Options::public_events:
 // the referee then sends no PublicEvent and no AnswerResult for an accepted answer. Nothing here
 // waits for ACCEPTED: an answered request stays open until a verdict closes it (TIMED_OUT) or the
 // match moves on (its next request, its RoundEnded, its MatchEnded); a rejection (ILLEGAL,
 // MALFORMED) keeps it open.
-// A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); it overrides
-// the status the call ends with: reconnect: false ends run() with 0, reconnect: true reconnects
-// after retry_after_ms plus jitter, without growing the backoff.
-// Writes to the stream are serialised by stream_mutex_. Request/match bookkeeping is guarded by
-// mutex_. mutex_ is never held while taking stream_mutex_ or context_mutex_ (or while writing).
+// A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); on the main
+// stream it overrides the status the call ends with: reconnect: false ends run() with 0,
+// reconnect: true reconnects after retry_after_ms plus jitter, without growing the backoff. A node
+// stream's end or Goodbye never stops the bot: the node is reopened while a ticket is left.
+// Writes to a stream are serialised by its Link's stream_mutex. Request/match/ticket bookkeeping
+// is guarded by mutex_. mutex_ is never held while taking a stream_mutex or context_mutex (or
+// while writing).
 
 #include <algorithm>
 #include <condition_variable>
@@ -28,7 +35,9 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -53,8 +62,34 @@ constexpr std::size_t kEndedRemembered = 1024;
 
 using Key = std::pair<std::string, std::uint64_t>;
 
+/// One Play stream's endpoint: the main referee, or a node that hosts assigned matches. The
+/// channel is kept; the stream is replaced at each (re)connect.
+struct Link {
+    std::string address;
+    bool main = false;
+    std::unique_ptr<v1::Arena::Stub> stub;
+    std::atomic<std::uint64_t> connection{0};  // id of the current stream (unique over all links)
+    std::atomic<bool> welcomed{false};         // a Welcome came on the current stream
+
+    // The live stream, guarded by stream_mutex (timed, so that stop() cannot hang behind a
+    // write stuck on flow control), and its call context, guarded by context_mutex.
+    std::timed_mutex stream_mutex;
+    Stream* stream = nullptr;
+    bool writes_done = false;
+    std::mutex context_mutex;
+    grpc::ClientContext* context = nullptr;
+
+    // Guarded by Client::Impl::mutex_.
+    std::optional<Clock::time_point> cancel_at;
+    std::optional<v1::ProtocolError> last_error;
+    std::optional<v1::Goodbye> goodbye;  // the current stream's Goodbye, once it came
+
+    std::string name() const { return main ? "the referee" : "node " + address; }
+};
+
 /// What the runner remembers of one request until its match ends.
 struct Pending {
+    std::shared_ptr<Link> link;  // the stream that carried the request: the answer goes there
     Clock::time_point received;
     Clock::time_point expires;  // when the kit sends the fallback itself
     v1::BotMessage fallback;
@@ -67,6 +102,7 @@ struct Pending {
 /// One running match: its bot and the queue its worker drains.
 struct Match {
     std::string id;
+    std::shared_ptr<Link> link;  // the stream its messages come on
     std::unique_ptr<Bot> bot;
     std::mutex mutex;
     std::condition_variable cv;
@@ -171,22 +207,31 @@ public:
     void stop();
     bool workers_finished() {
         std::lock_guard lock(mutex_);
-        return live_workers_ == 0;
+        return live_workers_ == 0 && live_nodes_ == 0;
     }
 
 private:
-    std::shared_ptr<grpc::Channel> make_channel() const;
-    grpc::Status session(v1::Arena::Stub& stub, bool& welcomed);
-    std::uint64_t write(const v1::BotMessage& message);
-    void deliver(const Key& key, const v1::BotMessage& message);
+    std::shared_ptr<Link> make_link(const std::string& address, bool tls, bool main) const;
+    std::vector<std::shared_ptr<Link>> links_locked() const;
+    grpc::Status session(const std::shared_ptr<Link>& link, const std::string& bearer,
+                         bool& welcomed);
+    std::uint64_t write(Link& link, const v1::BotMessage& message);
+    void deliver(Link& link, const Key& key, const v1::BotMessage& message);
 
-    void dispatch(v1::RefereeMessage message, Clock::time_point received);
-    void on_welcome(const v1::Welcome& welcome);
-    void on_goodbye(const v1::Goodbye& goodbye);
-    void half_close_then_cancel();
-    void on_answer_result(const v1::AnswerResult& result);
-    void route(v1::RefereeMessage message, Clock::time_point received);
-    bool open_request_locked(const Key& key, std::uint32_t deadline_ms, std::uint32_t bank_ms,
+    void follow_node(const std::shared_ptr<Link>& node);
+    std::optional<std::string> node_ticket(const Link& node);
+
+    void dispatch(const std::shared_ptr<Link>& link, v1::RefereeMessage message,
+                  Clock::time_point received);
+    void on_welcome(const Link& link, const v1::Welcome& welcome);
+    void on_goodbye(Link& link, const v1::Goodbye& goodbye);
+    void on_assignment(const v1::MatchAssignment& assignment);
+    void half_close_then_cancel(Link& link);
+    void on_answer_result(const std::shared_ptr<Link>& link, const v1::AnswerResult& result);
+    void route(const std::shared_ptr<Link>& link, v1::RefereeMessage message,
+               Clock::time_point received);
+    bool open_request_locked(const std::shared_ptr<Link>& link, const Key& key,
+                             std::uint32_t deadline_ms, std::uint32_t bank_ms,
                              v1::BotMessage fallback, Clock::time_point received,
                              std::optional<v1::BotMessage>& resend);
     void end_match_locked(const std::string& match_id, bool drop);
@@ -199,38 +244,31 @@ private:
     Options options_;
     BotFactory factory_;
     std::atomic<bool> stopping_{false};
-    std::atomic<bool> welcomed_{false};  // a Welcome came on the current stream
-    std::atomic<std::uint64_t> connection_{0};
-
-    // The live stream, guarded by stream_mutex_ (timed, so that stop() cannot hang behind a
-    // write stuck on flow control), and its call context, guarded by context_mutex_.
-    std::timed_mutex stream_mutex_;
-    Stream* stream_ = nullptr;
-    bool writes_done_ = false;
-    std::mutex context_mutex_;
-    grpc::ClientContext* context_ = nullptr;
+    std::atomic<std::uint64_t> connections_{0};  // streams opened so far, over all links
 
     // Bookkeeping, guarded by mutex_; cv_ wakes the watchdog, backoff waits and slow bots.
     std::mutex mutex_;
     std::condition_variable cv_;
+    std::shared_ptr<Link> main_;
+    std::map<std::string, std::shared_ptr<Link>> nodes_;  // by address, while its thread runs
+    NodeTickets tickets_;
     std::map<std::string, std::shared_ptr<Match>> matches_;
     std::map<Key, Pending> pending_;
     std::map<std::string, std::uint64_t> latest_;  // each match's newest request id
     std::set<std::string> ended_;
     std::deque<std::string> ended_order_;
-    std::optional<Clock::time_point> cancel_at_;
-    std::optional<v1::ProtocolError> last_error_;
-    std::optional<v1::Goodbye> goodbye_;  // the current stream's Goodbye, once it came
     int finished_ = 0;
     int live_workers_ = 0;
+    int live_nodes_ = 0;
     bool watchdog_exit_ = false;
 };
 
 // --- connection ---------------------------------------------------------------------------------
 
-std::shared_ptr<grpc::Channel> Client::Impl::make_channel() const {
+std::shared_ptr<Link> Client::Impl::make_link(const std::string& address, bool tls,
+                                              bool main) const {
     std::shared_ptr<grpc::ChannelCredentials> credentials;
-    if (options_.tls) {
+    if (tls) {
         grpc::SslCredentialsOptions ssl;
         if (!options_.ca_cert.empty()) ssl.pem_root_certs = read_file(options_.ca_cert);
         if (!options_.client_cert.empty()) {
@@ -253,19 +291,33 @@ std::shared_ptr<grpc::Channel> Client::Impl::make_channel() const {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
     args.SetUserAgentPrefix(std::string("scout-arena-cpp/") + kKitVersion);
-    return grpc::CreateCustomChannel(options_.address, credentials, args);
+    auto link = std::make_shared<Link>();
+    link->address = address;
+    link->main = main;
+    link->stub = v1::Arena::NewStub(grpc::CreateCustomChannel(address, credentials, args));
+    return link;
+}
+
+std::vector<std::shared_ptr<Link>> Client::Impl::links_locked() const {
+    std::vector<std::shared_ptr<Link>> links;
+    if (main_ != nullptr) links.push_back(main_);
+    for (const auto& entry : nodes_) links.push_back(entry.second);
+    return links;
 }
 
 int Client::Impl::run() {
     set_log_level(options_.log_level);
-    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<Link> main;
     try {
-        channel = make_channel();
+        main = make_link(options_.address, options_.tls, /*main=*/true);
     } catch (const std::exception& error) {
         log_error("cannot set up the connection: ", error.what());
         return 1;
     }
-    auto stub = v1::Arena::NewStub(channel);
+    {
+        std::lock_guard lock(mutex_);
+        main_ = main;
+    }
     std::thread watchdog_thread([this] { watchdog(); });
 
     std::mt19937_64 rng(std::random_device{}());
@@ -274,12 +326,12 @@ int Client::Impl::run() {
     int attempt = 0;
     while (!stopping_) {
         bool welcomed = false;
-        const grpc::Status status = session(*stub, welcomed);
+        const grpc::Status status = session(main, options_.token, welcomed);
         if (stopping_) break;
         std::optional<v1::Goodbye> goodbye;
         {
             std::lock_guard lock(mutex_);
-            goodbye.swap(goodbye_);
+            goodbye.swap(main->goodbye);
         }
         if (goodbye) {
             // A planned end of the stream: it overrides whatever status the call ended with.
@@ -300,9 +352,9 @@ int Client::Impl::run() {
             std::string line = "the referee rejected the connection (" + code + "): " +
                                (details.empty() ? "no details" : details);
             std::lock_guard lock(mutex_);
-            if (last_error_ && line.find(last_error_->message()) == std::string::npos) {
-                line += " [" + v1::ErrorCode_Name(last_error_->code()) + ": " +
-                        last_error_->message() + "]";
+            if (main->last_error && line.find(main->last_error->message()) == std::string::npos) {
+                line += " [" + v1::ErrorCode_Name(main->last_error->code()) + ": " +
+                        main->last_error->message() + "]";
             }
             log_error(line);
             exit_code = 1;
@@ -316,9 +368,13 @@ int Client::Impl::run() {
         cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
     }
 
-    // Shut down: the watchdog, then the match workers (a bot call that does not return within
-    // the grace is left behind; workers_finished() then says so).
+    // Shut down: the node streams (closed gracefully, like the main one on stop()), the
+    // watchdog, then the match workers (a bot call that does not return within the grace is left
+    // behind; workers_finished() then says so).
+    stop();
     std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, kCloseGrace + kWorkerGrace, [&] { return live_nodes_ == 0; });
+    if (live_nodes_ > 0) log_warning(live_nodes_, " node stream(s) still open at exit");
     watchdog_exit_ = true;
     for (auto& [id, match] : matches_) match->close(/*drop=*/true);
     matches_.clear();
@@ -336,110 +392,197 @@ int Client::Impl::run() {
 
 void Client::Impl::stop() {
     if (stopping_.exchange(true)) return;
-    half_close_then_cancel();
+    std::vector<std::shared_ptr<Link>> links;
+    {
+        std::lock_guard lock(mutex_);
+        links = links_locked();
+    }
+    for (const auto& link : links) half_close_then_cancel(*link);
 }
 
-void Client::Impl::half_close_then_cancel() {
+void Client::Impl::half_close_then_cancel(Link& link) {
     {
         // Half-close: the referee then ends the call; the watchdog cancels it if it does not.
-        std::unique_lock lock(stream_mutex_, std::chrono::milliseconds(200));
-        if (lock.owns_lock() && stream_ != nullptr && !writes_done_) {
-            writes_done_ = true;
-            stream_->WritesDone();
+        std::unique_lock lock(link.stream_mutex, std::chrono::milliseconds(200));
+        if (lock.owns_lock() && link.stream != nullptr && !link.writes_done) {
+            link.writes_done = true;
+            link.stream->WritesDone();
         }
     }
     std::lock_guard lock(mutex_);
-    cancel_at_ = Clock::now() + kCloseGrace;
+    link.cancel_at = Clock::now() + kCloseGrace;
     cv_.notify_all();
 }
 
-grpc::Status Client::Impl::session(v1::Arena::Stub& stub, bool& welcomed) {
+grpc::Status Client::Impl::session(const std::shared_ptr<Link>& link, const std::string& bearer,
+                                   bool& welcomed) {
     grpc::ClientContext context;
-    context.AddMetadata("authorization", "Bearer " + options_.token);
+    context.AddMetadata("authorization", "Bearer " + bearer);
     {
         std::lock_guard lock(mutex_);
-        last_error_.reset();
-        goodbye_.reset();
+        link->last_error.reset();
+        link->goodbye.reset();
     }
-    std::unique_ptr<Stream> stream = stub.Play(&context);
+    std::unique_ptr<Stream> stream = link->stub->Play(&context);
     {
-        std::lock_guard lock(context_mutex_);
-        context_ = &context;
+        std::lock_guard lock(link->context_mutex);
+        link->context = &context;
     }
     {
-        std::lock_guard lock(stream_mutex_);
-        stream_ = stream.get();
-        writes_done_ = false;
-        ++connection_;
+        std::lock_guard lock(link->stream_mutex);
+        link->stream = stream.get();
+        link->writes_done = false;
+        link->connection = ++connections_;
     }
     if (stopping_) context.TryCancel();
-    log_debug("connecting to ", options_.address, " (connection ", connection_.load(), ")");
+    log_debug("connecting to ", link->address, " (connection ", link->connection.load(), ")");
 
-    write(hello_message(options_));
+    write(*link, hello_message(options_));
 
-    welcomed_ = false;
+    link->welcomed = false;
     v1::RefereeMessage message;
     while (stream->Read(&message)) {
-        dispatch(std::move(message), Clock::now());
+        dispatch(link, std::move(message), Clock::now());
         message.Clear();
     }
-    welcomed = welcomed_;
+    welcomed = link->welcomed;
     {
-        std::lock_guard lock(stream_mutex_);  // no Write is in progress after this
-        stream_ = nullptr;
+        std::lock_guard lock(link->stream_mutex);  // no Write is in progress after this
+        link->stream = nullptr;
     }
     grpc::Status status = stream->Finish();
     {
-        std::lock_guard lock(context_mutex_);
-        context_ = nullptr;
+        std::lock_guard lock(link->context_mutex);
+        link->context = nullptr;
     }
     if (!stopping_) {
         // A cancel armed by a Goodbye's half-close belongs to this call, not to the next one.
         std::lock_guard lock(mutex_);
-        cancel_at_.reset();
+        link->cancel_at.reset();
     }
     return status;
 }
 
-std::uint64_t Client::Impl::write(const v1::BotMessage& message) {
-    std::lock_guard lock(stream_mutex_);
-    if (stream_ == nullptr || writes_done_) return 0;
-    if (!stream_->Write(message)) return 0;  // the stream is broken; the reader will see it end
-    return connection_.load();
+std::uint64_t Client::Impl::write(Link& link, const v1::BotMessage& message) {
+    std::lock_guard lock(link.stream_mutex);
+    if (link.stream == nullptr || link.writes_done) return 0;
+    if (!link.stream->Write(message)) return 0;  // the stream is broken; the reader will see it end
+    return link.connection.load();
 }
 
-void Client::Impl::deliver(const Key& key, const v1::BotMessage& message) {
-    const std::uint64_t connection = write(message);
+void Client::Impl::deliver(Link& link, const Key& key, const v1::BotMessage& message) {
+    const std::uint64_t connection = write(link, message);
     std::lock_guard lock(mutex_);
     auto it = pending_.find(key);
     if (it == pending_.end()) return;
     it->second.sent_on = connection;
     if (connection == 0) {
-        log_info(where(key), ": not connected; the answer goes out when the referee asks again");
+        log_info(where(key), ": not connected to ", link.name(),
+                 "; the answer goes out when it asks again");
     }
+}
+
+// --- node streams (PROTOCOL.md §3.8) ------------------------------------------------------------
+
+void Client::Impl::on_assignment(const v1::MatchAssignment& assignment) {
+    const std::string& address = assignment.address();
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    if (address == main_->address) {
+        log_info("match ", assignment.match_id(), " is assigned to ", address,
+                 ", the main stream's address: it is played there");
+        return;
+    }
+    std::shared_ptr<Link> node;
+    if (nodes_.count(address) == 0) {
+        try {
+            node = make_link(address, assignment.tls(), /*main=*/false);
+        } catch (const std::exception& error) {
+            log_error("match ", assignment.match_id(), ": cannot set up a connection to node ",
+                      address, ": ", error.what());
+            return;
+        }
+    }
+    log_info("match ", assignment.match_id(), " is assigned to node ", address);
+    tickets_.add(address, assignment.match_id(), assignment.ticket());
+    if (node == nullptr) return;  // a stream is open (or opening) there: the match comes on it
+    nodes_.emplace(address, node);
+    ++live_nodes_;
+    std::thread([self = shared_from_this(), node] { self->follow_node(node); }).detach();
+}
+
+void Client::Impl::follow_node(const std::shared_ptr<Link>& node) {
+    std::mt19937_64 rng(std::random_device{}());
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    int attempt = 0;
+    while (const std::optional<std::string> ticket = node_ticket(*node)) {
+        log_info("opening a stream to ", node->name());
+        bool welcomed = false;
+        const grpc::Status status = session(node, *ticket, welcomed);
+        std::optional<v1::Goodbye> goodbye;
+        {
+            std::lock_guard lock(mutex_);
+            goodbye.swap(node->goodbye);
+        }
+        const std::string& details = status.error_message();
+        log_info("the stream to ", node->name(), " ended (",
+                 goodbye ? "goodbye" : status_code_name(status.error_code()),
+                 goodbye || details.empty() ? "" : ": ", goodbye ? "" : details, ")");
+        if (stopping_) continue;
+        if (!goodbye && status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+            log_warning(node->name(), " refused a ticket; dropping it");
+            std::lock_guard lock(mutex_);
+            tickets_.refuse(node->address, *ticket);
+            continue;  // the next ticket, if any, right away
+        }
+        if (welcomed) attempt = 0;
+        const auto delay = backoff_delay(attempt++, unit(rng));
+        std::unique_lock lock(mutex_);
+        if (!tickets_.newest(node->address)) continue;
+        log_info("reopening the stream to ", node->name(), " in ", delay.count() / 1000.0, " s");
+        cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
+    }
+    std::lock_guard lock(mutex_);
+    --live_nodes_;
+    cv_.notify_all();
+}
+
+std::optional<std::string> Client::Impl::node_ticket(const Link& node) {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+        if (auto ticket = tickets_.newest(node.address)) return ticket;
+        log_info("no unfinished match is left on ", node.name(), "; letting its stream go");
+    }
+    // An assignment from now on opens a new stream there.
+    nodes_.erase(node.address);
+    return std::nullopt;
 }
 
 // --- incoming messages --------------------------------------------------------------------------
 
-void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point received) {
+void Client::Impl::dispatch(const std::shared_ptr<Link>& link, v1::RefereeMessage message,
+                            Clock::time_point received) {
     switch (message.body_case()) {
         case v1::RefereeMessage::kWelcome:
-            welcomed_ = true;
-            on_welcome(message.welcome());
+            link->welcomed = true;
+            on_welcome(*link, message.welcome());
             break;
         case v1::RefereeMessage::kError: {
             const auto& error = message.error();
-            log_warning("protocol error from the referee: ", v1::ErrorCode_Name(error.code()),
-                        ": ", error.message());
+            log_warning("protocol error from ", link->name(), ": ",
+                        v1::ErrorCode_Name(error.code()), ": ", error.message());
             std::lock_guard lock(mutex_);
-            last_error_ = error;
+            link->last_error = error;
             break;
         }
         case v1::RefereeMessage::kAnswerResult:
-            on_answer_result(message.answer_result());
+            on_answer_result(link, message.answer_result());
             break;
         case v1::RefereeMessage::kGoodbye:
-            on_goodbye(message.goodbye());
+            on_goodbye(*link, message.goodbye());
+            break;
+        case v1::RefereeMessage::kAssignment:
+            on_assignment(message.assignment());
             break;
         case v1::RefereeMessage::kMatchStart:
         case v1::RefereeMessage::kRotationRequest:
@@ -447,7 +590,7 @@ void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point receiv
         case v1::RefereeMessage::kPublicEvent:
         case v1::RefereeMessage::kRoundEnded:
         case v1::RefereeMessage::kMatchEnded:
-            route(std::move(message), received);
+            route(link, std::move(message), received);
             break;
         default:
             // A newer referee may send message kinds this kit does not know: ignore them.
@@ -456,42 +599,46 @@ void Client::Impl::dispatch(v1::RefereeMessage message, Clock::time_point receiv
     }
 }
 
-void Client::Impl::on_welcome(const v1::Welcome& welcome) {
-    log_info("connected to the referee as '", welcome.bot_name(), "' (session ",
+void Client::Impl::on_welcome(const Link& link, const v1::Welcome& welcome) {
+    log_info("connected to ", link.name(), " as '", welcome.bot_name(), "' (session ",
              welcome.session_id(), welcome.resumed() ? ", resumed" : "", ")");
     if (welcome.protocol_version() != kProtocolVersion) {
-        log_warning("the referee speaks protocol ", welcome.protocol_version(), ", this kit ",
+        log_warning(link.name(), " speaks protocol ", welcome.protocol_version(), ", this kit ",
                     kProtocolVersion);
     }
     if (welcome.resumed()) return;
     std::lock_guard lock(mutex_);
-    if (matches_.empty()) return;
-    // Reconnected after the grace: the referee forfeited these seats and will say no more.
+    // Reconnected after the grace: the referee forfeited the seats it held on this stream and
+    // will say no more of them. Matches of other streams are not its business.
     std::vector<std::string> lost;
-    for (const auto& entry : matches_) lost.push_back(entry.first);
+    for (const auto& entry : matches_) {
+        if (entry.second->link.get() == &link) lost.push_back(entry.first);
+    }
     for (const auto& id : lost) {
-        log_warning("match ", id, " was not resumed by the referee (its reconnect grace ran "
-                    "out, or it restarted); dropping it");
+        log_warning("match ", id, " was not resumed by ", link.name(), " (its reconnect grace "
+                    "ran out, or it restarted); dropping it");
         end_match_locked(id, /*drop=*/true);
     }
 }
 
-void Client::Impl::on_goodbye(const v1::Goodbye& goodbye) {
+void Client::Impl::on_goodbye(Link& link, const v1::Goodbye& goodbye) {
     const std::string& reason = v1::GoodbyeReason_Name(goodbye.reason());
-    log_info("goodbye from the referee (", reason.empty() ? "unknown reason" : reason, ", ",
+    log_info("goodbye from ", link.name(), " (", reason.empty() ? "unknown reason" : reason, ", ",
              goodbye.reconnect()
                  ? "reconnect in " + std::to_string(goodbye.retry_after_ms()) + " ms"
                  : std::string("do not reconnect"),
              "): ", goodbye.message().empty() ? "no message" : goodbye.message());
     {
         std::lock_guard lock(mutex_);
-        goodbye_ = goodbye;
+        link.goodbye = goodbye;
     }
-    // run() decides what follows once the call has ended; the referee ends it next.
-    half_close_then_cancel();
+    // run() (or, for a node, follow_node()) decides what follows once the call has ended; the
+    // referee ends it next.
+    half_close_then_cancel(link);
 }
 
-void Client::Impl::on_answer_result(const v1::AnswerResult& result) {
+void Client::Impl::on_answer_result(const std::shared_ptr<Link>& link,
+                                    const v1::AnswerResult& result) {
     const Key key{result.match_id(), result.request_id()};
     std::optional<v1::BotMessage> retry;
     {
@@ -534,10 +681,11 @@ void Client::Impl::on_answer_result(const v1::AnswerResult& result) {
                 break;
         }
     }
-    if (retry) deliver(key, *retry);
+    if (retry) deliver(*link, key, *retry);
 }
 
-void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received) {
+void Client::Impl::route(const std::shared_ptr<Link>& link, v1::RefereeMessage message,
+                         Clock::time_point received) {
     const std::string match_id = match_id_of(message);
     std::optional<v1::BotMessage> resend;
     Key key;
@@ -551,14 +699,14 @@ void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received)
         if (message.has_rotation_request()) {
             const auto& r = message.rotation_request();
             key = {match_id, r.request_id()};
-            forward = open_request_locked(key, r.deadline_ms(), r.time_bank_ms(),
+            forward = open_request_locked(link, key, r.deadline_ms(), r.time_bank_ms(),
                                           rotation_message(match_id, r.request_id(), false),
                                           received, resend);
         } else if (message.has_decision_request()) {
             const auto& r = message.decision_request();
             key = {match_id, r.request_id()};
             forward = open_request_locked(
-                key, r.deadline_ms(), r.time_bank_ms(),
+                link, key, r.deadline_ms(), r.time_bank_ms(),
                 action_message(match_id, r.request_id(), fallback_action(r)), received, resend);
         }
 
@@ -566,6 +714,7 @@ void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received)
         if (it == matches_.end()) {
             auto match = std::make_shared<Match>();
             match->id = match_id;
+            match->link = link;
             try {
                 match->bot = factory_();
             } catch (const std::exception& error) {
@@ -611,12 +760,12 @@ void Client::Impl::route(v1::RefereeMessage message, Clock::time_point received)
         }
         if (forward) match->push(std::move(message));
     }
-    if (resend) deliver(key, *resend);
+    if (resend) deliver(*link, key, *resend);
 }
 
-bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms,
-                                       std::uint32_t bank_ms, v1::BotMessage fallback,
-                                       Clock::time_point received,
+bool Client::Impl::open_request_locked(const std::shared_ptr<Link>& link, const Key& key,
+                                       std::uint32_t deadline_ms, std::uint32_t bank_ms,
+                                       v1::BotMessage fallback, Clock::time_point received,
                                        std::optional<v1::BotMessage>& resend) {
     const auto expires = received + answer_budget(deadline_ms, bank_ms, options_.margin_ms);
     auto it = pending_.find(key);
@@ -626,7 +775,7 @@ bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms
         if (!pending.answer) {
             pending.expires = std::min(pending.expires, expires);  // the bot is still on it
             cv_.notify_all();
-        } else if (!pending.closed && pending.sent_on != connection_.load()) {
+        } else if (!pending.closed && pending.sent_on != link->connection.load()) {
             log_info(where(key), ": resending the answer lost with the old connection");
             resend = pending.answer;
         } else {
@@ -639,6 +788,7 @@ bool Client::Impl::open_request_locked(const Key& key, std::uint32_t deadline_ms
     close_latest_locked(key.first);
     latest_[key.first] = key.second;
     Pending pending;
+    pending.link = link;
     pending.received = received;
     pending.expires = expires;
     pending.fallback = std::move(fallback);
@@ -665,6 +815,7 @@ void Client::Impl::end_match_locked(const std::string& match_id, bool drop) {
         p = pending_.erase(p);
     }
     latest_.erase(match_id);
+    tickets_.end_match(match_id);
     if (ended_.insert(match_id).second) ended_order_.push_back(match_id);
     while (ended_order_.size() > kEndedRemembered) {
         ended_.erase(ended_order_.front());
@@ -751,6 +902,7 @@ void Client::Impl::answer_request(Match& match, const v1::RefereeMessage& messag
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - received).count();
 
     v1::BotMessage to_send;
+    std::shared_ptr<Link> link;
     {
         std::lock_guard lock(mutex_);
         auto it = pending_.find(key);
@@ -766,9 +918,10 @@ void Client::Impl::answer_request(Match& match, const v1::RefereeMessage& messag
         if (!answer) pending.fallback_sent = true;
         pending.answer = answer ? *answer : pending.fallback;
         to_send = *pending.answer;
+        link = pending.link;
     }
     log_debug(where(key), ": answering ", took, " ms after the request");
-    deliver(key, to_send);
+    deliver(*link, key, to_send);
 }
 
 // --- deadlines ----------------------------------------------------------------------------------
@@ -777,25 +930,34 @@ void Client::Impl::watchdog() {
     std::unique_lock lock(mutex_);
     while (!watchdog_exit_) {
         const auto now = Clock::now();
-        if (cancel_at_ && now >= *cancel_at_) {
-            cancel_at_.reset();
+        std::optional<Clock::time_point> next;
+        std::vector<std::shared_ptr<Link>> to_cancel;
+        for (const auto& link : links_locked()) {
+            if (!link->cancel_at) continue;
+            if (now >= *link->cancel_at) {
+                link->cancel_at.reset();
+                to_cancel.push_back(link);
+            } else if (!next || *link->cancel_at < *next) {
+                next = link->cancel_at;
+            }
+        }
+        if (!to_cancel.empty()) {
             lock.unlock();
-            {
-                std::lock_guard context_lock(context_mutex_);
-                if (context_ != nullptr) context_->TryCancel();
+            for (const auto& link : to_cancel) {
+                std::lock_guard context_lock(link->context_mutex);
+                if (link->context != nullptr) link->context->TryCancel();
             }
             lock.lock();
             continue;
         }
-        std::optional<Clock::time_point> next = cancel_at_;
-        std::vector<std::pair<Key, v1::BotMessage>> due;
+        std::vector<std::tuple<std::shared_ptr<Link>, Key, v1::BotMessage>> due;
         if (options_.safety_fallback) {
             for (auto& [key, pending] : pending_) {
                 if (pending.answer || pending.closed) continue;
                 if (pending.expires <= now) {
                     pending.answer = pending.fallback;
                     pending.fallback_sent = true;
-                    due.emplace_back(key, pending.fallback);
+                    due.emplace_back(pending.link, key, pending.fallback);
                 } else if (!next || pending.expires < *next) {
                     next = pending.expires;
                 }
@@ -803,9 +965,9 @@ void Client::Impl::watchdog() {
         }
         if (!due.empty()) {
             lock.unlock();
-            for (const auto& [key, message] : due) {
+            for (const auto& [link, key, message] : due) {
                 log_warning(where(key), ": the bot has not answered in time; sending the fallback");
-                deliver(key, message);
+                deliver(*link, key, message);
             }
             lock.lock();
             continue;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <sstream>
 
 namespace scout {
@@ -187,6 +188,38 @@ std::string status_code_name(grpc::StatusCode code) {
         default: break;
     }
     return "STATUS_" + std::to_string(static_cast<int>(code));
+}
+
+void NodeTickets::add(const std::string& address, const std::string& match_id,
+                      const std::string& ticket) {
+    end_match(match_id);
+    by_address_[address].push_back(Held{match_id, ticket});
+}
+
+void NodeTickets::end_match(const std::string& match_id) {
+    for (auto it = by_address_.begin(); it != by_address_.end();) {
+        auto& held = it->second;
+        held.erase(std::remove_if(held.begin(), held.end(),
+                                  [&](const Held& h) { return h.match_id == match_id; }),
+                   held.end());
+        it = held.empty() ? by_address_.erase(it) : std::next(it);
+    }
+}
+
+void NodeTickets::refuse(const std::string& address, const std::string& ticket) {
+    const auto it = by_address_.find(address);
+    if (it == by_address_.end()) return;
+    auto& held = it->second;
+    held.erase(std::remove_if(held.begin(), held.end(),
+                              [&](const Held& h) { return h.ticket == ticket; }),
+               held.end());
+    if (held.empty()) by_address_.erase(it);
+}
+
+std::optional<std::string> NodeTickets::newest(const std::string& address) const {
+    const auto it = by_address_.find(address);
+    if (it == by_address_.end()) return std::nullopt;
+    return it->second.back().ticket;
 }
 
 }  // namespace scout

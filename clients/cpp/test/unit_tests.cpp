@@ -4,6 +4,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -232,6 +233,34 @@ TEST(rejections) {
     CHECK(!scout::is_permanent_rejection(StatusCode::CANCELLED, ""));
     CHECK(!scout::is_permanent_rejection(StatusCode::OK, ""));
     CHECK_EQ(scout::status_code_name(StatusCode::UNAUTHENTICATED), std::string("UNAUTHENTICATED"));
+}
+
+TEST(node_tickets) {
+    scout::NodeTickets tickets;
+    const auto none = std::optional<std::string>();
+    CHECK(tickets.newest("node:1") == none);
+    tickets.add("node:1", "m-a", "t-a");
+    tickets.add("node:2", "m-x", "t-x");
+    tickets.add("node:1", "m-b", "t-b");
+    CHECK(tickets.newest("node:1") == std::optional<std::string>("t-b"));  // the newest first
+    CHECK(tickets.newest("node:2") == std::optional<std::string>("t-x"));  // per address
+    // A fresh ticket for a match replaces its old one and becomes the newest.
+    tickets.add("node:1", "m-a", "t-a2");
+    CHECK(tickets.newest("node:1") == std::optional<std::string>("t-a2"));
+    // A refused ticket is dropped: the next one is tried.
+    tickets.refuse("node:1", "t-a2");
+    CHECK(tickets.newest("node:1") == std::optional<std::string>("t-b"));
+    tickets.refuse("node:1", "t-unknown");
+    tickets.refuse("node:9", "t-b");
+    CHECK(tickets.newest("node:1") == std::optional<std::string>("t-b"));
+    // A match that ends takes its ticket along; with none left the node is let go.
+    tickets.end_match("m-b");
+    CHECK(tickets.newest("node:1") == none);
+    CHECK(tickets.newest("node:2") == std::optional<std::string>("t-x"));
+    tickets.end_match("m-x");
+    CHECK(tickets.newest("node:2") == none);
+    tickets.end_match("m-x");  // twice: no harm
+    CHECK(tickets.newest("node:2") == none);
 }
 
 // --- launch convention -------------------------------------------------------------------------

@@ -109,13 +109,15 @@ public:
     /// FAILED_PRECONDITION, ABORTED "superseded", ...): logs one line and returns 1. Connection
     /// losses are retried with backoff; a Goodbye with reconnect: true is followed by a reconnect
     /// after its retry_after_ms (plus a little jitter), which does not count as a failure.
+    /// Matches assigned to another referee node (MatchAssignment, PROTOCOL.md §3.8) are played
+    /// on a stream to that node, which never stops run().
     int run();
 
     /// Thread-safe; may be called from any thread (e.g. a signal-waiting thread).
     void stop();
 
-    /// False if some bot call was still running when run() returned (the process should then
-    /// exit without waiting for it).
+    /// False if some bot call (or the close of a node stream) was still running when run()
+    /// returned (the process should then exit without waiting for it).
     bool workers_finished() const;
 
     class Impl;

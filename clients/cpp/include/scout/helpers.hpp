@@ -1,8 +1,10 @@
 // Pure helpers (no I/O, no threads): card groups, the documented fallback, answer checks,
-// reconnect backoff and status classification. Unit-tested in test/unit_tests.cpp.
+// reconnect backoff, status classification and the tickets of assigned matches. Unit-tested in
+// test/unit_tests.cpp.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,5 +72,27 @@ bool is_permanent_rejection(grpc::StatusCode code, const std::string& details);
 
 /// "UNAUTHENTICATED", "UNAVAILABLE", ...
 std::string status_code_name(grpc::StatusCode code);
+
+/// The tickets of the assigned matches that have not ended, per node address (PROTOCOL.md
+/// §3.8): what a node stream is (re)opened with. Not thread-safe (the client guards it).
+class NodeTickets {
+public:
+    /// A MatchAssignment: `ticket` opens a stream to `address` until `match_id` ends. A fresh
+    /// ticket for a match already held replaces the old one and becomes the newest.
+    void add(const std::string& address, const std::string& match_id, const std::string& ticket);
+    /// The match ended (or was given up): its ticket opens nothing any more.
+    void end_match(const std::string& match_id);
+    /// The node refused `ticket` (UNAUTHENTICATED): drop it, so that the next one is tried.
+    void refuse(const std::string& address, const std::string& ticket);
+    /// The ticket to (re)open a stream to `address` with: the newest one held, if any.
+    std::optional<std::string> newest(const std::string& address) const;
+
+private:
+    struct Held {
+        std::string match_id;
+        std::string ticket;
+    };
+    std::map<std::string, std::vector<Held>> by_address_;  // oldest first
+};
 
 }  // namespace scout
