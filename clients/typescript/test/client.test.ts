@@ -399,3 +399,114 @@ describe("runBot against a fake referee", () => {
     assert.equal(referee.connections, start + 1);
   });
 });
+
+describe("runBot with match assignments (PROTOCOL.md §3.8)", () => {
+  const main = new FakeReferee();
+  const node = new FakeReferee();
+  before(() => Promise.all([main.start(), node.start()]));
+  after(() => {
+    main.stop();
+    node.stop();
+  });
+
+  function assignment(matchId: string, ticket: string): RefereeMessage {
+    return { assignment: { matchId, address: `127.0.0.1:${node.port}`, ticket, tls: false } };
+  }
+
+  const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it("plays the match on the node with its ticket, reopens a cut node stream, then lets it go", async () => {
+    const stop = new AbortController();
+    const mainStart = main.connections;
+    const nodeStart = node.connections;
+    const hellos: (BotMessage__Output | undefined)[] = [];
+    const seen: (BotMessage__Output | undefined)[] = [];
+    main.script = async (call) => {
+      hellos.push(await next(call));
+      call.write(WELCOME);
+      call.write(assignment("m-1", "t-1"));
+    };
+    const done = new Promise<void>((resolve) => {
+      node.script = async (call, connection) => {
+        const bot = inbox(call);
+        hellos.push(await bot.next());
+        if (connection === nodeStart + 1) {
+          call.write(WELCOME);
+          call.write({ matchStart: { matchId: "m-1", seat: 0, numPlayers: 2, numRounds: 1 } });
+          call.write(turn("1"));
+          seen.push(await bot.next());
+          call.emit("error", { code: grpc.status.UNAVAILABLE, details: "connection dropped" });
+          return;
+        }
+        call.write({ welcome: { ...WELCOME.welcome, resumed: true } });
+        call.write({
+          matchStart: { matchId: "m-1", seat: 0, numPlayers: 2, numRounds: 1, resumed: true },
+        });
+        call.write(turn("2"));
+        seen.push(await bot.next());
+        call.write({ matchEnded: { matchId: "m-1", totals: [1, 0], ranks: [1, 2] } });
+        call.write({ goodbye: { reason: "GOODBYE_REASON_FINISHED", message: "node done" } });
+        call.end();
+        resolve();
+      };
+    });
+    let finished = false;
+    const run = runBot({ chooseAction }, main.options(stop)).finally(() => (finished = true));
+    await done;
+    await pause(500); // no ticket left: the node stream is not reopened
+    assert.equal(finished, false, "a node's Goodbye must not end the run");
+    stop.abort();
+    const summary = await run;
+    assert.equal(summary.matchesFinished, 1);
+    assert.equal(summary.goodbye, undefined);
+    assert.equal(main.connections, mainStart + 1, "the main stream is untouched");
+    assert.equal(node.connections, nodeStart + 2);
+    assert.deepEqual(node.tokens.slice(nodeStart), ["Bearer t-1", "Bearer t-1"]);
+    assert.deepEqual(hellos[1]?.hello, hellos[0]?.hello, "the same Hello on the node");
+    assert.deepEqual(seen[0]?.action, { matchId: "m-1", requestId: "1", action: MINE });
+    assert.deepEqual(seen[1]?.action, { matchId: "m-1", requestId: "2", action: MINE });
+  });
+
+  it("drops a ticket the node refuses and reopens with the next one", async () => {
+    const stop = new AbortController();
+    const mainStart = main.connections;
+    const nodeStart = node.connections;
+    main.script = async (call) => {
+      await next(call);
+      call.write(WELCOME);
+      call.write(assignment("m-1", "t-1"));
+      call.write(assignment("m-2", "t-2"));
+    };
+    const done = new Promise<void>((resolve) => {
+      node.script = async (call, connection) => {
+        const token = node.tokens.at(-1);
+        if (token === "Bearer t-2") {
+          call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "unknown ticket" });
+          return;
+        }
+        await next(call);
+        call.write(WELCOME);
+        if (connection === nodeStart + 1) {
+          // Both matches are assigned by now: the stream comes back with the newest ticket.
+          call.write({
+            goodbye: { reason: "GOODBYE_REASON_SHUTDOWN", reconnect: true, retryAfterMs: 50 },
+          });
+          call.end();
+          return;
+        }
+        call.write({ matchEnded: { matchId: "m-1", totals: [1, 0], ranks: [1, 2] } });
+        call.emit("error", { code: grpc.status.UNAVAILABLE, details: "gone" });
+        resolve();
+      };
+    });
+    let finished = false;
+    const run = runBot({ chooseAction }, main.options(stop)).finally(() => (finished = true));
+    await done;
+    await pause(500);
+    assert.equal(finished, false, "a refused ticket or a lost node stream must not end the run");
+    stop.abort();
+    await run;
+    assert.equal(main.connections, mainStart + 1);
+    assert.deepEqual(node.tokens.slice(nodeStart), ["Bearer t-1", "Bearer t-2", "Bearer t-1"]);
+  });
+});

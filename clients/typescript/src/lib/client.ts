@@ -1,8 +1,8 @@
 // Connects a Bot to a referee and plays until stopped.
 //
-// One channel and one Arena.Play stream carry every match the bot is seated in. Messages are
-// dispatched by match_id; each request is answered on its own, so one slow (async) decision
-// never holds up another match. Every request gets a timer that sends the fallback (taken from
+// One channel and one Arena.Play stream carry every match the bot is seated in (unless a match
+// is assigned to another referee node, see below). Messages are dispatched by match_id; each
+// request is answered on its own, so one slow (async) decision never holds up another match. Every request gets a timer that sends the fallback (taken from
 // the legal lists) shortly before deadline_ms + time_bank_ms runs out, so a slow, throwing or
 // confused bot loses a decision, not a strike. When the stream is lost the runner reconnects
 // with exponential backoff and the referee resumes the running matches; requests it sends again
@@ -16,6 +16,13 @@
 // nothing here waits for ACCEPTED: an answered request stays open until a verdict closes it
 // (TIMED_OUT, STALE) or the match moves on (its next request, its RoundEnded, its MatchEnded); a
 // rejection (ILLEGAL, MALFORMED) keeps it open.
+//
+// A ladder with referee nodes may send a MatchAssignment on the main stream (PROTOCOL.md §3.8):
+// the match is played on a stream to the node, opened with the assignment's ticket unless one is
+// open (or opening) there already, and handled exactly like the main stream; every request is
+// answered on the stream that carried it. The tickets of unfinished matches are kept per node: a
+// lost node stream is reopened with the newest one (after the usual backoff) and let go when
+// none is left. A node stream never ends the run: only the main stream decides that.
 
 import * as fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -39,6 +46,7 @@ import {
   type BotMessage,
   type DecisionRequest,
   type Goodbye,
+  type MatchAssignment,
   type MatchEnded,
   type MatchStart,
   type ProtocolError,
@@ -50,6 +58,7 @@ import {
   type Welcome,
 } from "./proto";
 import { backoffDelayMs, goodbyeDelayMs, isRejection, statusName } from "./retry";
+import { NodeTickets } from "./tickets";
 
 /** Given to the bot with every request. */
 export interface RequestContext {
@@ -163,9 +172,13 @@ export function channelOptions(): grpc.ChannelOptions {
   };
 }
 
-function channelCredentials(options: RunOptions): grpc.ChannelCredentials {
-  const tls =
-    Boolean(options.tls) || options.caCert !== undefined || options.clientCert !== undefined;
+/** Whether the main connection uses TLS (asked for, or implied by a certificate). */
+function mainUsesTls(options: RunOptions): boolean {
+  return Boolean(options.tls) || options.caCert !== undefined || options.clientCert !== undefined;
+}
+
+/** Plaintext, or TLS with the CA and client certificate of the options. */
+function channelCredentials(options: RunOptions, tls: boolean): grpc.ChannelCredentials {
   if (!tls) {
     return grpc.credentials.createInsecure();
   }
@@ -180,12 +193,80 @@ function channelCredentials(options: RunOptions): grpc.ChannelCredentials {
 
 type RequestKind = "rotation" | "decision";
 
+type PlayCall = grpc.ClientDuplexStream<BotMessage, RefereeMessage>;
+
+/**
+ * Where the bot plays: the main referee (options.address), or a referee node a MatchAssignment
+ * sent it to. Each has its own channel and at most one Play stream at a time.
+ */
+class Link {
+  readonly client: ArenaClient;
+  call: PlayCall | undefined;
+  /** Number of the current stream, unique across links (an answer remembers where it went). */
+  connection = 0;
+  welcomed = false;
+  lastProtocolError: ProtocolError | undefined;
+  /** The current stream's Goodbye, if the referee sent one. */
+  goodbye: Goodbye | undefined;
+  resyncTimer: NodeJS.Timeout | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    readonly address: string,
+    /** Starts the log lines about this link: empty for the main referee. */
+    readonly tag: string,
+    credentials: grpc.ChannelCredentials,
+  ) {
+    this.client = newArenaClient(address, credentials, channelOptions());
+  }
+
+  /** Waits `ms`, or until wakeUp(). */
+  sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    }).then(() => {
+      this.wake = undefined;
+    });
+  }
+
+  wakeUp(): void {
+    this.wake?.();
+  }
+
+  /** Half-closes the stream, then hangs up if the referee has not ended it after a short grace. */
+  hangUp(): void {
+    const call = this.call;
+    if (call !== undefined) {
+      try {
+        call.end();
+      } catch {
+        // already ended
+      }
+      setTimeout(() => call.cancel(), CLOSE_GRACE_MS).unref();
+    }
+  }
+
+  /** Ends the stream at once and closes the channel. */
+  close(): void {
+    clearTimeout(this.resyncTimer);
+    this.call?.cancel();
+    this.client.close();
+  }
+}
+
 /** One request, remembered until it is closed or its match ends. */
 interface Pending {
   readonly key: string;
   readonly kind: RequestKind;
   readonly matchId: string;
   readonly requestId: string;
+  /** The link whose stream carried the request: the answer goes back on it. */
+  link: Link;
   /** performance.now() when the request arrived. */
   readonly receivedAt: number;
   /** performance.now() by which the kit answers with the fallback. */
@@ -203,6 +284,8 @@ interface Pending {
 
 interface MatchState {
   readonly matchId: string;
+  /** The link whose stream carries the match. */
+  link: Link;
   seat: number;
   players: number;
   /** False after a resumed Welcome until the referee confirms the match with a MatchStart. */
@@ -212,6 +295,10 @@ interface MatchState {
 interface StreamEnd {
   code: grpc.status;
   details: string;
+}
+
+function describeEnd(end: StreamEnd): string {
+  return `${statusName(end.code)}${end.details ? `: ${end.details}` : ""}`;
 }
 
 type Incoming =
@@ -224,33 +311,30 @@ function asTurn(request: RawDecisionRequest): DecisionRequest | undefined {
   return observation ? { ...request, observation } : undefined;
 }
 
-type PlayCall = grpc.ClientDuplexStream<BotMessage, RefereeMessage>;
-
 function sameMessage(a: BotMessage | undefined, b: BotMessage | undefined): boolean {
   return a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }
 
 class Runner {
   private readonly log: Logger;
-  private readonly client: ArenaClient;
   private readonly marginMs: number;
   private readonly useBank: boolean;
   /** Asks for the full stream rather than a lean one. */
   private readonly publicEvents: boolean;
+  /** The referee at options.address: only its stream decides when the run ends. */
+  private readonly main: Link;
+  /** Links to referee nodes whose stream is open or being (re)opened, by address. */
+  private readonly nodes = new Map<string, Link>();
+  /** Tickets of the assigned matches that have not ended, per node address. */
+  private readonly tickets = new NodeTickets();
   private readonly matches = new Map<string, MatchState>();
   private readonly ended = new Set<string>();
   private readonly requests = new Map<string, Pending>();
   /** Each match's newest request: the only one that can still be open. */
   private readonly latest = new Map<string, Pending>();
-  private call: PlayCall | undefined;
-  private connection = 0;
-  private welcomed = false;
-  private lastProtocolError: ProtocolError | undefined;
-  /** The current stream's Goodbye, if the referee sent one. */
-  private goodbye: Goodbye | undefined;
+  /** Streams opened so far, on every link. */
+  private connections = 0;
   private stopping = false;
-  private wake: (() => void) | undefined;
-  private resyncTimer: NodeJS.Timeout | undefined;
   matchesFinished = 0;
   /** Set when a Goodbye with `reconnect: false` ended the run. */
   finalGoodbye: Goodbye | undefined;
@@ -263,20 +347,21 @@ class Runner {
     this.marginMs = Math.max(0, options.safetyMarginMs ?? 150);
     this.useBank = options.useTimeBank ?? true;
     this.publicEvents = wantsPublicEvents(bot, options);
-    this.client = newArenaClient(options.address, channelCredentials(options), channelOptions());
+    this.main = new Link(options.address, "", channelCredentials(options, mainUsesTls(options)));
   }
 
   // --- connection ------------------------------------------------------------------------------
 
   async run(): Promise<void> {
+    const main = this.main;
     let attempt = 0;
     try {
       while (!this.stopping) {
-        const end = await this.session();
+        const end = await this.session(main, this.options.token);
         if (this.stopping) {
           break;
         }
-        const goodbye = this.goodbye;
+        const goodbye = main.goodbye;
         if (goodbye !== undefined) {
           // A planned end of the stream (§10.1): it overrides whatever status the call ended with.
           if (!goodbye.reconnect) {
@@ -292,17 +377,17 @@ class Runner {
           attempt = 0; // not a failure: the backoff starts afresh
           const delay = goodbyeDelayMs(goodbye.retryAfterMs);
           this.log.info(`reconnecting in ${(delay / 1000).toFixed(2)} s, as the referee asked`);
-          await this.sleep(delay);
+          await main.sleep(delay);
           continue;
         }
         if (isRejection(end.code, end.details)) {
-          throw new ConnectionRejected(end.code, end.details, this.lastProtocolError);
+          throw new ConnectionRejected(end.code, end.details, main.lastProtocolError);
         }
-        const problem = `${statusName(end.code)}${end.details ? `: ${end.details}` : ""}`;
+        const problem = describeEnd(end);
         if (this.options.reconnect === false) {
           throw new ConnectionLost(`connection to the referee lost (${problem})`);
         }
-        if (this.welcomed) {
+        if (main.welcomed) {
           attempt = 0;
         }
         const delay = backoffDelayMs(attempt);
@@ -310,55 +395,37 @@ class Runner {
         this.log.warn(
           `connection lost (${problem}); reconnecting in ${(delay / 1000).toFixed(2)} s`,
         );
-        await this.sleep(delay);
+        await main.sleep(delay);
       }
     } finally {
       this.shutdown();
     }
   }
 
-  /** Ends the run: half-closes the stream, then hangs up after a short grace. */
+  /** Ends the run: half-closes every stream, then hangs up after a short grace. */
   stop(): void {
     if (this.stopping) {
       return;
     }
     this.stopping = true;
-    this.wake?.();
-    const call = this.call;
-    if (call !== undefined) {
-      try {
-        call.end();
-      } catch {
-        // already ended
-      }
-      setTimeout(() => call.cancel(), CLOSE_GRACE_MS).unref();
+    for (const link of [this.main, ...this.nodes.values()]) {
+      link.wakeUp();
+      link.hangUp();
     }
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    }).then(() => {
-      this.wake = undefined;
-    });
-  }
-
-  /** One Play stream, until it ends; resolves with its final status. */
-  private session(): Promise<StreamEnd> {
-    this.connection += 1;
-    this.welcomed = false;
-    this.lastProtocolError = undefined;
-    this.goodbye = undefined;
+  /** One Play stream on `link`, opened with `token`, until it ends; resolves with its status. */
+  private session(link: Link, token: string): Promise<StreamEnd> {
+    this.connections += 1;
+    link.connection = this.connections;
+    link.welcomed = false;
+    link.lastProtocolError = undefined;
+    link.goodbye = undefined;
     const metadata = new grpc.Metadata();
-    metadata.set("authorization", `Bearer ${this.options.token}`);
-    this.log.debug(`connecting to ${this.options.address} (connection ${this.connection})`);
-    const call = this.client.Play(metadata);
-    this.call = call;
+    metadata.set("authorization", `Bearer ${token}`);
+    this.log.debug(`connecting to ${link.address} (connection ${link.connection})`);
+    const call = link.client.Play(metadata);
+    link.call = call;
     return new Promise<StreamEnd>((resolve) => {
       let finished = false;
       const finish = (code: grpc.status, details: string): void => {
@@ -366,12 +433,12 @@ class Runner {
           return;
         }
         finished = true;
-        if (this.call === call) {
-          this.call = undefined;
+        if (link.call === call) {
+          link.call = undefined;
         }
         resolve({ code, details });
       };
-      call.on("data", (message: RefereeMessage) => this.receive(message, performance.now()));
+      call.on("data", (message: RefereeMessage) => this.receive(link, message, performance.now()));
       call.on("error", (error: Partial<grpc.ServiceError>) =>
         finish(error.code ?? grpc.status.UNKNOWN, error.details ?? error.message ?? ""),
       );
@@ -388,64 +455,166 @@ class Runner {
     });
   }
 
+  /** The run is over. Node streams are cut here; each node's loop then closes its channel. */
   private shutdown(): void {
+    this.stopping = true;
     for (const pending of [...this.requests.values()]) {
       this.close(pending);
     }
-    clearTimeout(this.resyncTimer);
-    this.call?.cancel();
-    this.client.close();
+    for (const node of this.nodes.values()) {
+      node.wakeUp();
+      node.call?.cancel();
+    }
+    this.main.close();
+  }
+
+  // --- referee nodes (PROTOCOL.md §3.8) --------------------------------------------------------
+
+  private onAssignment(assignment: MatchAssignment): void {
+    const { matchId, address, ticket, tls } = assignment;
+    if (this.stopping || this.ended.has(matchId)) {
+      return;
+    }
+    this.tickets.add(address, matchId, ticket);
+    if (this.nodes.has(address)) {
+      this.log.info(`match ${matchId}: assigned to node ${address}, where a stream is open`);
+      return;
+    }
+    this.log.info(`match ${matchId}: assigned to node ${address}`);
+    const node = new Link(address, `node ${address}: `, channelCredentials(this.options, tls));
+    this.nodes.set(address, node);
+    this.followNode(node).catch((error: unknown) =>
+      this.log.error(`the stream to node ${address} failed: ${describeError(error)}`),
+    );
+  }
+
+  /**
+   * Keeps a stream open to a node while the bot holds a ticket of an unfinished match there: after
+   * a loss or a Goodbye it reopens it with the newest ticket (after the usual backoff, or the
+   * Goodbye's retry_after_ms), drops a ticket the node refuses and tries the next, and lets the
+   * stream go when none is left. Nothing here ends the run or touches the main stream.
+   */
+  private async followNode(node: Link): Promise<void> {
+    const address = node.address;
+    let attempt = 0;
+    try {
+      for (;;) {
+        const held = this.tickets.newest(address);
+        if (held === undefined || this.stopping) {
+          return;
+        }
+        this.log.info(`opening a stream to node ${address} (ticket of match ${held.matchId})`);
+        const end = await this.session(node, held.ticket);
+        if (this.stopping) {
+          return;
+        }
+        const problem = describeEnd(end);
+        if (end.code === grpc.status.UNAUTHENTICATED) {
+          this.log.warn(
+            `node ${address} refused the ticket of match ${held.matchId} (${problem}); dropping it`,
+          );
+          this.tickets.refused(address, held.ticket);
+          continue;
+        }
+        if (this.tickets.newest(address) === undefined) {
+          this.log.info(
+            `stream to node ${address} ended (${problem}); no match of ours left there`,
+          );
+          return;
+        }
+        let delay: number;
+        if (node.goodbye?.reconnect) {
+          attempt = 0;
+          delay = goodbyeDelayMs(node.goodbye.retryAfterMs);
+        } else {
+          if (node.welcomed) {
+            attempt = 0;
+          }
+          delay = backoffDelayMs(attempt);
+          attempt += 1;
+        }
+        this.log.warn(
+          `stream to node ${address} ended (${problem}); reopening in ${(delay / 1000).toFixed(2)} s`,
+        );
+        await node.sleep(delay);
+      }
+    } finally {
+      this.nodes.delete(address);
+      node.close();
+      this.log.info(`closed the stream to node ${address}`);
+      if (!this.stopping) {
+        // No ticket opens the node to them any more: they are over.
+        for (const match of [...this.matches.values()]) {
+          if (match.link === node) {
+            this.log.info(`match ${match.matchId}: its node stream is gone; forgetting it`);
+            this.endMatch(match.matchId);
+          }
+        }
+      }
+    }
   }
 
   // --- incoming messages -----------------------------------------------------------------------
 
-  private receive(message: RefereeMessage, receivedAt: number): void {
+  private receive(link: Link, message: RefereeMessage, receivedAt: number): void {
     try {
-      this.dispatch(message, receivedAt);
+      this.dispatch(link, message, receivedAt);
     } catch (error) {
       this.log.error(`failed to handle a ${message.body ?? "bodiless"} message: ${String(error)}`);
     }
   }
 
-  private dispatch(message: RefereeMessage, receivedAt: number): void {
+  private dispatch(link: Link, message: RefereeMessage, receivedAt: number): void {
     switch (message.body) {
       case "welcome":
-        if (message.welcome) this.onWelcome(message.welcome);
+        if (message.welcome) this.onWelcome(link, message.welcome);
         return;
       case "error":
         if (message.error) {
-          this.lastProtocolError = message.error;
+          link.lastProtocolError = message.error;
           this.log.warn(
-            `protocol error from the referee: ${message.error.code}: ${message.error.message}`,
+            `${link.tag}protocol error from the referee: ${message.error.code}: ` +
+              message.error.message,
           );
         }
         return;
       case "goodbye":
-        if (message.goodbye) this.onGoodbye(message.goodbye);
+        if (message.goodbye) this.onGoodbye(link, message.goodbye);
+        return;
+      case "assignment":
+        if (message.assignment) this.onAssignment(message.assignment);
         return;
       case "matchStart":
-        if (message.matchStart) this.onMatchStart(message.matchStart);
+        if (message.matchStart) this.onMatchStart(link, message.matchStart);
         return;
       case "rotationRequest":
-        if (message.rotationRequest && this.isLive(message.rotationRequest.matchId)) {
-          this.openRequest({ kind: "rotation", request: message.rotationRequest }, receivedAt);
+        if (message.rotationRequest && this.isLive(link, message.rotationRequest.matchId)) {
+          this.openRequest(
+            link,
+            { kind: "rotation", request: message.rotationRequest },
+            receivedAt,
+          );
         }
         return;
       case "decisionRequest":
-        if (message.decisionRequest && this.isLive(message.decisionRequest.matchId)) {
-          this.openRequest({ kind: "decision", request: message.decisionRequest }, receivedAt);
+        if (message.decisionRequest && this.isLive(link, message.decisionRequest.matchId)) {
+          this.openRequest(
+            link,
+            { kind: "decision", request: message.decisionRequest },
+            receivedAt,
+          );
         }
         return;
       case "answerResult":
         if (message.answerResult) this.onAnswerResult(message.answerResult);
         return;
       case "publicEvent":
-        if (message.publicEvent && this.isLive(message.publicEvent.matchId)) {
+        if (message.publicEvent && this.isLive(link, message.publicEvent.matchId)) {
           this.hook("onPublicEvent", () => this.bot.onPublicEvent?.(message.publicEvent!));
         }
         return;
       case "roundEnded":
-        if (message.roundEnded && this.isLive(message.roundEnded.matchId)) {
+        if (message.roundEnded && this.isLive(link, message.roundEnded.matchId)) {
           const round = message.roundEnded;
           this.log.debug(
             `match ${round.matchId}: round ${round.roundIndex} ended (${round.reason}), ` +
@@ -464,85 +633,83 @@ class Runner {
     }
   }
 
-  private onWelcome(welcome: Welcome): void {
-    this.welcomed = true;
+  private onWelcome(link: Link, welcome: Welcome): void {
+    link.welcomed = true;
     this.log.info(
-      `connected as ${JSON.stringify(welcome.botName)} (session ${welcome.sessionId}` +
+      `${link.tag}connected as ${JSON.stringify(welcome.botName)} (session ${welcome.sessionId}` +
         `${welcome.resumed ? ", resumed" : ""})`,
     );
     if (welcome.protocolVersion !== PROTOCOL_VERSION) {
       this.log.warn(
-        `the referee speaks protocol ${welcome.protocolVersion}, this kit ${PROTOCOL_VERSION}`,
+        `${link.tag}the referee speaks protocol ${welcome.protocolVersion}, ` +
+          `this kit ${PROTOCOL_VERSION}`,
       );
     }
-    if (this.matches.size === 0) {
+    // Only the matches this link carries: a stream's Welcome says nothing about the others.
+    const carried = [...this.matches.values()].filter((match) => match.link === link);
+    if (carried.length === 0) {
       return;
     }
     if (!welcome.resumed) {
       // Back after the reconnect grace: the referee forfeited these seats and says no more.
-      this.log.warn(`the referee did not resume ${this.matches.size} running match(es)`);
-      for (const matchId of [...this.matches.keys()]) {
-        this.endMatch(matchId);
+      this.log.warn(`${link.tag}the referee did not resume ${carried.length} running match(es)`);
+      for (const match of carried) {
+        this.endMatch(match.matchId);
       }
       return;
     }
     // The referee resyncs every running match with MatchStart{resumed}; any match it does not
     // mention ended while we were away (its MatchEnded was lost with the old stream).
-    for (const match of this.matches.values()) {
+    for (const match of carried) {
       match.confirmed = false;
     }
-    clearTimeout(this.resyncTimer);
-    this.resyncTimer = setTimeout(() => {
+    clearTimeout(link.resyncTimer);
+    link.resyncTimer = setTimeout(() => {
       for (const match of [...this.matches.values()]) {
-        if (!match.confirmed) {
+        if (match.link === link && !match.confirmed) {
           this.log.info(`match ${match.matchId}: not resumed by the referee; forgetting it`);
           this.endMatch(match.matchId);
         }
       }
     }, RESYNC_WINDOW_MS);
-    this.resyncTimer.unref();
+    link.resyncTimer.unref();
   }
 
   /**
    * The referee closes the stream on purpose (§10.1). The Goodbye decides what follows once the
-   * call has ended (see run()); meanwhile half-close, and hang up if the referee does not.
+   * call has ended (see run() and followNode()); meanwhile half-close, and hang up if the
+   * referee does not.
    */
-  private onGoodbye(goodbye: Goodbye): void {
-    this.goodbye = goodbye;
+  private onGoodbye(link: Link, goodbye: Goodbye): void {
+    link.goodbye = goodbye;
     const then = goodbye.reconnect ? `reconnect in ${goodbye.retryAfterMs} ms` : "do not reconnect";
     this.log.info(
-      `goodbye from the referee (${goodbye.reason}, ${then}): ${goodbye.message || "no message"}`,
+      `${link.tag}goodbye from the referee (${goodbye.reason}, ${then}): ` +
+        (goodbye.message || "no message"),
     );
-    const call = this.call;
-    if (call !== undefined) {
-      try {
-        call.end();
-      } catch {
-        // already ended
-      }
-      setTimeout(() => call.cancel(), CLOSE_GRACE_MS).unref();
-    }
+    link.hangUp();
   }
 
   /** False for a match that already ended (late messages about it are ignored). */
-  private isLive(matchId: string): boolean {
+  private isLive(link: Link, matchId: string): boolean {
     if (this.ended.has(matchId)) {
       return false;
     }
     if (!this.matches.has(matchId)) {
       // No MatchStart seen (e.g. this process restarted and took over): play it anyway.
-      this.matches.set(matchId, { matchId, seat: -1, players: 0, confirmed: true });
+      this.matches.set(matchId, { matchId, link, seat: -1, players: 0, confirmed: true });
     }
     return true;
   }
 
-  private onMatchStart(start: MatchStart): void {
+  private onMatchStart(link: Link, start: MatchStart): void {
     if (this.ended.has(start.matchId)) {
       return;
     }
     const known = this.matches.get(start.matchId);
     this.matches.set(start.matchId, {
       matchId: start.matchId,
+      link,
       seat: start.seat,
       players: start.numPlayers,
       confirmed: true,
@@ -582,6 +749,7 @@ class Runner {
   private endMatch(matchId: string): void {
     this.matches.delete(matchId);
     this.ended.add(matchId);
+    this.tickets.matchEnded(matchId);
     if (this.ended.size > ENDED_REMEMBERED) {
       const oldest = this.ended.values().next();
       if (!oldest.done) this.ended.delete(oldest.value);
@@ -609,7 +777,7 @@ class Runner {
     return total - Math.min(this.marginMs, total / 2);
   }
 
-  private openRequest(incoming: Incoming, receivedAt: number): void {
+  private openRequest(link: Link, incoming: Incoming, receivedAt: number): void {
     const { kind, request } = incoming;
     const { matchId, requestId } = request;
     const key = `${matchId}\u0000${requestId}`;
@@ -618,8 +786,9 @@ class Runner {
     const existing = this.requests.get(key);
     if (existing !== undefined) {
       // Sent again after a reconnect (same request_id): never ask the bot twice.
+      existing.link = link;
       if (existing.answer !== undefined) {
-        if (existing.sentOn !== this.connection) {
+        if (existing.sentOn !== link.connection) {
           this.log.info(`${where}: asked again after a reconnect; resending the answer`);
           this.send(existing, existing.answer);
         }
@@ -638,6 +807,7 @@ class Runner {
       kind,
       matchId,
       requestId,
+      link,
       receivedAt,
       expiresAt,
       fallback,
@@ -746,9 +916,10 @@ class Runner {
   private send(pending: Pending, answer: BotMessage): void {
     pending.answer = answer;
     clearTimeout(pending.timer);
-    const call = this.call;
+    const link = pending.link;
+    const call = link.call;
     // After a Goodbye the stream is half-closed: nothing more can be written on it.
-    if (call === undefined || this.stopping || this.goodbye !== undefined) {
+    if (call === undefined || this.stopping || link.goodbye !== undefined) {
       pending.sentOn = undefined;
       this.log.info(
         `match ${pending.matchId}: not connected; request ${pending.requestId} is answered when ` +
@@ -758,7 +929,7 @@ class Runner {
     }
     try {
       call.write(answer);
-      pending.sentOn = this.connection;
+      pending.sentOn = link.connection;
     } catch (error) {
       pending.sentOn = undefined;
       this.log.warn(`could not send an answer: ${describeError(error)}`);

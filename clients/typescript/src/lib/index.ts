@@ -14,6 +14,7 @@ export {
   type DecisionRequest,
   type End,
   type Goodbye,
+  type MatchAssignment,
   type MatchEnded,
   type MatchStart,
   type Observation,

@@ -28,6 +28,7 @@ import type { Show__Output } from "../generated/scout/v1/Show";
 export type { ArenaClient, BotMessage, RefereeMessage__Output as RefereeMessage };
 export type { AnswerResult__Output as AnswerResult } from "../generated/scout/v1/AnswerResult";
 export type { Goodbye__Output as Goodbye } from "../generated/scout/v1/Goodbye";
+export type { MatchAssignment__Output as MatchAssignment } from "../generated/scout/v1/MatchAssignment";
 export type { ProtocolError__Output as ProtocolError } from "../generated/scout/v1/ProtocolError";
 export type { Welcome__Output as Welcome } from "../generated/scout/v1/Welcome";
 export type { PublicAction__Output as PublicAction } from "../generated/scout/v1/PublicAction";
