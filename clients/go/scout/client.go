@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -56,6 +57,10 @@ const (
 // little jitter, which is not counted as a failure. It returns a *RejectedError when the
 // referee refuses the bot for a reason reconnecting cannot fix (unknown token, protocol
 // mismatch, another process took over the token), and another error when cfg is unusable.
+//
+// A MatchAssignment on the stream (a ladder with referee nodes, PROTOCOL.md §3.8) makes Run
+// play that match on a stream to the node, opened with the assignment's ticket; only the main
+// stream (to cfg.Address) decides when Run returns.
 func Run(ctx context.Context, cfg Config, bot Bot) error {
 	if bot == nil {
 		return errors.New("scout: Run needs a Bot")
@@ -67,26 +72,38 @@ func Run(ctx context.Context, cfg Config, bot Bot) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	opts, err := dialOptions(&cfg, logger)
+	tlsCreds, err := tlsCredentials(&cfg, logger)
 	if err != nil {
 		return err
 	}
 	debug := logger.Enabled(ctx, slog.LevelDebug)
-	if debug {
-		// Log every TCP connect, which shows the channel's reconnect backoff at work. Options
-		// given in cfg.DialOptions come later and win.
-		opts = append([]grpc.DialOption{grpc.WithContextDialer(loggingDialer(logger))}, opts...)
+	c := newClient(cfg, bot)
+	c.dial = func(address string, useTLS bool) (*grpc.ClientConn, error) {
+		creds := insecure.NewCredentials()
+		if useTLS {
+			creds = tlsCreds
+		}
+		opts := dialOptions(&cfg, creds)
+		if debug {
+			// Log every TCP connect, which shows the channel's reconnect backoff at work.
+			// Options given in cfg.DialOptions come later and win.
+			opts = append([]grpc.DialOption{grpc.WithContextDialer(loggingDialer(logger))}, opts...)
+		}
+		conn, err := grpc.NewClient(address, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("scout: cannot use address %q: %w", address, err)
+		}
+		if debug {
+			go logConnectivity(ctx, conn, logger.With("address", address))
+		}
+		return conn, nil
 	}
-	conn, err := grpc.NewClient(cfg.Address, opts...)
+	conn, err := c.dial(cfg.Address, cfg.useTLS())
 	if err != nil {
-		return fmt.Errorf("scout: cannot use address %q: %w", cfg.Address, err)
+		return err
 	}
 	defer conn.Close()
-	c := newClient(cfg, bot, scoutv1.NewArenaClient(conn))
-	c.resetBackoff = conn.ResetConnectBackoff
-	if debug {
-		go logConnectivity(ctx, conn, c.log)
-	}
+	c.main = newLink(cfg.Address, cfg.useTLS(), conn, c.log)
 	return c.run(ctx)
 }
 
@@ -123,39 +140,41 @@ func loggingDialer(log *slog.Logger) func(context.Context, string) (net.Conn, er
 }
 
 // logConnectivity logs the channel's state changes (connecting, transient failure with its
-// backoff, ready) at debug level.
+// backoff, ready) at debug level, until the channel is closed.
 func logConnectivity(ctx context.Context, conn *grpc.ClientConn, log *slog.Logger) {
 	state := conn.GetState()
-	for conn.WaitForStateChange(ctx, state) {
+	for state != connectivity.Shutdown && conn.WaitForStateChange(ctx, state) {
 		state = conn.GetState()
 		log.Debug("channel state", "state", state.String())
 	}
 }
 
-func dialOptions(cfg *Config, log *slog.Logger) ([]grpc.DialOption, error) {
-	creds := insecure.NewCredentials()
-	if cfg.useTLS() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if cfg.CACertFile != "" {
-			pem, err := os.ReadFile(cfg.CACertFile)
-			if err != nil {
-				return nil, fmt.Errorf("scout: CA certificate: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("scout: no PEM certificate in %s", cfg.CACertFile)
-			}
-			tc.RootCAs = pool
+// tlsCredentials are the TLS settings of cfg (its CA and client certificate), for the main
+// referee when cfg asks for TLS and for every referee node reached over TLS.
+func tlsCredentials(cfg *Config, log *slog.Logger) (credentials.TransportCredentials, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CACertFile != "" {
+		pem, err := os.ReadFile(cfg.CACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("scout: CA certificate: %w", err)
 		}
-		if cfg.ClientCertFile != "" {
-			pair, err := tls.LoadX509KeyPair(cfg.ClientCertFile, cfg.ClientKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("scout: client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("scout: no PEM certificate in %s", cfg.CACertFile)
 		}
-		creds = loggingCreds{credentials.NewTLS(tc), log}
+		tc.RootCAs = pool
 	}
+	if cfg.ClientCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.ClientCertFile, cfg.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("scout: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return loggingCreds{credentials.NewTLS(tc), log}, nil
+}
+
+func dialOptions(cfg *Config, creds credentials.TransportCredentials) []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
@@ -173,7 +192,7 @@ func dialOptions(cfg *Config, log *slog.Logger) ([]grpc.DialOption, error) {
 		}),
 		grpc.WithUserAgent("scout-arena-go/" + cfg.BotVersion),
 	}
-	return append(opts, cfg.DialOptions...), nil
+	return append(opts, cfg.DialOptions...)
 }
 
 type reqKey struct {
@@ -190,6 +209,7 @@ type pending struct {
 	key          reqKey
 	expires      time.Time // when the client must have answered
 	fallback     *scoutv1.BotMessage
+	link         *link               // the referee the request came from: answers go there
 	answer       *scoutv1.BotMessage // the last answer sent (or to send)
 	sentOn       int                 // number of the session the answer went out on; 0: none
 	fallbackSent bool
@@ -198,8 +218,9 @@ type pending struct {
 }
 
 type inbound struct {
-	msg *scoutv1.RefereeMessage
-	at  time.Time
+	msg  *scoutv1.RefereeMessage
+	at   time.Time
+	link *link // the referee whose stream carried msg
 }
 
 type match struct {
@@ -207,11 +228,40 @@ type match struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	inbox  queue
+	link   *link // the referee whose stream carried the match's latest message; guarded by client.mu
+}
+
+// link is a referee the bot plays on, over at most one Play stream at a time: the main referee
+// (Config.Address, with the bot's token), or a referee node the bot was assigned matches on
+// (PROTOCOL.md §3.8), with the ticket of one of them.
+type link struct {
+	address string
+	tls     bool
+	arena   scoutv1.ArenaClient
+	log     *slog.Logger
+	// resetBackoff makes the channel try to connect now rather than at the end of its own
+	// backoff step (our reconnect loop already waited).
+	resetBackoff func()
+
+	// Guarded by client.mu.
+	sess          *session // the live stream, if any
+	protocolError string   // the current stream's last ProtocolError
+}
+
+func newLink(address string, useTLS bool, conn *grpc.ClientConn, log *slog.Logger) *link {
+	return &link{
+		address:      address,
+		tls:          useTLS,
+		arena:        scoutv1.NewArenaClient(conn),
+		log:          log,
+		resetBackoff: conn.ResetConnectBackoff,
+	}
 }
 
 // session is one Play stream.
 type session struct {
 	no       int
+	link     *link
 	out      chan *scoutv1.BotMessage
 	closing  chan struct{} // closed to half-close the stream after the queued answers
 	done     chan struct{} // closed when the session is over
@@ -225,39 +275,37 @@ type client struct {
 	cfg   Config
 	bot   Bot
 	obs   Observer
-	arena scoutv1.ArenaClient
 	log   *slog.Logger
 	hello *scoutv1.BotMessage
-	// resetBackoff makes the channel try to connect now rather than at the end of its own
-	// backoff step (our reconnect loop already waited).
-	resetBackoff func()
+	main  *link // the referee of Config.Address: its stream decides when run returns
+	// dial makes the channel to a referee, with TLS or without.
+	dial func(address string, useTLS bool) (*grpc.ClientConn, error)
 
-	root context.Context // parent of every match; cancelled when run returns
-	wg   sync.WaitGroup  // match workers and request goroutines
+	root context.Context // parent of every match and node stream; cancelled when run returns
+	wg   sync.WaitGroup  // match workers, request goroutines and node streams
 
-	mu            sync.Mutex
-	sess          *session // the live session, if any
-	sessions      int
-	protocolError string // the current session's last ProtocolError
-	matches       map[string]*match
-	ended         map[string]struct{}
-	endedOrder    []string
-	requests      map[reqKey]*pending
-	latest        map[string]*pending // each match's newest request: the only one still open
+	mu         sync.Mutex
+	sessions   int
+	nodes      map[string]*link // by address: the nodes with a stream open, opening or to reopen
+	tickets    ticketBook
+	matches    map[string]*match
+	ended      map[string]struct{}
+	endedOrder []string
+	requests   map[reqKey]*pending
+	latest     map[string]*pending // each match's newest request: the only one still open
 }
 
-func newClient(cfg Config, bot Bot, arena scoutv1.ArenaClient) *client {
+func newClient(cfg Config, bot Bot) *client {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
 	obs, _ := bot.(Observer)
 	return &client{
-		cfg:   cfg,
-		bot:   bot,
-		obs:   obs,
-		arena: arena,
-		log:   logger,
+		cfg: cfg,
+		bot: bot,
+		obs: obs,
+		log: logger,
 		hello: &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Hello{Hello: &scoutv1.Hello{
 			BotName:              cfg.BotName,
 			BotVersion:           cfg.BotVersion,
@@ -265,6 +313,8 @@ func newClient(cfg Config, bot Bot, arena scoutv1.ArenaClient) *client {
 			MaxConcurrentMatches: uint32(cfg.MaxConcurrentMatches),
 			Lean:                 !cfg.PublicEvents,
 		}}},
+		nodes:    make(map[string]*link),
+		tickets:  make(ticketBook),
 		matches:  make(map[string]*match),
 		ended:    make(map[string]struct{}),
 		requests: make(map[reqKey]*pending),
@@ -283,7 +333,7 @@ func (c *client) run(ctx context.Context) error {
 	}()
 	attempt := 0
 	for {
-		welcomed, goodbye, err := c.session(ctx)
+		welcomed, goodbye, err := c.session(ctx, c.main, c.cfg.Token)
 		if ctx.Err() != nil {
 			c.log.Info("stopped")
 			return nil
@@ -332,31 +382,31 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// session runs one Play stream until the referee ends it (its status, as an error, and its
-// Goodbye if it sent one) or ctx is cancelled (the stream is half-closed, then cancelled, and
-// the error is nil). After a Goodbye the stream is half-closed too, and cancelled if the referee
-// does not end it within the close grace.
-func (c *client) session(ctx context.Context) (welcomed bool, goodbye *scoutv1.Goodbye, err error) {
+// session runs one Play stream to l's referee, authorised with bearer (the bot's token or a
+// ticket), until the referee ends it (its status, as an error, and its Goodbye if it sent one)
+// or ctx is cancelled (the stream is half-closed, then cancelled, and the error is nil). After a
+// Goodbye the stream is half-closed too, and cancelled if the referee does not end it within
+// the close grace.
+func (c *client) session(ctx context.Context, l *link, bearer string) (welcomed bool, goodbye *scoutv1.Goodbye, err error) {
 	c.mu.Lock()
 	c.sessions++
 	s := &session{
 		no:      c.sessions,
+		link:    l,
 		out:     make(chan *scoutv1.BotMessage, outboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		bye:     make(chan struct{}),
 	}
-	c.protocolError = ""
+	l.protocolError = ""
 	c.mu.Unlock()
 
 	// The stream outlives ctx by the close grace, so it is not derived from ctx's cancellation.
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	streamCtx = metadata.AppendToOutgoingContext(streamCtx, "authorization", "Bearer "+c.cfg.Token)
-	c.log.Debug("connecting", "address", c.cfg.Address, "session", s.no)
-	if c.resetBackoff != nil {
-		c.resetBackoff()
-	}
+	streamCtx = metadata.AppendToOutgoingContext(streamCtx, "authorization", "Bearer "+bearer)
+	l.log.Debug("connecting", "address", l.address, "session", s.no)
+	l.resetBackoff()
 	// WaitForReady: while the referee is unreachable, the call waits for the channel, which
 	// retries on its own backoff (0.2 s doubling to 5 s, with jitter) and connects as soon as
 	// the referee is back, instead of failing fast with the last connection error.
@@ -372,19 +422,19 @@ func (c *client) session(ctx context.Context) (welcomed bool, goodbye *scoutv1.G
 			case <-opened:
 				return
 			case <-waiting.C:
-				c.log.Warn("still waiting to reach the referee (is it up? check the address and TLS settings)",
-					"address", c.cfg.Address, "tls", c.cfg.useTLS())
+				l.log.Warn("still waiting to reach the referee (is it up? check the address and TLS settings)",
+					"address", l.address, "tls", l.tls)
 			}
 		}
 	}()
-	stream, err := c.arena.Play(streamCtx, grpc.WaitForReady(true))
+	stream, err := l.arena.Play(streamCtx, grpc.WaitForReady(true))
 	close(opened)
 	if err != nil {
-		return false, nil, c.classify(err)
+		return false, nil, c.classify(l, err)
 	}
 	s.out <- c.hello // first, before any answer can be queued
 	c.mu.Lock()
-	c.sess = s
+	l.sess = s
 	c.mu.Unlock()
 
 	writerDone := make(chan struct{})
@@ -418,8 +468,8 @@ func (c *client) session(ctx context.Context) (welcomed bool, goodbye *scoutv1.G
 		}
 	}
 	c.mu.Lock()
-	if c.sess == s {
-		c.sess = nil
+	if l.sess == s {
+		l.sess = nil
 	}
 	c.mu.Unlock()
 	close(s.done)
@@ -434,11 +484,12 @@ func (c *client) session(ctx context.Context) (welcomed bool, goodbye *scoutv1.G
 	if bye := s.goodbye.Load(); bye != nil {
 		return s.welcomed.Load(), bye, nil
 	}
-	return s.welcomed.Load(), nil, c.classify(readErr)
+	return s.welcomed.Load(), nil, c.classify(l, readErr)
 }
 
-// classify turns how a stream ended into a *RejectedError or a plain error to reconnect after.
-func (c *client) classify(err error) error {
+// classify turns how a stream to l ended into a *RejectedError or a plain error to reconnect
+// after.
+func (c *client) classify(l *link, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return errors.New("the referee ended the stream")
 	}
@@ -448,7 +499,7 @@ func (c *client) classify(err error) error {
 	}
 	if IsRejection(st.Code(), st.Message()) {
 		c.mu.Lock()
-		pe := c.protocolError
+		pe := l.protocolError
 		c.mu.Unlock()
 		return &RejectedError{Code: st.Code(), Details: st.Message(), ProtocolError: pe}
 	}
@@ -501,12 +552,15 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 	case *scoutv1.RefereeMessage_Goodbye:
 		c.onGoodbye(s, body.Goodbye)
 		return
+	case *scoutv1.RefereeMessage_Assignment:
+		c.onAssignment(body.Assignment)
+		return
 	case *scoutv1.RefereeMessage_Error:
 		text := fmt.Sprintf("%s: %s", body.Error.GetCode(), body.Error.GetMessage())
 		c.mu.Lock()
-		c.protocolError = text
+		s.link.protocolError = text
 		c.mu.Unlock()
-		c.log.Warn("protocol error from the referee", "error", text)
+		s.link.log.Warn("protocol error from the referee", "error", text)
 		return
 	case *scoutv1.RefereeMessage_MatchStart:
 		matchID = body.MatchStart.GetMatchId()
@@ -527,6 +581,11 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 		return
 	}
 	c.mu.Lock()
+	if msg.GetMatchEnded() != nil {
+		// Here rather than in playMatch: the stream's end is handled only after the reader has
+		// dispatched everything before it, so a node stream is not reopened for this match.
+		c.tickets.ended(matchID)
+	}
 	if _, done := c.ended[matchID]; done {
 		c.mu.Unlock()
 		c.log.Debug("ignoring a message about a finished match", "match", matchID)
@@ -542,49 +601,154 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 		}
 		m = c.openMatchLocked(matchID)
 	}
+	m.link = s.link
 	c.mu.Unlock()
-	m.inbox.push(inbound{msg: msg, at: at})
+	m.inbox.push(inbound{msg: msg, at: at, link: s.link})
 }
 
-// onGoodbye notes the referee's planned end of the stream (PROTOCOL.md §10.1); run decides what
-// follows once the call has ended.
+// onGoodbye notes the referee's planned end of the stream (PROTOCOL.md §10.1); run (for the main
+// stream) or followNode (for a node's) decides what follows once the call has ended.
 func (c *client) onGoodbye(s *session, g *scoutv1.Goodbye) {
 	s.goodbye.Store(g)
 	then := "do not reconnect"
-	if g.GetReconnect() {
+	switch {
+	case s.link != c.main:
+		then = "reopen while a match of the bot is unfinished there"
+	case g.GetReconnect():
 		then = fmt.Sprintf("reconnect in %d ms", g.GetRetryAfterMs())
 	}
-	c.log.Info("goodbye from the referee", "reason", g.GetReason(), "then", then,
+	s.link.log.Info("goodbye from the referee", "reason", g.GetReason(), "then", then,
 		"message", g.GetMessage())
 	s.byeOnce.Do(func() { close(s.bye) })
 }
 
 func (c *client) onWelcome(s *session, w *scoutv1.Welcome) {
 	s.welcomed.Store(true)
-	c.log.Info("connected to the referee", "as", w.GetBotName(), "session", w.GetSessionId(),
+	s.link.log.Info("connected to the referee", "as", w.GetBotName(), "session", w.GetSessionId(),
 		"resumed", w.GetResumed())
 	if w.GetProtocolVersion() != ProtocolVersion {
-		c.log.Warn("the referee speaks another protocol version",
+		s.link.log.Warn("the referee speaks another protocol version",
 			"referee", w.GetProtocolVersion(), "client", ProtocolVersion)
 	}
 	if w.GetResumed() {
 		return
 	}
 	// Not resumed: the reconnect came after the grace, the referee forfeited the seats and will
-	// say nothing more about these matches.
+	// say nothing more about the matches it was playing with the bot.
 	c.mu.Lock()
-	lost := make([]string, 0, len(c.matches))
-	for id := range c.matches {
-		lost = append(lost, id)
+	var lost []string
+	for id, m := range c.matches {
+		if m.link == s.link {
+			lost = append(lost, id)
+		}
 	}
 	for _, id := range lost {
 		c.endMatchLocked(id)
+		c.tickets.ended(id)
 	}
 	c.mu.Unlock()
 	if len(lost) > 0 {
 		sort.Strings(lost)
-		c.log.Warn("the referee did not resume running matches", "matches", lost)
+		s.link.log.Warn("the referee did not resume running matches", "matches", lost)
 	}
+}
+
+// --- referee nodes (PROTOCOL.md §3.8) --------------------------------------------------------
+
+// onAssignment follows a MatchAssignment: the match is played on a stream to its node, which is
+// opened with the assignment's ticket unless the bot has one open (or opening) there already.
+func (c *client) onAssignment(a *scoutv1.MatchAssignment) {
+	log := c.log.With("match", a.GetMatchId(), "node", a.GetAddress())
+	if a.GetAddress() == "" || a.GetTicket() == "" {
+		log.Warn("ignoring a match assignment without a node address or ticket")
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, done := c.ended[a.GetMatchId()]; done || c.root.Err() != nil {
+		log.Debug("ignoring an assignment to a finished match, or while stopping")
+		return
+	}
+	c.tickets.add(a.GetAddress(), a.GetMatchId(), a.GetTicket())
+	if c.nodes[a.GetAddress()] != nil {
+		log.Info("assigned to a match on a referee node; it comes on the node's stream")
+		return
+	}
+	conn, err := c.dial(a.GetAddress(), a.GetTls())
+	if err != nil {
+		log.Error("cannot follow the assignment", "err", err)
+		c.tickets.drop(a.GetAddress(), a.GetTicket())
+		return
+	}
+	log.Info("assigned to a match on a referee node; opening a stream there", "tls", a.GetTls())
+	l := newLink(a.GetAddress(), a.GetTls(), conn, c.log.With("node", a.GetAddress()))
+	c.nodes[l.address] = l
+	c.wg.Add(1)
+	go c.followNode(l, conn)
+}
+
+// followNode keeps a stream to a referee node while the bot holds a ticket of an unfinished
+// match there: it opens the stream with the newest ticket, reopens a lost one (whatever ended
+// it, a Goodbye too) after the reconnect backoff, drops a ticket the node refuses and tries the
+// next, and with no ticket left lets the stream go. Nothing here ends Run or touches the main
+// stream.
+func (c *client) followNode(l *link, conn *grpc.ClientConn) {
+	defer c.wg.Done()
+	defer conn.Close()
+	attempt := 0
+	for {
+		t, ok := c.nodeTicket(l)
+		if !ok {
+			l.log.Info("letting the node stream go: the bot holds no ticket of an unfinished match there")
+			return
+		}
+		l.log.Info("opening a node stream", "ticket_of", t.match)
+		welcomed, goodbye, err := c.session(c.root, l, t.value)
+		if c.root.Err() != nil {
+			l.log.Info("node stream closed: the bot stops")
+			return
+		}
+		if rejected, ok := errors.AsType[*RejectedError](err); ok {
+			l.log.Warn("the node refused the ticket; dropping it", "ticket_of", t.match,
+				"problem", rejected)
+			c.mu.Lock()
+			c.tickets.drop(l.address, t.value)
+			c.mu.Unlock()
+			continue
+		}
+		if welcomed {
+			attempt = 0
+		}
+		problem := "goodbye"
+		if goodbye == nil {
+			problem = err.Error()
+		}
+		if _, ok := c.nodeTicket(l); !ok {
+			l.log.Info("node stream closed; no unfinished match of the bot there, so it stays closed",
+				"problem", problem)
+			return
+		}
+		delay := BackoffDelay(attempt, rand.Float64)
+		attempt++
+		l.log.Warn("node stream lost; reopening it", "problem", problem,
+			"in", delay.Round(time.Millisecond), "attempt", attempt)
+		if !sleepCtx(c.root, delay) {
+			l.log.Info("node stream closed: the bot stops")
+			return
+		}
+	}
+}
+
+// nodeTicket is the ticket to open a stream to l with. With none left it forgets l, so that the
+// next assignment there opens a new stream.
+func (c *client) nodeTicket(l *link) (ticket, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tickets.newest(l.address)
+	if !ok {
+		delete(c.nodes, l.address)
+	}
+	return t, ok
 }
 
 // --- matches ---------------------------------------------------------------------------------
@@ -653,9 +817,9 @@ func (c *client) playMatch(m *match) {
 			}
 			c.observe(m, in.msg)
 		case *scoutv1.RefereeMessage_RotationRequest:
-			c.openRequest(m, in.at, rotationRequest(c.bot, body.RotationRequest))
+			c.openRequest(m, in, rotationRequest(c.bot, body.RotationRequest))
 		case *scoutv1.RefereeMessage_DecisionRequest:
-			c.openRequest(m, in.at, decisionRequest(c.bot, body.DecisionRequest))
+			c.openRequest(m, in, decisionRequest(c.bot, body.DecisionRequest))
 		case *scoutv1.RefereeMessage_AnswerResult:
 			c.onAnswerResult(body.AnswerResult)
 			c.observe(m, in.msg)
@@ -759,20 +923,28 @@ func (c *client) timeLimit(deadlineMs, bankMs uint32) time.Duration {
 	return limit - c.cfg.SafetyMargin
 }
 
-func (c *client) openRequest(m *match, at time.Time, r request) {
+// openRequest asks the bot to answer the request in, which goes back on the stream that
+// carried it.
+func (c *client) openRequest(m *match, in inbound, r request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p := c.requests[r.key]; p != nil {
 		// The referee asks again after a reconnect: the answer was lost with the old stream
 		// (or never sent). Resend it rather than ask the bot twice.
-		if p.answer != nil && !p.closed && (c.sess == nil || p.sentOn != c.sess.no) {
+		p.link = in.link
+		if p.answer != nil && !p.closed && (p.link.sess == nil || p.sentOn != p.link.sess.no) {
 			c.log.Info("resending an answer after the reconnect", "match", r.key.match,
 				"request", r.key.id)
 			c.sendLocked(p, p.answer)
 		}
 		return
 	}
-	p := &pending{key: r.key, expires: at.Add(c.timeLimit(r.deadlineMs, r.bankMs)), fallback: r.fallback}
+	p := &pending{
+		key:      r.key,
+		expires:  in.at.Add(c.timeLimit(r.deadlineMs, r.bankMs)),
+		fallback: r.fallback,
+		link:     in.link,
+	}
 	var ctx context.Context
 	if c.cfg.DisableDeadlineFallback {
 		ctx, p.cancel = context.WithCancel(m.ctx)
@@ -843,7 +1015,7 @@ func (c *client) sendLocked(p *pending, msg *scoutv1.BotMessage) {
 	}
 	p.answer = msg
 	p.sentOn = 0
-	s := c.sess
+	s := p.link.sess
 	if s == nil {
 		c.log.Info("not connected; the answer goes out when the referee asks again",
 			"match", p.key.match, "request", p.key.id)

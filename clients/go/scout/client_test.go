@@ -3,6 +3,7 @@ package scout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -29,15 +30,29 @@ func (f *fakeArena) Play(stream grpc.BidiStreamingServer[scoutv1.BotMessage, sco
 	return f.play(stream)
 }
 
+type playFunc func(grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error
+
 // runAgainst runs the client against a fake referee until the test ends, and returns Run's
 // result channel.
-func runAgainst(t *testing.T, bot Bot, cfg Config, play func(grpc.BidiStreamingServer[scoutv1.BotMessage, scoutv1.RefereeMessage]) error) (<-chan error, context.CancelFunc) {
+func runAgainst(t *testing.T, bot Bot, cfg Config, play playFunc) (<-chan error, context.CancelFunc) {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	scoutv1.RegisterArenaServer(srv, &fakeArena{play: play})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	return runAgainstReferees(t, bot, cfg, map[string]playFunc{"bufnet": play})
+}
+
+// runAgainstReferees runs the client against fake referees by host ("passthrough:///" + host
+// reaches one; the client's Config.Address is "bufnet"), until the test ends, and returns
+// Run's result channel.
+func runAgainstReferees(t *testing.T, bot Bot, cfg Config, referees map[string]playFunc) (<-chan error, context.CancelFunc) {
+	t.Helper()
+	listeners := make(map[string]*bufconn.Listener, len(referees))
+	for host, play := range referees {
+		lis := bufconn.Listen(1 << 20)
+		srv := grpc.NewServer()
+		scoutv1.RegisterArenaServer(srv, &fakeArena{play: play})
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		listeners[host] = lis
+	}
 
 	cfg.Address = "passthrough:///bufnet"
 	if cfg.Token == "" {
@@ -48,7 +63,13 @@ func runAgainst(t *testing.T, bot Bot, cfg Config, play func(grpc.BidiStreamingS
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(
-		func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+		func(ctx context.Context, host string) (net.Conn, error) {
+			lis := listeners[host]
+			if lis == nil {
+				return nil, fmt.Errorf("no fake referee at %q", host)
+			}
+			return lis.DialContext(ctx)
+		}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

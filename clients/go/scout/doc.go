@@ -16,7 +16,9 @@
 // refuses, it sends the referee's documented fallback, which is always legal. It reconnects
 // with exponential backoff when the stream is lost (the referee resumes running matches and
 // resends open requests, which Run answers without asking the bot twice), and returns a
-// *RejectedError when the referee refuses the bot for good.
+// *RejectedError when the referee refuses the bot for good. A MatchAssignment (a ladder with
+// referee nodes) makes it play that match on a stream to the node, opened with the
+// assignment's ticket, without the bot noticing.
 //
 // The helpers (GroupStrength, Beats, ShowStrength, HandAfterScout, CheckAction, ...) are the
 // few rules a bot needs beyond the referee's legal lists; no rules engine is needed.
