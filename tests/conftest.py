@@ -8,6 +8,7 @@ own, dropped afterwards, so tests may run in parallel against one database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -40,24 +41,38 @@ def _postgres_admin() -> Iterator[Any]:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def _postgres_schema(admin: Any) -> Iterator[str]:
+    """The URL of a fresh schema of the test PostgreSQL, dropped afterwards."""
+    from sqlalchemy import text
+
+    schema = f"ladder_test_{uuid.uuid4().hex[:16]}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        # search_path puts every table, and Alembic's version table, into that schema.
+        yield admin.url.update_query_dict(
+            {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ladder_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     """The URL of an empty ladder database: a file for SQLite, a fresh schema for PostgreSQL."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ladder.db'}"
         return
-    from sqlalchemy import text
+    with _postgres_schema(request.getfixturevalue("_postgres_admin")) as url:
+        yield url
 
-    admin = request.getfixturevalue("_postgres_admin")
-    schema = f"ladder_test_{uuid.uuid4().hex[:16]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    # search_path puts every table, and Alembic's version table, into that schema.
-    yield admin.url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-        hide_password=False
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+@pytest.fixture
+def postgres_url(_postgres_admin: Any) -> Iterator[str]:
+    """An empty ladder database on PostgreSQL only (the multi-process tests, issue 13)."""
+    with _postgres_schema(_postgres_admin) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,9 +8,11 @@ match. A node whose stream ends, or whose heartbeats stop for ``heartbeat_timeou
 stopped or partitioned process keeps its TCP connection open), is *lost*: the ladder voids the
 matches it had there and seats their bots elsewhere (`NodeEvents.node_lost`).
 
-Placement (`NodeRegistry.place`): the node with room that the table's bots most recently
-played on (their streams there are likely still open, PROTOCOL.md §3.8), then the one with the
-most room. Nothing here touches the database: the ladder does, through its repository.
+Placement (`NodeRegistry.place`): among the nodes with room whose load (matches / capacity) is
+within `BALANCE_SLACK` of the least loaded one, the node the table's bots most recently played
+on (their streams there are likely still open, PROTOCOL.md §3.8), then the one with the most
+room: load is spread first, and a bot's existing stream decides between near-equals.
+Nothing here touches the database: the ladder does, through its repository.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
+BALANCE_SLACK = 0.1
+"""Nodes whose load is this close to the least loaded one's count as equally loaded."""
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 """Largest record a node may report, uncompressed (a 5-player record is far smaller)."""
 
@@ -64,6 +68,10 @@ class NodeSession:
     @property
     def free(self) -> int:
         return self.capacity - len(self.matches)
+
+    @property
+    def load(self) -> float:
+        return len(self.matches) / self.capacity
 
     def send(self, message: nodes_pb2.LadderMessage) -> None:
         if self.alive:
@@ -138,6 +146,8 @@ class NodeRegistry:
         candidates = [n for n in self.live() if n.free > 0]
         if not candidates:
             return None
+        least = min(n.load for n in candidates)
+        candidates = [n for n in candidates if n.load <= least + BALANCE_SLACK]
 
         def preference(node: NodeSession) -> tuple[int, int, str]:
             familiar = sum(1 for b in bots if self.last_node.get(b) == node.address)
