@@ -1,11 +1,12 @@
 //! Connects a [`Bot`] to a referee and plays until stopped.
 //!
-//! One channel and one `Arena.Play` stream carry every match the bot is seated in. The stream
-//! reader routes each message to a task per match, so a match sees its hooks and requests in
-//! the referee's order while matches proceed independently. Every request is answered by its
-//! own task, which runs the bot on a blocking thread and sends the referee's fallback when the
-//! bot has not answered shortly before `deadline_ms + time_bank_ms` (or panicked, or returned
-//! an action that is not legal). Answers of all matches go through one queue into the stream.
+//! One channel and one `Arena.Play` stream, the main stream, carry every match the bot is seated
+//! in (except those a ladder assigns to another referee node, below). The stream reader routes
+//! each message to a task per match, so a match sees its hooks and requests in the referee's
+//! order while matches proceed independently. Every request is answered by its own task, which
+//! runs the bot on a blocking thread and sends the referee's fallback when the bot has not
+//! answered shortly before `deadline_ms + time_bank_ms` (or panicked, or returned an action that
+//! is not legal). Answers of all matches of a stream go through one queue into that stream.
 //!
 //! When the stream is lost the client reconnects with exponential backoff (0.2 s doubling to
 //! 5 s, with jitter); the referee then resumes the running matches and re-sends their open
@@ -24,17 +25,29 @@
 //! overrides the status the call ends with: `reconnect: false` ends [`run`] with `Ok`;
 //! `reconnect: true` reconnects after `retry_after_ms` plus a little jitter
 //! ([`goodbye_delay`]), which is not a failure and does not grow the backoff.
+//!
+//! A ladder that spreads its matches over several referee nodes sends a `MatchAssignment` on
+//! that stream (PROTOCOL.md §3.8). The client then opens a second stream to the node, with the
+//! assignment's ticket as bearer token and the same Hello, unless it has one there already (open,
+//! opening or waiting to reconnect), and plays the match on it like on the main stream: every
+//! answer goes back on the stream that carried its request. It keeps, per node, the tickets of
+//! the assigned matches that have not ended; a node stream that ends is reopened after the usual
+//! backoff with the newest of them (a ticket the node refuses is dropped, the next one tried),
+//! and let go when none is left. A node stream's end or `Goodbye` never ends [`run`] and never
+//! touches the main stream.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use log::{debug, error, info, warn};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::metadata::MetadataValue;
@@ -49,7 +62,7 @@ use crate::proto::bot_message::Body as Outgoing;
 use crate::proto::referee_message::Body as Incoming;
 use crate::proto::{
     ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Goodbye, Hello,
-    MatchEnded, RotationChoice, RotationRequest, Welcome,
+    MatchAssignment, MatchEnded, RotationChoice, RotationRequest, Welcome,
 };
 
 /// The protocol version this client speaks.
@@ -113,21 +126,23 @@ pub struct Summary {
 
 /// Plays `bot` on the referee described by `config` until `shutdown` completes, or
 /// `config.max_matches` matches have ended, or the referee says `Goodbye` without asking the bot
-/// back (all `Ok`), or the referee rejects the bot.
+/// back (all `Ok`), or the referee rejects the bot. Only the main stream (to `config.address`)
+/// decides this; the streams to referee nodes close when `run` ends.
 pub async fn run<B: Bot>(
     config: Config,
     bot: B,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, Error> {
-    let endpoint = endpoint(&config)?;
+    let endpoint = endpoint(&config.address, config.uses_tls(), &config)?;
+    let token = config.token.clone();
     let mut runner = Runner::new(config, Arc::new(bot));
     let mut shutdown = pin!(shutdown);
     let mut attempt = 0u32;
-    loop {
-        let problem = match runner.session(&endpoint, shutdown.as_mut()).await {
-            SessionEnd::Stopped => break,
+    let outcome = loop {
+        let problem = match runner.session(&endpoint, &token, shutdown.as_mut()).await {
+            SessionEnd::Stopped => break Ok(()),
             SessionEnd::Rejected(status) => {
-                return Err(Error::Rejected {
+                break Err(Error::Rejected {
                     code: status.code(),
                     message: runner.rejection_message(&status),
                 });
@@ -135,7 +150,7 @@ pub async fn run<B: Bot>(
             SessionEnd::Goodbye(goodbye) => {
                 if !goodbye.reconnect {
                     info!("the referee does not want the bot back; stopping");
-                    break;
+                    break Ok(());
                 }
                 attempt = 0; // not a failure: the backoff starts afresh
                 let delay = goodbye_delay(goodbye.retry_after_ms);
@@ -144,7 +159,7 @@ pub async fn run<B: Bot>(
                     delay.as_secs_f64()
                 );
                 tokio::select! {
-                    () = shutdown.as_mut() => break,
+                    () = shutdown.as_mut() => break Ok(()),
                     () = sleep(delay) => {}
                 }
                 continue;
@@ -161,12 +176,13 @@ pub async fn run<B: Bot>(
             delay.as_secs_f64()
         );
         tokio::select! {
-            () = shutdown.as_mut() => break,
+            () = shutdown.as_mut() => break Ok(()),
             () = sleep(delay) => {}
         }
-    }
-    Ok(Summary {
-        matches_finished: runner.finished,
+    };
+    runner.shared.close_node_streams().await;
+    outcome.map(|()| Summary {
+        matches_finished: runner.shared.finished(),
     })
 }
 
@@ -218,19 +234,16 @@ fn code_name(code: Code) -> String {
     name
 }
 
-fn endpoint(config: &Config) -> Result<Endpoint, Error> {
-    let tls = config.uses_tls();
-    let uri = if config.address.contains("://") {
-        config.address.clone()
+/// The channel to `address`: over TLS with the certificates of `config` when `tls`, otherwise
+/// plaintext.
+fn endpoint(address: &str, tls: bool, config: &Config) -> Result<Endpoint, Error> {
+    let uri = if address.contains("://") {
+        address.to_owned()
     } else {
-        format!(
-            "{}://{}",
-            if tls { "https" } else { "http" },
-            config.address
-        )
+        format!("{}://{address}", if tls { "https" } else { "http" })
     };
     let endpoint = Endpoint::from_shared(uri)
-        .map_err(|e| Error::Config(format!("bad referee address {:?}: {e}", config.address)))?
+        .map_err(|e| Error::Config(format!("bad referee address {address:?}: {e}")))?
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
@@ -282,12 +295,31 @@ enum SessionEnd {
     Lost(String),
 }
 
-/// State that lives across reconnects, owned by the stream reader.
+/// A stream the bot plays on: the main one (to `Config::address`, with the token), or one to a
+/// referee node that an assignment named (with the tickets of its matches). The answers to a
+/// request go out on the route of the stream that carried it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Route {
+    Main,
+    Node(String),
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Main => f.write_str("the referee"),
+            Route::Node(address) => write!(f, "node {address}"),
+        }
+    }
+}
+
+/// State of one route that lives across its reconnects, owned by the stream's reader.
 struct Runner<B: Bot> {
     shared: Arc<Shared<B>>,
+    route: Route,
     hello: Hello,
-    token: String,
     max_matches: Option<usize>,
+    /// The current stream's number (unique among every route's streams).
     connection: u64,
     welcomed: bool,
     last_error: Option<String>,
@@ -296,10 +328,10 @@ struct Runner<B: Bot> {
     matches: HashMap<String, mpsc::UnboundedSender<(Instant, Incoming)>>,
     ended: HashSet<String>,
     ended_order: VecDeque<String>,
-    finished: usize,
 }
 
 impl<B: Bot> Runner<B> {
+    /// The main stream's runner.
     fn new(config: Config, bot: Arc<B>) -> Self {
         // Any Hello field not named here keeps its default, so this builds against any
         // revision of the proto.
@@ -312,11 +344,22 @@ impl<B: Bot> Runner<B> {
             lean: !(config.public_events || bot.wants_public_events()),
             ..Default::default()
         };
+        let max_matches = config.max_matches;
+        let shared = Arc::new(Shared::new(bot, &config));
+        Runner::on_route(shared, Route::Main, hello, max_matches)
+    }
+
+    fn on_route(
+        shared: Arc<Shared<B>>,
+        route: Route,
+        hello: Hello,
+        max_matches: Option<usize>,
+    ) -> Self {
         Runner {
+            shared,
+            route,
             hello,
-            token: config.token.clone(),
-            max_matches: config.max_matches,
-            shared: Arc::new(Shared::new(bot, &config)),
+            max_matches,
             connection: 0,
             welcomed: false,
             last_error: None,
@@ -324,7 +367,6 @@ impl<B: Bot> Runner<B> {
             matches: HashMap::new(),
             ended: HashSet::new(),
             ended_order: VecDeque::new(),
-            finished: 0,
         }
     }
 
@@ -339,15 +381,22 @@ impl<B: Bot> Runner<B> {
     }
 
     fn max_matches_reached(&self) -> bool {
-        self.max_matches.is_some_and(|max| self.finished >= max)
+        self.max_matches
+            .is_some_and(|max| self.shared.finished() >= max)
     }
 
-    /// One `Play` stream, from Hello until it ends or `shutdown` completes.
-    async fn session<S>(&mut self, endpoint: &Endpoint, mut shutdown: Pin<&mut S>) -> SessionEnd
+    /// One `Play` stream with `authorization: Bearer <bearer>`, from Hello until it ends or
+    /// `shutdown` completes.
+    async fn session<S>(
+        &mut self,
+        endpoint: &Endpoint,
+        bearer: &str,
+        mut shutdown: Pin<&mut S>,
+    ) -> SessionEnd
     where
         S: Future<Output = ()>,
     {
-        self.connection += 1;
+        self.connection = self.shared.next_connection();
         self.welcomed = false;
         self.last_error = None;
         self.goodbye = None;
@@ -371,9 +420,9 @@ impl<B: Bot> Runner<B> {
             body: Some(Outgoing::Hello(self.hello.clone())),
         };
         sender.send(hello).expect("the receiver is alive");
-        let _outbox = OutboxGuard::install(&self.shared, self.connection, sender);
+        let _outbox = OutboxGuard::install(&self.shared, &self.route, self.connection, sender);
         let mut request = Request::new(UnboundedReceiverStream::new(receiver));
-        match MetadataValue::try_from(format!("Bearer {}", self.token)) {
+        match MetadataValue::try_from(format!("Bearer {bearer}")) {
             Ok(bearer) => request.metadata_mut().insert("authorization", bearer),
             Err(_) => {
                 return SessionEnd::Rejected(Status::unauthenticated(
@@ -388,9 +437,18 @@ impl<B: Bot> Runner<B> {
                 Err(status) => return self.ended_with(status),
             },
         };
+        let mut finished = self.shared.finished.subscribe();
         loop {
             let message = tokio::select! {
                 () = shutdown.as_mut() => break,
+                // Matches that end on the other streams count towards `max_matches` too.
+                Ok(()) = finished.changed(), if self.max_matches.is_some() => {
+                    if self.max_matches_reached() {
+                        info!("played {} match(es); stopping", self.shared.finished());
+                        break;
+                    }
+                    continue;
+                }
                 message = incoming.message() => message,
             };
             match message {
@@ -408,13 +466,13 @@ impl<B: Bot> Runner<B> {
                 break;
             }
             if self.max_matches_reached() {
-                info!("played {} match(es); stopping", self.finished);
+                info!("played {} match(es); stopping", self.shared.finished());
                 break;
             }
         }
         // Stopping: half-close after the answers already queued, and give the referee a
         // moment to end the call on its side.
-        self.shared.close_outbox();
+        self.shared.close_outbox(&self.route, self.connection);
         let drain = async { while let Ok(Some(_)) = incoming.message().await {} };
         let _ = timeout(CLOSE_GRACE, drain).await;
         match self.goodbye.take() {
@@ -435,9 +493,13 @@ impl<B: Bot> Runner<B> {
         match &body {
             Incoming::Welcome(welcome) => return self.on_welcome(welcome),
             Incoming::Goodbye(goodbye) => return self.on_goodbye(goodbye.clone()),
+            Incoming::Assignment(assignment) => return self.on_assignment(assignment),
             Incoming::Error(error) => {
                 let code = error.code().as_str_name();
-                warn!("protocol error from the referee: {code}: {}", error.message);
+                warn!(
+                    "protocol error from {}: {code}: {}",
+                    self.route, error.message
+                );
                 self.last_error = Some(format!("{code}: {}", error.message));
                 return;
             }
@@ -463,6 +525,7 @@ impl<B: Bot> Runner<B> {
             let (sender, receiver) = mpsc::unbounded_channel();
             tokio::spawn(play_match(
                 Arc::clone(&self.shared),
+                self.route.clone(),
                 match_id.clone(),
                 receiver,
             ));
@@ -471,41 +534,46 @@ impl<B: Bot> Runner<B> {
         let _ = worker.send((received, body));
         if is_end {
             self.matches.remove(&match_id);
+            self.drop_ticket(&match_id);
             self.remember_ended(match_id);
-            self.finished += 1;
+            self.shared.finished.send_modify(|finished| *finished += 1);
         }
     }
 
     fn on_welcome(&mut self, welcome: &Welcome) {
         self.welcomed = true;
         info!(
-            "connected as {:?} (session {}{})",
+            "connected to {} as {:?} (session {}{})",
+            self.route,
             welcome.bot_name,
             welcome.session_id,
             if welcome.resumed { ", resumed" } else { "" }
         );
         if welcome.protocol_version != PROTOCOL_VERSION {
             warn!(
-                "the referee speaks protocol {}, this client {PROTOCOL_VERSION}",
-                welcome.protocol_version
+                "{} speaks protocol {}, this client {PROTOCOL_VERSION}",
+                self.route, welcome.protocol_version
             );
         }
         if !welcome.resumed && !self.matches.is_empty() {
             // The reconnect came after the grace: the referee forfeited those seats.
             let lost: Vec<String> = self.matches.drain().map(|(id, _)| id).collect();
             warn!(
-                "the referee did not resume {} match(es): {}",
+                "{} did not resume {} match(es): {}",
+                self.route,
                 lost.len(),
                 lost.join(", ")
             );
             for match_id in lost {
                 self.shared.forget_match(&match_id);
+                self.drop_ticket(&match_id);
                 self.remember_ended(match_id);
             }
         }
     }
 
-    /// The referee closes the stream on purpose (PROTOCOL.md §10.1); `run` decides what follows.
+    /// The referee closes the stream on purpose (PROTOCOL.md §10.1); what follows is for `run`
+    /// to decide on the main stream, and for [`follow_node`] on a node's.
     fn on_goodbye(&mut self, goodbye: Goodbye) {
         let then = if goodbye.reconnect {
             format!("reconnect in {} ms", goodbye.retry_after_ms)
@@ -513,7 +581,8 @@ impl<B: Bot> Runner<B> {
             "do not reconnect".to_owned()
         };
         info!(
-            "goodbye from the referee ({}, {then}): {}",
+            "goodbye from {} ({}, {then}): {}",
+            self.route,
             goodbye.reason().as_str_name(),
             if goodbye.message.is_empty() {
                 "no message"
@@ -522,6 +591,47 @@ impl<B: Bot> Runner<B> {
             }
         );
         self.goodbye = Some(goodbye);
+    }
+
+    /// A match on a referee node (PROTOCOL.md §3.8): keep its ticket, and open a stream to the
+    /// node unless one is open (or opening) there already, which then carries the match.
+    fn on_assignment(&self, assignment: &MatchAssignment) {
+        let (match_id, address) = (&assignment.match_id, &assignment.address);
+        if address.is_empty() || assignment.ticket.is_empty() {
+            warn!("match {match_id}: ignoring an assignment without an address or a ticket");
+            return;
+        }
+        info!("match {match_id}: assigned to node {address}");
+        let mut tickets = lock(&self.shared.tickets);
+        if !tickets.assign(address, match_id, &assignment.ticket) {
+            return;
+        }
+        let endpoint = match endpoint(address, assignment.tls, &self.shared.config) {
+            Ok(endpoint) => endpoint,
+            Err(problem) => {
+                error!("node {address}: {problem}; cannot play match {match_id} there");
+                tickets.release(address);
+                return;
+            }
+        };
+        drop(tickets);
+        let node = Runner::on_route(
+            Arc::clone(&self.shared),
+            Route::Node(address.clone()),
+            self.hello.clone(),
+            self.max_matches,
+        );
+        let mut streams = lock(&self.shared.node_streams);
+        while streams.try_join_next().is_some() {} // forget the streams already let go
+        streams.spawn(follow_node(node, address.clone(), endpoint));
+    }
+
+    /// The match is over (or lost) on this stream: on a node's, its ticket opens nothing any
+    /// more.
+    fn drop_ticket(&self, match_id: &str) {
+        if let Route::Node(address) = &self.route {
+            lock(&self.shared.tickets).match_ended(address, match_id);
+        }
     }
 
     fn remember_ended(&mut self, match_id: String) {
@@ -538,13 +648,140 @@ impl<B: Bot> Runner<B> {
 
 impl<B: Bot> Drop for Runner<B> {
     fn drop(&mut self) {
-        self.shared.close_outbox();
+        self.shared.close_outbox(&self.route, self.connection);
+        if self.route == Route::Main {
+            // `run` is over, or was dropped: so are the node streams.
+            lock(&self.shared.node_streams).abort_all();
+        }
     }
 }
 
-/// The messages of one match, in order: hooks run inline, requests get their own task.
+/// Plays the matches of one referee node on a stream there (`runner` routes to it), opened with
+/// the newest ticket of an unfinished match there. A stream that ends (a fault or any `Goodbye`)
+/// is reopened after the backoff while such a ticket is left, and let go when none is; a ticket
+/// the node refuses is dropped and the next one tried (PROTOCOL.md §3.8). This never ends `run`.
+async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: Endpoint) {
+    let shared = Arc::clone(&runner.shared);
+    let mut stopping = shared.stopping.subscribe();
+    let mut shutdown = pin!(async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+    });
+    let mut attempt = 0u32;
+    loop {
+        let Some((match_id, ticket)) = lock(&shared.tickets).newest(&address) else {
+            info!("node {address}: no unfinished match there; letting its stream go");
+            return;
+        };
+        info!("node {address}: opening a stream (ticket of match {match_id})");
+        let delay = match runner.session(&endpoint, &ticket, shutdown.as_mut()).await {
+            SessionEnd::Stopped => {
+                info!("node {address}: stream closed");
+                return;
+            }
+            SessionEnd::Rejected(status) => {
+                warn!(
+                    "node {address}: refused the ticket ({}); dropping it",
+                    describe(&status)
+                );
+                lock(&shared.tickets).refused(&address, &ticket);
+                continue;
+            }
+            SessionEnd::Goodbye(goodbye) if goodbye.reconnect => {
+                attempt = 0;
+                goodbye_delay(goodbye.retry_after_ms)
+            }
+            end => {
+                if let SessionEnd::Lost(problem) = end {
+                    warn!("node {address}: stream lost ({problem})");
+                }
+                if runner.welcomed {
+                    attempt = 0;
+                }
+                let delay = backoff_delay(attempt);
+                attempt = attempt.saturating_add(1);
+                delay
+            }
+        };
+        if lock(&shared.tickets).holds(&address) {
+            info!(
+                "node {address}: reopening its stream in {:.2} s for the unfinished match(es)",
+                delay.as_secs_f64()
+            );
+            tokio::select! {
+                () = shutdown.as_mut() => return,
+                () = sleep(delay) => {}
+            }
+        }
+    }
+}
+
+/// The tickets of the assigned matches that have not ended, per node address (PROTOCOL.md
+/// §3.8). An address is here exactly while the bot has a stream there (open, opening or
+/// waiting to reopen), with no ticket left once its matches have ended.
+#[derive(Debug, Default)]
+struct Tickets {
+    /// Each node's tickets, oldest first: `(match_id, ticket)`.
+    nodes: HashMap<String, Vec<(String, String)>>,
+}
+
+impl Tickets {
+    /// Keeps the ticket of a match assigned to `address` (a fresh one replaces the match's
+    /// older ticket). Returns whether `address` had no stream: the caller opens one.
+    fn assign(&mut self, address: &str, match_id: &str, ticket: &str) -> bool {
+        let opens = !self.nodes.contains_key(address);
+        let tickets = self.nodes.entry(address.to_owned()).or_default();
+        tickets.retain(|(id, _)| id != match_id);
+        tickets.push((match_id.to_owned(), ticket.to_owned()));
+        opens
+    }
+
+    /// The ticket to (re)open `address`'s stream with, the newest one, and its match. `None`
+    /// when no match there is unfinished; the stream is let go then, and the next assignment
+    /// opens a new one.
+    fn newest(&mut self, address: &str) -> Option<(String, String)> {
+        let newest = self
+            .nodes
+            .get(address)
+            .and_then(|tickets| tickets.last())
+            .cloned();
+        if newest.is_none() {
+            self.release(address);
+        }
+        newest
+    }
+
+    /// Whether an unfinished match on `address` holds a ticket.
+    fn holds(&self, address: &str) -> bool {
+        self.nodes
+            .get(address)
+            .is_some_and(|tickets| !tickets.is_empty())
+    }
+
+    /// The match ended: its ticket opens nothing any more.
+    fn match_ended(&mut self, address: &str, match_id: &str) {
+        if let Some(tickets) = self.nodes.get_mut(address) {
+            tickets.retain(|(id, _)| id != match_id);
+        }
+    }
+
+    /// The node refused `ticket` (`UNAUTHENTICATED`, or another status a retry cannot fix).
+    fn refused(&mut self, address: &str, ticket: &str) {
+        if let Some(tickets) = self.nodes.get_mut(address) {
+            tickets.retain(|(_, held)| held != ticket);
+        }
+    }
+
+    /// The bot has no stream to `address` any more (nor its tickets).
+    fn release(&mut self, address: &str) {
+        self.nodes.remove(address);
+    }
+}
+
+/// The messages of one match, in order: hooks run inline, requests get their own task, and
+/// the answers go out on `route`, the stream the match is played on.
 async fn play_match<B: Bot>(
     shared: Arc<Shared<B>>,
+    route: Route,
     match_id: String,
     mut inbox: mpsc::UnboundedReceiver<(Instant, Incoming)>,
 ) {
@@ -574,13 +811,13 @@ async fn play_match<B: Bot>(
                 bot.on_match_start(&start);
             }
             Incoming::RotationRequest(request) => {
-                shared.open(Job::Rotation(request), received);
+                shared.open(&route, Job::Rotation(request), received);
             }
             Incoming::DecisionRequest(request) => {
-                shared.open(Job::Decision(Box::new(request)), received);
+                shared.open(&route, Job::Decision(Box::new(request)), received);
             }
             Incoming::AnswerResult(result) => {
-                shared.on_answer_result(&result);
+                shared.on_answer_result(&route, &result);
                 bot.on_answer_result(&result);
             }
             Incoming::PublicEvent(event) => bot.on_event(&event),
@@ -594,14 +831,15 @@ async fn play_match<B: Bot>(
                 shared.forget_match(&match_id);
                 return;
             }
-            // Welcome, Goodbye and ProtocolError are the reader's; nothing else reaches here.
+            // Welcome, Goodbye, MatchAssignment and ProtocolError are the reader's; nothing
+            // else reaches here.
             _ => {}
         }
     }
 }
 
 /// The match a message is about; `None` for the connection's own messages (Welcome, Goodbye,
-/// ProtocolError) and for bodies this client does not handle.
+/// MatchAssignment, ProtocolError) and for bodies this client does not handle.
 fn match_id_of(body: &Incoming) -> Option<&str> {
     match body {
         Incoming::MatchStart(m) => Some(&m.match_id),
@@ -726,23 +964,60 @@ struct Outbox {
     sender: mpsc::UnboundedSender<BotMessage>,
 }
 
-/// State shared by the reader, the match tasks and the answer tasks.
+/// State shared by the readers of every route, the match tasks and the answer tasks.
 struct Shared<B> {
     bot: Arc<B>,
+    /// The settings `run` was given; node streams use its TLS certificates.
+    config: Config,
     margin: Duration,
     use_time_bank: bool,
     send_fallback: bool,
     slow: Duration,
-    outbox: Mutex<Option<Outbox>>,
+    /// The live stream of each route.
+    outboxes: Mutex<HashMap<Route, Outbox>>,
+    /// Streams opened so far, on every route.
+    connections: AtomicU64,
     requests: Mutex<HashMap<RequestKey, Pending>>,
     /// Each match's newest request id: the only request of the match that can still be open.
     /// Locked only while `requests` is.
     latest: Mutex<HashMap<String, u64>>,
+    /// Matches that ended, on every route.
+    finished: watch::Sender<usize>,
+    tickets: Mutex<Tickets>,
+    /// The tasks of the node streams ([`follow_node`]).
+    node_streams: Mutex<JoinSet<()>>,
+    /// Becomes `true` when `run` ends: the node streams close.
+    stopping: watch::Sender<bool>,
 }
 
 impl<B> Shared<B> {
-    fn close_outbox(&self) {
-        *lock(&self.outbox) = None;
+    /// Removes `route`'s outbox if it is still connection `connection`'s.
+    fn close_outbox(&self, route: &Route, connection: u64) {
+        let mut outboxes = lock(&self.outboxes);
+        if outboxes
+            .get(route)
+            .is_some_and(|outbox| outbox.connection == connection)
+        {
+            outboxes.remove(route);
+        }
+    }
+
+    fn next_connection(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn finished(&self) -> usize {
+        *self.finished.borrow()
+    }
+
+    /// Half-closes the node streams and waits a moment for them to end.
+    async fn close_node_streams(&self) {
+        self.stopping.send_replace(true);
+        let mut streams = std::mem::take(&mut *lock(&self.node_streams));
+        let _ = timeout(2 * CLOSE_GRACE, async {
+            while streams.join_next().await.is_some() {}
+        })
+        .await;
     }
 }
 
@@ -750,21 +1025,24 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Installs a connection's outbox and removes it again when dropped.
+/// Installs a connection's outbox as its route's and removes it again when dropped.
 struct OutboxGuard<B> {
     shared: Arc<Shared<B>>,
+    route: Route,
     connection: u64,
 }
 
 impl<B> OutboxGuard<B> {
     fn install(
         shared: &Arc<Shared<B>>,
+        route: &Route,
         connection: u64,
         sender: mpsc::UnboundedSender<BotMessage>,
     ) -> Self {
-        *lock(&shared.outbox) = Some(Outbox { connection, sender });
+        lock(&shared.outboxes).insert(route.clone(), Outbox { connection, sender });
         OutboxGuard {
             shared: Arc::clone(shared),
+            route: route.clone(),
             connection,
         }
     }
@@ -772,13 +1050,7 @@ impl<B> OutboxGuard<B> {
 
 impl<B> Drop for OutboxGuard<B> {
     fn drop(&mut self) {
-        let mut outbox = lock(&self.shared.outbox);
-        if outbox
-            .as_ref()
-            .is_some_and(|o| o.connection == self.connection)
-        {
-            *outbox = None;
-        }
+        self.shared.close_outbox(&self.route, self.connection);
     }
 }
 
@@ -786,13 +1058,19 @@ impl<B: Bot> Shared<B> {
     fn new(bot: Arc<B>, config: &Config) -> Self {
         Shared {
             bot,
+            config: config.clone(),
             margin: config.safety_margin,
             use_time_bank: config.use_time_bank,
             send_fallback: config.send_fallback,
             slow: config.slow,
-            outbox: Mutex::new(None),
+            outboxes: Mutex::new(HashMap::new()),
+            connections: AtomicU64::new(0),
             requests: Mutex::new(HashMap::new()),
             latest: Mutex::new(HashMap::new()),
+            finished: watch::channel(0).0,
+            tickets: Mutex::new(Tickets::default()),
+            node_streams: Mutex::new(JoinSet::new()),
+            stopping: watch::channel(false).0,
         }
     }
 
@@ -812,13 +1090,13 @@ impl<B: Bot> Shared<B> {
         }
     }
 
-    /// A request arrived: put it to the bot, or, when the referee re-sends one after a
-    /// reconnect, re-send the answer given already.
-    fn open(self: &Arc<Self>, job: Job, received: Instant) {
+    /// A request arrived on `route`: put it to the bot, or, when the referee re-sends one after
+    /// a reconnect, re-send the answer given already. The answer goes out on `route`.
+    fn open(self: &Arc<Self>, route: &Route, job: Job, received: Instant) {
         let key = job.key();
         let mut requests = lock(&self.requests);
         if let Some(pending) = requests.get_mut(&key) {
-            let connection = lock(&self.outbox).as_ref().map(|o| o.connection);
+            let connection = lock(&self.outboxes).get(route).map(|o| o.connection);
             match &pending.answer {
                 Some(answer) if !pending.closed && pending.sent_on != connection => {
                     info!(
@@ -826,7 +1104,7 @@ impl<B: Bot> Shared<B> {
                         key.0, key.1
                     );
                     let answer = answer.clone();
-                    pending.sent_on = self.send(answer);
+                    pending.sent_on = self.send(route, answer);
                 }
                 _ => debug!("match {}: request {} again; already in hand", key.0, key.1),
             }
@@ -860,11 +1138,12 @@ impl<B: Bot> Shared<B> {
             key.1,
             job.name()
         );
-        tokio::spawn(Arc::clone(self).answer(key, job, expires_at));
+        tokio::spawn(Arc::clone(self).answer(route.clone(), key, job, expires_at));
     }
 
-    /// Asks the bot, and answers with its choice or, when it is late or fails, the fallback.
-    async fn answer(self: Arc<Self>, key: RequestKey, job: Job, expires_at: Instant) {
+    /// Asks the bot, and answers on `route` with its choice or, when it is late or fails, the
+    /// fallback.
+    async fn answer(self: Arc<Self>, route: Route, key: RequestKey, job: Job, expires_at: Instant) {
         let what = job.name();
         let bot = Arc::clone(&self.bot);
         let slow = self.slow;
@@ -888,20 +1167,20 @@ impl<B: Bot> Shared<B> {
                          sending the fallback",
                         key.0, key.1
                     );
-                    return self.answer_with(&key, None);
+                    return self.answer_with(&route, &key, None);
                 }
             }
         } else {
             thinking.await
         };
         match outcome {
-            Ok(Ok(answer)) => self.answer_with(&key, Some(answer)),
+            Ok(Ok(answer)) => self.answer_with(&route, &key, Some(answer)),
             Ok(Err(problem)) => {
                 warn!(
                     "match {}, request {}: {problem}; sending the fallback",
                     key.0, key.1
                 );
-                self.answer_with(&key, None);
+                self.answer_with(&route, &key, None);
             }
             Err(panic) => {
                 error!(
@@ -909,13 +1188,14 @@ impl<B: Bot> Shared<B> {
                      fallback",
                     key.0, key.1
                 );
-                self.answer_with(&key, None);
+                self.answer_with(&route, &key, None);
             }
         }
     }
 
-    /// Sends `answer` (or the fallback, for `None`) unless the request is closed already.
-    fn answer_with(&self, key: &RequestKey, answer: Option<BotMessage>) {
+    /// Sends `answer` (or the fallback, for `None`) on `route` unless the request is closed
+    /// already.
+    fn answer_with(&self, route: &Route, key: &RequestKey, answer: Option<BotMessage>) {
         let mut requests = lock(&self.requests);
         let Some(pending) = requests.get_mut(key) else {
             return; // the match ended meanwhile
@@ -933,7 +1213,7 @@ impl<B: Bot> Shared<B> {
             pending.fallback.clone()
         });
         pending.answer = Some(answer.clone());
-        pending.sent_on = self.send(answer);
+        pending.sent_on = self.send(route, answer);
         if pending.sent_on.is_none() {
             info!(
                 "match {}, request {}: not connected; the answer goes out when the referee asks \
@@ -943,15 +1223,16 @@ impl<B: Bot> Shared<B> {
         }
     }
 
-    /// Queues `message` on the live stream; returns that stream's connection number.
-    fn send(&self, message: BotMessage) -> Option<u64> {
-        let outbox = lock(&self.outbox);
-        let outbox = outbox.as_ref()?;
+    /// Queues `message` on `route`'s live stream; returns that stream's connection number.
+    fn send(&self, route: &Route, message: BotMessage) -> Option<u64> {
+        let outboxes = lock(&self.outboxes);
+        let outbox = outboxes.get(route)?;
         outbox.sender.send(message).ok()?;
         Some(outbox.connection)
     }
 
-    fn on_answer_result(&self, result: &AnswerResult) {
+    /// The referee's verdict on an answer, on `route`: a rejection gets the fallback there.
+    fn on_answer_result(&self, route: &Route, result: &AnswerResult) {
         let key = (result.match_id.clone(), result.request_id);
         let where_ = format!("match {}, request {}", key.0, key.1);
         let mut requests = lock(&self.requests);
@@ -981,7 +1262,7 @@ impl<B: Bot> Shared<B> {
                         warn!("{where_}: sending the fallback");
                         pending.fallback_sent = true;
                         pending.answer = Some(pending.fallback.clone());
-                        pending.sent_on = self.send(pending.fallback.clone());
+                        pending.sent_on = self.send(route, pending.fallback.clone());
                     }
                 }
             }
@@ -1082,12 +1363,24 @@ mod tests {
         Arc::new(Shared::new(Arc::new(bot), config))
     }
 
+    /// A main stream, connection `connection`.
     fn connect<B>(
         shared: &Arc<Shared<B>>,
         connection: u64,
     ) -> (OutboxGuard<B>, mpsc::UnboundedReceiver<BotMessage>) {
+        connect_route(shared, &Route::Main, connection)
+    }
+
+    fn connect_route<B>(
+        shared: &Arc<Shared<B>>,
+        route: &Route,
+        connection: u64,
+    ) -> (OutboxGuard<B>, mpsc::UnboundedReceiver<BotMessage>) {
         let (sender, receiver) = mpsc::unbounded_channel();
-        (OutboxGuard::install(shared, connection, sender), receiver)
+        (
+            OutboxGuard::install(shared, route, connection, sender),
+            receiver,
+        )
     }
 
     fn decision(request_id: u64, deadline_ms: u32) -> DecisionRequest {
@@ -1156,7 +1449,11 @@ mod tests {
     async fn answers_with_the_bots_choice() {
         let shared = shared(TestBot::new(0), &config());
         let (_guard, mut outbox) = connect(&shared, 1);
-        shared.open(Job::Decision(Box::new(decision(7, 1000))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(7, 1000))),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut outbox, 1000).await), (7, SHOW_TWO));
     }
 
@@ -1170,7 +1467,7 @@ mod tests {
             deadline_ms: 1000,
             ..Default::default()
         };
-        shared.open(Job::Rotation(request.clone()), Instant::now());
+        shared.open(&Route::Main, Job::Rotation(request.clone()), Instant::now());
         assert_eq!(
             next(&mut outbox, 1000).await,
             rotation_answer(&request, true)
@@ -1184,7 +1481,7 @@ mod tests {
         let mut request = decision(8, 100);
         request.time_bank_ms = 50;
         let start = Instant::now();
-        shared.open(Job::Decision(Box::new(request)), start);
+        shared.open(&Route::Main, Job::Decision(Box::new(request)), start);
         assert_eq!(shown(&next(&mut outbox, 1000).await), (8, SHOW_ONE));
         let elapsed = start.elapsed();
         assert!(elapsed >= Duration::from_millis(120), "{elapsed:?}");
@@ -1206,7 +1503,7 @@ mod tests {
         let mut request = decision(8, 100);
         request.time_bank_ms = 10_000;
         let start = Instant::now();
-        shared.open(Job::Decision(Box::new(request)), start);
+        shared.open(&Route::Main, Job::Decision(Box::new(request)), start);
         assert_eq!(shown(&next(&mut outbox, 1000).await), (8, SHOW_ONE));
         assert!(start.elapsed() < Duration::from_millis(350));
     }
@@ -1217,7 +1514,11 @@ mod tests {
         bot.illegal = true;
         let shared = shared(bot, &config());
         let (_guard, mut outbox) = connect(&shared, 1);
-        shared.open(Job::Decision(Box::new(decision(9, 1000))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(9, 1000))),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut outbox, 1000).await), (9, SHOW_ONE));
     }
 
@@ -1225,11 +1526,15 @@ mod tests {
     async fn illegal_answer_is_followed_by_the_fallback_once() {
         let shared = shared(TestBot::new(0), &config());
         let (_guard, mut outbox) = connect(&shared, 1);
-        shared.open(Job::Decision(Box::new(decision(10, 1000))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(10, 1000))),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut outbox, 1000).await), (10, SHOW_TWO));
-        shared.on_answer_result(&result(10, AnswerStatus::Illegal));
+        shared.on_answer_result(&Route::Main, &result(10, AnswerStatus::Illegal));
         assert_eq!(shown(&next(&mut outbox, 1000).await), (10, SHOW_ONE));
-        shared.on_answer_result(&result(10, AnswerStatus::Illegal));
+        shared.on_answer_result(&Route::Main, &result(10, AnswerStatus::Illegal));
         assert!(
             timeout(Duration::from_millis(100), outbox.recv())
                 .await
@@ -1241,14 +1546,26 @@ mod tests {
     async fn a_resent_request_is_answered_from_memory() {
         let shared = shared(TestBot::new(0), &config());
         let (guard, mut first) = connect(&shared, 1);
-        shared.open(Job::Decision(Box::new(decision(11, 1000))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(11, 1000))),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut first, 1000).await), (11, SHOW_TWO));
         drop(guard);
         // The stream broke before the referee saw the answer; it re-sends the request.
         let (_guard, mut second) = connect(&shared, 2);
-        shared.open(Job::Decision(Box::new(decision(11, 500))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(11, 500))),
+            Instant::now(),
+        );
         assert_eq!(shown(&next(&mut second, 1000).await), (11, SHOW_TWO));
-        shared.open(Job::Decision(Box::new(decision(11, 500))), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(11, 500))),
+            Instant::now(),
+        );
         assert!(
             timeout(Duration::from_millis(100), second.recv())
                 .await
@@ -1263,8 +1580,12 @@ mod tests {
         config.send_fallback = false;
         let shared = shared(TestBot::new(200), &config);
         let (_guard, mut outbox) = connect(&shared, 1);
-        shared.open(Job::Decision(Box::new(decision(12, 50))), Instant::now());
-        shared.on_answer_result(&result(12, AnswerStatus::TimedOut));
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(12, 50))),
+            Instant::now(),
+        );
+        shared.on_answer_result(&Route::Main, &result(12, AnswerStatus::TimedOut));
         assert!(
             timeout(Duration::from_millis(400), outbox.recv())
                 .await
@@ -1292,7 +1613,7 @@ mod tests {
             ..Default::default()
         };
         runner.dispatch(Incoming::MatchEnded(end), Instant::now());
-        assert_eq!(runner.finished, 1);
+        assert_eq!(runner.shared.finished(), 1);
         // Later messages about the ended match are ignored.
         runner.dispatch(
             Incoming::DecisionRequest(decision(14, 1000)),
@@ -1408,6 +1729,110 @@ mod tests {
         };
         runner.dispatch(Incoming::Goodbye(goodbye.clone()), Instant::now());
         assert_eq!(runner.goodbye, Some(goodbye));
+    }
+
+    fn ticket(match_id: &str, ticket: &str) -> Option<(String, String)> {
+        Some((match_id.into(), ticket.into()))
+    }
+
+    #[test]
+    fn tickets_are_kept_per_node_until_their_matches_end() {
+        let mut tickets = Tickets::default();
+        assert!(
+            tickets.assign("node-a:1", "m1", "t1"),
+            "the first match opens a stream"
+        );
+        assert!(
+            !tickets.assign("node-a:1", "m2", "t2"),
+            "later ones come on it"
+        );
+        assert!(
+            tickets.assign("node-b:1", "m3", "t3"),
+            "another node, another stream"
+        );
+        assert_eq!(tickets.newest("node-a:1"), ticket("m2", "t2"));
+        // A fresh ticket for a match replaces its older one and is the newest.
+        assert!(!tickets.assign("node-a:1", "m1", "t1b"));
+        assert_eq!(tickets.newest("node-a:1"), ticket("m1", "t1b"));
+        tickets.match_ended("node-a:1", "m1");
+        assert_eq!(tickets.newest("node-a:1"), ticket("m2", "t2"));
+        // A refused ticket is dropped; the node's other tickets are untouched.
+        tickets.refused("node-a:1", "t2");
+        assert!(!tickets.holds("node-a:1"));
+        assert!(tickets.holds("node-b:1"));
+        // No ticket left: the stream is let go, and the next assignment opens a new one.
+        assert!(
+            !tickets.assign("node-a:1", "m4", "t4"),
+            "still streaming until let go"
+        );
+        tickets.match_ended("node-a:1", "m4");
+        assert_eq!(tickets.newest("node-a:1"), None);
+        assert!(tickets.assign("node-a:1", "m5", "t5"));
+        assert_eq!(tickets.newest("node-b:1"), ticket("m3", "t3"));
+    }
+
+    #[tokio::test]
+    async fn answers_go_back_on_the_stream_that_carried_the_request() {
+        let shared = shared(TestBot::new(0), &config());
+        let node = Route::Node("node-a:1".into());
+        let (_main_guard, mut main) = connect(&shared, 1);
+        let (_node_guard, mut on_node) = connect_route(&shared, &node, 2);
+        let mut request = decision(20, 1000);
+        request.match_id = "on-node".into();
+        shared.open(&node, Job::Decision(Box::new(request)), Instant::now());
+        shared.open(
+            &Route::Main,
+            Job::Decision(Box::new(decision(21, 1000))),
+            Instant::now(),
+        );
+        assert_eq!(shown(&next(&mut on_node, 1000).await), (20, SHOW_TWO));
+        assert_eq!(shown(&next(&mut main, 1000).await), (21, SHOW_TWO));
+        let mut rejected = result(20, AnswerStatus::Illegal);
+        rejected.match_id = "on-node".into();
+        shared.on_answer_result(&node, &rejected);
+        assert_eq!(shown(&next(&mut on_node, 1000).await), (20, SHOW_ONE));
+        assert!(
+            timeout(Duration::from_millis(100), main.recv())
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_match_ended_on_a_node_stream_drops_its_ticket_but_keeps_the_stream() {
+        let main = Runner::new(config(), Arc::new(TestBot::new(0)));
+        let address = "node-a:1";
+        let mut node = Runner::on_route(
+            Arc::clone(&main.shared),
+            Route::Node(address.into()),
+            main.hello.clone(),
+            None,
+        );
+        {
+            let mut tickets = lock(&main.shared.tickets);
+            assert!(tickets.assign(address, "m1", "t1"));
+            assert!(!tickets.assign(address, "m2", "t2"));
+        }
+        let start = MatchStart {
+            match_id: "m1".into(),
+            num_players: 2,
+            ..Default::default()
+        };
+        node.dispatch(Incoming::MatchStart(start), Instant::now());
+        let end = MatchEnded {
+            match_id: "m1".into(),
+            ..Default::default()
+        };
+        node.dispatch(Incoming::MatchEnded(end), Instant::now());
+        assert_eq!(main.shared.finished(), 1, "counted with the main stream's");
+        let mut tickets = lock(&main.shared.tickets);
+        assert_eq!(tickets.newest(address), ticket("m2", "t2"));
+        tickets.match_ended(address, "m2");
+        assert!(!tickets.holds(address));
+        assert!(
+            !tickets.assign(address, "m3", "t3"),
+            "the stream stays for later matches"
+        );
     }
 
     #[test]

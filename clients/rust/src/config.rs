@@ -31,7 +31,8 @@ pub struct Config {
     pub bot_name: String,
     /// Free text sent in Hello.
     pub bot_version: String,
-    /// Matches the referee may run at once for this bot over the one stream (at least 1).
+    /// Matches the referee may run at once for this bot (at least 1), over the main stream and
+    /// the streams to referee nodes together.
     pub max_concurrent_matches: u32,
     /// Stop after this many matches have ended (`None`: run until stopped).
     pub max_matches: Option<usize>,

@@ -4,7 +4,9 @@
 //! (`scout.v1.Arena/Play`, metadata `authorization: Bearer <token>`), says Hello, routes the
 //! referee's messages of several concurrent matches, answers rotation and decision requests with
 //! your [`Bot`], keeps every answer inside the referee's clock (falling back to a legal move
-//! when the bot is late), and reconnects with exponential backoff when the stream is lost.
+//! when the bot is late), and reconnects with exponential backoff when the stream is lost. It
+//! also follows a ladder's match assignments to other referee nodes (PROTOCOL.md §3.8), so a
+//! bot plays those matches like any other.
 //!
 //! ```no_run
 //! use scout_client::proto::{Action, DecisionRequest};
