@@ -13,6 +13,7 @@ import io.grpc.stub.MetadataUtils;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -46,6 +47,7 @@ import org.scoutarena.scout.v1.BotMessage;
 import org.scoutarena.scout.v1.DecisionRequest;
 import org.scoutarena.scout.v1.Goodbye;
 import org.scoutarena.scout.v1.Hello;
+import org.scoutarena.scout.v1.MatchAssignment;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
 import org.scoutarena.scout.v1.ProtocolError;
@@ -57,9 +59,10 @@ import org.scoutarena.scout.v1.RoundEnded;
 import org.scoutarena.scout.v1.Welcome;
 
 /**
- * Plays a {@link ScoutBot} on a Scout Arena referee over one {@code Arena/Play} stream.
+ * Plays a {@link ScoutBot} on a Scout Arena referee over its {@code Arena/Play} stream (and one
+ * more per referee node it is assigned to, below).
  *
- * <p>One reader (gRPC's callback thread) routes every message by {@code match_id}; each match has
+ * <p>A reader (gRPC's callback thread) routes every message by {@code match_id}; each match has
  * a serial queue on a shared thread pool, so a slow decision in one match never delays reading or
  * another match. Every request gets a deadline guard: if the bot has not answered shortly before
  * {@code deadline_ms + time_bank_ms}, the documented fallback (always legal) is sent instead. When
@@ -75,10 +78,19 @@ import org.scoutarena.scout.v1.Welcome;
  * closes it ({@code TIMED_OUT}) or the match moves on (its next request, its {@code RoundEnded},
  * its {@code MatchEnded}); a rejection ({@code ILLEGAL}, {@code MALFORMED}) keeps it open.
  *
- * <p>A stream the referee ends on purpose carries a {@code Goodbye} last (PROTOCOL.md §10.1),
+ * <p>A main stream the referee ends on purpose carries a {@code Goodbye} last (PROTOCOL.md §10.1),
  * which overrides the status the call ends with: {@code reconnect: false} makes {@link #run()}
  * return normally; {@code reconnect: true} reconnects after {@code retry_after_ms} plus a little
  * jitter ({@link Backoff#afterGoodbye}), which is not a failure and does not grow the backoff.
+ *
+ * <p>A ladder with referee nodes sends a {@code MatchAssignment} on the main stream (PROTOCOL.md
+ * §3.8): the client then opens a {@code Play} stream to the node, with the ticket as bearer token
+ * and the same {@code Hello}, unless it holds one there already, and plays the node's matches on
+ * it exactly as on the main stream; every answer goes back on the stream that carried its request.
+ * The tickets of unfinished matches are kept per node ({@code NodeTickets}): a lost node stream
+ * is reopened after the usual backoff with the newest of them (a refused one is dropped, the next
+ * tried), and let go when none is left. A node stream's end, or its {@code Goodbye} whatever it
+ * says, never stops the bot or touches the main stream: only the main stream's does.
  */
 public final class ArenaClient {
 
@@ -101,13 +113,16 @@ public final class ArenaClient {
   private final ScoutBot bot;
   private final ManagedChannel channel;
   private final boolean ownsChannel;
-  private final Metadata headers = new Metadata();
+  private final NodeChannels nodeChannels;
+  private final Metadata headers;
   private final Hello hello;
   private final int maxMatches;
   private final int safetyMarginMs;
   private final boolean useTimeBank;
 
   private final ExecutorService workers = Executors.newCachedThreadPool(daemon("scout-bot"));
+  /** One thread per node link, running its streams (PROTOCOL.md §3.8). */
+  private final ExecutorService nodeLoops = Executors.newCachedThreadPool(daemon("scout-node"));
   private final ScheduledExecutorService timers =
       Executors.newSingleThreadScheduledExecutor(daemon("scout-clock"));
   private final Map<String, MatchState> matches = new ConcurrentHashMap<>();
@@ -123,29 +138,41 @@ public final class ArenaClient {
           return size() > ENDED_MATCHES_REMEMBERED;
         }
       }));
+  private final NodeTickets tickets = new NodeTickets();
+  /** The node links by address, open or reopening; guards their start and their end. */
+  private final Map<String, NodeLink> nodes = new HashMap<>();
+  /** Completed by {@link #stop()}, and by the end of {@link #run()} for the node links. */
   private final CompletableFuture<Void> stopped = new CompletableFuture<>();
   private final CountDownLatch terminated = new CountDownLatch(1);
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicInteger finished = new AtomicInteger();
-  private volatile Session session;
-  private int connections;
+  /** Numbers every stream, of every link, so that an answer knows the stream it went out on. */
+  private final AtomicInteger streams = new AtomicInteger();
+  private final Link main = new Link("the referee");
 
   /** A client for {@code config}, on a channel of its own (plaintext or TLS, with keepalive). */
   public ArenaClient(ClientConfig config, ScoutBot bot) throws IOException {
-    this(newChannel(config), true, config, bot);
+    this(newChannel(config), true, config, bot, defaultNodeChannels(config));
   }
 
   /** A client on a channel the caller made and closes (tests, custom transports). */
   public ArenaClient(ManagedChannel channel, ClientConfig config, ScoutBot bot) {
-    this(channel, false, config, bot);
+    this(channel, false, config, bot, defaultNodeChannels(config));
+  }
+
+  /** A client whose node channels come from {@code nodeChannels} (tests). */
+  ArenaClient(ManagedChannel channel, ClientConfig config, ScoutBot bot,
+      NodeChannels nodeChannels) {
+    this(channel, false, config, bot, nodeChannels);
   }
 
   private ArenaClient(ManagedChannel channel, boolean ownsChannel, ClientConfig config,
-      ScoutBot bot) {
+      ScoutBot bot, NodeChannels nodeChannels) {
     this.bot = bot;
     this.channel = channel;
     this.ownsChannel = ownsChannel;
-    this.headers.put(AUTHORIZATION, "Bearer " + config.token());
+    this.nodeChannels = nodeChannels;
+    this.headers = bearer(config.token());
     this.hello = Hello.newBuilder()
         .setBotName(config.botName() != null ? config.botName() : bot.name())
         .setBotVersion(bot.version())
@@ -164,26 +191,51 @@ public final class ArenaClient {
    * every 10 s or more), 16 MiB receive limit.
    */
   public static ManagedChannel newChannel(ClientConfig config) throws IOException {
+    return newChannel(config.address(), config.tls(), config);
+  }
+
+  /**
+   * A channel to {@code address} like {@link #newChannel(ClientConfig)}'s, with TLS when
+   * {@code tls} (and then the CA and client certificate of {@code config}).
+   */
+  static ManagedChannel newChannel(String address, boolean tls, ClientConfig config)
+      throws IOException {
     ChannelCredentials credentials;
-    if (config.tls()) {
-      TlsChannelCredentials.Builder tls = TlsChannelCredentials.newBuilder();
+    if (tls) {
+      TlsChannelCredentials.Builder secure = TlsChannelCredentials.newBuilder();
       if (config.caCert() != null) {
-        tls.trustManager(config.caCert().toFile());
+        secure.trustManager(config.caCert().toFile());
       }
       if (config.clientCert() != null) {
-        tls.keyManager(config.clientCert().toFile(), config.clientKey().toFile());
+        secure.keyManager(config.clientCert().toFile(), config.clientKey().toFile());
       }
-      credentials = tls.build();
+      credentials = secure.build();
     } else {
       credentials = InsecureChannelCredentials.create();
     }
-    return Grpc.newChannelBuilder(config.address(), credentials)
+    return Grpc.newChannelBuilder(address, credentials)
         .keepAliveTime(25, TimeUnit.SECONDS)
         .keepAliveTimeout(10, TimeUnit.SECONDS)
         .keepAliveWithoutCalls(true)
         .maxInboundMessageSize(16 * 1024 * 1024)
         .userAgent("scout-arena-java-kit")
         .build();
+  }
+
+  /** Makes the channel to a referee node (PROTOCOL.md §3.8). */
+  @FunctionalInterface
+  interface NodeChannels {
+    ManagedChannel open(String address, boolean tls) throws IOException;
+  }
+
+  private static NodeChannels defaultNodeChannels(ClientConfig config) {
+    return (address, tls) -> newChannel(address, tls, config);
+  }
+
+  private static Metadata bearer(String credential) {
+    Metadata metadata = new Metadata();
+    metadata.put(AUTHORIZATION, "Bearer " + credential);
+    return metadata;
   }
 
   /**
@@ -201,7 +253,8 @@ public final class ArenaClient {
     try {
       int attempt = 0;
       while (!stopped.isDone()) {
-        Session current = open();
+        Session current = open(main, channel, headers);
+        log.fine(() -> "connecting (stream " + current.number + ")");
         Status status = awaitEnd(current);
         if (status == null) {
           closeGracefully(current);
@@ -268,17 +321,17 @@ public final class ArenaClient {
 
   // --- connection ------------------------------------------------------------------------------
 
-  private Session open() {
-    Session next = new Session(++connections);
+  /** Opens a {@code Play} stream of {@code link} through {@code via}, and says Hello. */
+  private Session open(Link link, ManagedChannel via, Metadata credentials) {
+    Session next = new Session(link, streams.incrementAndGet());
     // The channel keeps its own (slow) reconnect backoff; ours governs, so retry the TCP connect
     // now instead of failing fast on the channel's remembered failure.
-    channel.resetConnectBackoff();
-    ArenaGrpc.newStub(channel)
-        .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers))
+    via.resetConnectBackoff();
+    ArenaGrpc.newStub(via)
+        .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(credentials))
         .play(next);
     next.send(BotMessage.newBuilder().setHello(hello).build());
-    session = next;
-    log.fine(() -> "connecting (attempt " + next.number + ")");
+    link.session = next;
     return next;
   }
 
@@ -319,7 +372,14 @@ public final class ArenaClient {
   }
 
   private void shutdown() throws InterruptedException {
-    session = null;
+    synchronized (nodes) {
+      stopped.complete(null); // the node links close their streams too
+      nodeLoops.shutdown();
+    }
+    if (!nodeLoops.awaitTermination(2 * CLOSE_GRACE.toMillis(), TimeUnit.MILLISECONDS)) {
+      nodeLoops.shutdownNow();
+    }
+    main.session = null;
     workers.shutdownNow(); // interrupts bots still thinking; their answers are not needed
     timers.shutdownNow();
     if (ownsChannel) {
@@ -360,20 +420,23 @@ public final class ArenaClient {
       case WELCOME -> onWelcome(from, message.getWelcome());
       case GOODBYE -> onGoodbye(from, message.getGoodbye());
       case ERROR -> onProtocolError(from, message.getError());
-      case MATCH_START -> onMatchStart(message.getMatchStart());
-      case ROTATION_REQUEST -> onRotationRequest(message.getRotationRequest(), receivedAt);
-      case DECISION_REQUEST -> onDecisionRequest(message.getDecisionRequest(), receivedAt);
+      case MATCH_START -> onMatchStart(from.link, message.getMatchStart());
+      case ROTATION_REQUEST ->
+          onRotationRequest(from.link, message.getRotationRequest(), receivedAt);
+      case DECISION_REQUEST ->
+          onDecisionRequest(from.link, message.getDecisionRequest(), receivedAt);
       case ANSWER_RESULT -> onAnswerResult(message.getAnswerResult());
       case PUBLIC_EVENT -> {
         PublicEvent event = message.getPublicEvent();
-        hook(event.getMatchId(), "onEvent", () -> bot.onEvent(event));
+        hook(from.link, event.getMatchId(), "onEvent", () -> bot.onEvent(event));
       }
       case ROUND_ENDED -> {
         RoundEnded roundEnded = message.getRoundEnded();
         closeLatest(roundEnded.getMatchId());
-        hook(roundEnded.getMatchId(), "onRoundEnd", () -> bot.onRoundEnd(roundEnded));
+        hook(from.link, roundEnded.getMatchId(), "onRoundEnd", () -> bot.onRoundEnd(roundEnded));
       }
-      case MATCH_ENDED -> onMatchEnded(message.getMatchEnded());
+      case MATCH_ENDED -> onMatchEnded(from.link, message.getMatchEnded());
+      case ASSIGNMENT -> onAssignment(message.getAssignment());
       // A body added to the protocol after this kit was built: ignore it (PROTOCOL.md §14).
       default -> log.fine("ignoring a referee message with a body this kit does not know");
     }
@@ -381,17 +444,28 @@ public final class ArenaClient {
 
   private void onWelcome(Session from, Welcome welcome) {
     from.welcomed = true;
-    log.info(() -> "connected as '" + welcome.getBotName() + "' (session "
-        + welcome.getSessionId() + (welcome.getResumed() ? ", resumed" : "") + ")");
+    Link link = from.link;
+    log.info(() -> "connected" + (link == main ? "" : " to " + link.label) + " as '"
+        + welcome.getBotName() + "' (session " + welcome.getSessionId()
+        + (welcome.getResumed() ? ", resumed" : "") + ")");
     if (welcome.getProtocolVersion() != PROTOCOL_VERSION) {
-      log.warning("the referee speaks protocol " + welcome.getProtocolVersion() + ", this kit "
-          + PROTOCOL_VERSION);
+      log.warning(link.label + " speaks protocol " + welcome.getProtocolVersion()
+          + ", this kit " + PROTOCOL_VERSION);
     }
-    if (!welcome.getResumed() && !matches.isEmpty()) {
+    if (!welcome.getResumed()) {
       // Reconnected after the grace: the referee forfeited these seats and says no more of them.
-      List<String> lost = List.copyOf(matches.keySet());
-      log.warning("the referee did not resume " + lost.size() + " running match(es): " + lost);
-      lost.forEach(this::forgetMatch);
+      List<String> lost = matches.entrySet().stream()
+          .filter(entry -> entry.getValue().link == link)
+          .map(Map.Entry::getKey)
+          .toList();
+      if (!lost.isEmpty()) {
+        log.warning(link.label + " did not resume " + lost.size() + " running match(es): "
+            + lost);
+        lost.forEach(matchId -> {
+          tickets.matchEnded(matchId);
+          forgetMatch(matchId);
+        });
+      }
     }
   }
 
@@ -401,18 +475,18 @@ public final class ArenaClient {
     String then = goodbye.getReconnect()
         ? "reconnect in " + Integer.toUnsignedLong(goodbye.getRetryAfterMs()) + " ms"
         : "do not reconnect";
-    log.info("goodbye from the referee (" + goodbye.getReason() + ", " + then + "): "
+    log.info("goodbye from " + from.link.label + " (" + goodbye.getReason() + ", " + then + "): "
         + (goodbye.getMessage().isEmpty() ? "no message" : goodbye.getMessage()));
     from.bye.complete(goodbye);
   }
 
   private void onProtocolError(Session from, ProtocolError error) {
     from.lastError = error.getCode() + ": " + error.getMessage();
-    log.warning("protocol error from the referee: " + from.lastError);
+    log.warning("protocol error from " + from.link.label + ": " + from.lastError);
   }
 
-  private void onMatchStart(MatchStart start) {
-    MatchState match = match(start.getMatchId());
+  private void onMatchStart(Link link, MatchStart start) {
+    MatchState match = match(link, start.getMatchId());
     if (match == null) {
       return;
     }
@@ -426,16 +500,17 @@ public final class ArenaClient {
           + start.getNumRounds() + " rounds, decision " + start.getTimeControl().getDecisionMs()
           + " ms, bank " + start.getTimeControl().getTimeBankMs() + " ms");
     }
-    hook(start.getMatchId(), "onMatchStart", () -> bot.onMatchStart(start));
+    hook(link, start.getMatchId(), "onMatchStart", () -> bot.onMatchStart(start));
   }
 
-  private void onMatchEnded(MatchEnded matchEnded) {
+  private void onMatchEnded(Link link, MatchEnded matchEnded) {
     String matchId = matchEnded.getMatchId();
+    tickets.matchEnded(matchId); // an assigned match: its ticket opens nothing any more
     MatchState match = matches.get(matchId);
     if (match == null) {
       return;
     }
-    hook(matchId, "onMatchEnd", () -> bot.onMatchEnd(matchEnded));
+    hook(link, matchId, "onMatchEnd", () -> bot.onMatchEnd(matchEnded));
     forgetMatch(matchId);
     int seat = match.seat;
     String rank = seat >= 0 && seat < matchEnded.getRanksCount()
@@ -450,22 +525,23 @@ public final class ArenaClient {
     }
   }
 
-  private void onRotationRequest(RotationRequest request, long receivedAt) {
+  private void onRotationRequest(Link link, RotationRequest request, long receivedAt) {
     RotationChoice.Builder choice = RotationChoice.newBuilder()
         .setMatchId(request.getMatchId())
         .setRequestId(request.getRequestId());
     BotMessage fallback = BotMessage.newBuilder().setRotation(choice.setRotate(false)).build();
-    openRequest(request.getMatchId(), request.getRequestId(), "chooseRotation",
+    openRequest(link, request.getMatchId(), request.getRequestId(), "chooseRotation",
         request.getDeadlineMs(), request.getTimeBankMs(), receivedAt, fallback,
         () -> BotMessage.newBuilder()
             .setRotation(choice.setRotate(bot.chooseRotation(request)))
             .build());
   }
 
-  private void onDecisionRequest(DecisionRequest request, long receivedAt) {
+  private void onDecisionRequest(Link link, DecisionRequest request, long receivedAt) {
     String where = "match " + request.getMatchId() + ", request " + request.getRequestId();
     BotMessage fallback = actionChoice(request, Moves.fallback(request));
-    openRequest(request.getMatchId(), request.getRequestId(), "act", request.getDeadlineMs(),
+    openRequest(link, request.getMatchId(), request.getRequestId(), "act",
+        request.getDeadlineMs(),
         request.getTimeBankMs(), receivedAt, fallback, () -> {
           Action action = bot.act(request);
           var problem = Moves.problem(action, request);
@@ -524,14 +600,57 @@ public final class ArenaClient {
     return result.getStatus().name().replace("ANSWER_STATUS_", "");
   }
 
+  // --- referee nodes (PROTOCOL.md §3.8) ------------------------------------------------------
+
+  /**
+   * Play {@code assignment}'s match on its node: keep its ticket, and open a stream there unless
+   * the node's link is open (or opening) already; the node then sends the match on it.
+   */
+  private void onAssignment(MatchAssignment assignment) {
+    String matchId = assignment.getMatchId();
+    String address = assignment.getAddress();
+    if (address.isEmpty() || assignment.getTicket().isEmpty()) {
+      log.warning("match " + matchId + ": ignoring an assignment without an address or ticket");
+      return;
+    }
+    log.info("match " + matchId + " is on node " + address
+        + (assignment.getTls() ? " (TLS)" : ""));
+    synchronized (nodes) {
+      if (stopped.isDone()) {
+        return;
+      }
+      NodeLink node = nodes.get(address);
+      if (node == null) {
+        ManagedChannel nodeChannel;
+        try {
+          nodeChannel = nodeChannels.open(address, assignment.getTls());
+        } catch (IOException | IllegalArgumentException e) {
+          log.warning("match " + matchId + ": cannot reach node " + address + ": "
+              + e.getMessage());
+          return;
+        }
+        node = new NodeLink(address, nodeChannel);
+        nodes.put(address, node);
+        tickets.add(address, matchId, assignment.getTicket());
+        nodeLoops.execute(node);
+      } else {
+        tickets.add(address, matchId, assignment.getTicket());
+      }
+    }
+  }
+
   // --- matches and requests --------------------------------------------------------------------
 
-  /** The state of a running match, created on first sight; null for a match that ended. */
-  private MatchState match(String matchId) {
+  /**
+   * The state of a running match, created on first sight on {@code link}; null for a match that
+   * ended.
+   */
+  private MatchState match(Link link, String matchId) {
     if (ended.contains(matchId)) {
       return null;
     }
-    return matches.computeIfAbsent(matchId, id -> new MatchState(new SerialExecutor(workers)));
+    return matches.computeIfAbsent(matchId,
+        id -> new MatchState(new SerialExecutor(workers), link));
   }
 
   /** The match moved on: its newest request is closed, answered or not (a lean stream never
@@ -558,8 +677,8 @@ public final class ArenaClient {
     });
   }
 
-  private void hook(String matchId, String name, Runnable call) {
-    MatchState match = match(matchId);
+  private void hook(Link link, String matchId, String name, Runnable call) {
+    MatchState match = match(link, matchId);
     if (match == null) {
       return;
     }
@@ -580,9 +699,10 @@ public final class ArenaClient {
     }
   }
 
-  private void openRequest(String matchId, long requestId, String what, int deadlineMs,
-      int timeBankMs, long receivedAt, BotMessage fallback, Supplier<BotMessage> ask) {
-    MatchState match = match(matchId);
+  private void openRequest(Link link, String matchId, long requestId, String what,
+      int deadlineMs, int timeBankMs, long receivedAt, BotMessage fallback,
+      Supplier<BotMessage> ask) {
+    MatchState match = match(link, matchId);
     if (match == null) {
       return;
     }
@@ -600,7 +720,7 @@ public final class ArenaClient {
     long limitMs = Integer.toUnsignedLong(deadlineMs)
         + (useTimeBank ? Integer.toUnsignedLong(timeBankMs) : 0) - safetyMarginMs;
     long expiresAt = receivedAt + TimeUnit.MILLISECONDS.toNanos(limitMs);
-    PendingRequest pending = new PendingRequest(fallback, expiresAt);
+    PendingRequest pending = new PendingRequest(link, fallback, expiresAt);
     closeLatest(matchId); // a new request: the match moved past the previous one
     requests.put(key, pending);
     latest.put(matchId, pending);
@@ -659,17 +779,117 @@ public final class ArenaClient {
 
   private record RequestKey(String matchId, long requestId) {}
 
+  /**
+   * Where the bot holds a {@code Play} stream, one at a time: the main referee, or a node. A
+   * request's answers go on the current stream of the link that carried it.
+   */
+  private static class Link {
+    /** For logs: "the referee", "node HOST:PORT". */
+    final String label;
+    volatile Session session;
+
+    Link(String label) {
+      this.label = label;
+    }
+  }
+
+  /**
+   * The streams to one referee node, opened for an assignment and run on a thread of their own:
+   * when a stream ends (a fault or any Goodbye) it is reopened after the usual backoff with the
+   * newest ticket of an unfinished match of the node; a ticket the node refuses is dropped and
+   * the next one tried; with none left the link is let go. Only {@link #stop()} or the end of
+   * {@link #run()} closes it otherwise; it never stops the bot.
+   */
+  private final class NodeLink extends Link implements Runnable {
+    private final String address;
+    private final ManagedChannel nodeChannel;
+
+    NodeLink(String address, ManagedChannel nodeChannel) {
+      super("node " + address);
+      this.address = address;
+      this.nodeChannel = nodeChannel;
+    }
+
+    @Override
+    public void run() {
+      try {
+        play();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } finally {
+        session = null;
+        nodeChannel.shutdownNow();
+        log.info("closed the stream to " + label);
+      }
+    }
+
+    private void play() throws InterruptedException {
+      int attempt = 0;
+      String ticket = ticketOrLetGo();
+      while (ticket != null) {
+        log.info("opening a stream to " + label);
+        Session current = open(this, nodeChannel, bearer(ticket));
+        Status status = awaitEnd(current);
+        if (status == null) {
+          closeGracefully(current);
+          return;
+        }
+        boolean refused = current.goodbye == null
+            && status.getCode() == Status.Code.UNAUTHENTICATED;
+        if (refused) {
+          log.warning(label + " refused a ticket (" + describe(status) + "); dropping it");
+          tickets.refused(address, ticket);
+        } else if (current.goodbye != null) {
+          closeGracefully(current);
+        }
+        if (current.welcomed) {
+          attempt = 0;
+        }
+        ticket = ticketOrLetGo();
+        if (ticket != null && !refused) {
+          Duration delay = Backoff.delay(attempt++, ThreadLocalRandom.current());
+          log.warning(String.format(Locale.ROOT, "the stream to %s ended (%s); reopening in %.2f s",
+              label, current.goodbye != null ? "goodbye" : describe(status),
+              delay.toMillis() / 1000.0));
+          if (sleepUnlessStopped(delay)) {
+            return;
+          }
+        }
+      }
+    }
+
+    /**
+     * The ticket to open the next stream with, or null after letting the link go (no unfinished
+     * match of the node is left); atomic with {@link #onAssignment}'s look-up of the link.
+     */
+    private String ticketOrLetGo() {
+      synchronized (nodes) {
+        String ticket = tickets.newest(address);
+        if (ticket == null) {
+          nodes.remove(address, this);
+          log.info("no unfinished match is left on " + label + "; letting its stream go");
+        }
+        return ticket;
+      }
+    }
+  }
+
   private static final class MatchState {
     final SerialExecutor serial;
+    /** The link whose streams carry the match. */
+    final Link link;
     volatile int seat = -1;
 
-    MatchState(SerialExecutor serial) {
+    MatchState(SerialExecutor serial, Link link) {
       this.serial = serial;
+      this.link = link;
     }
   }
 
   /** One request until its match ends: its answer, where that went, and its guard. */
   private final class PendingRequest {
+    /** The link that carried the request: its answers go on that link's current stream. */
+    private final Link link;
     private final BotMessage fallback;
     private final long expiresAt;
     private BotMessage answer;
@@ -679,7 +899,8 @@ public final class ArenaClient {
     volatile ScheduledFuture<?> guard;
     volatile Future<?> task;
 
-    PendingRequest(BotMessage fallback, long expiresAt) {
+    PendingRequest(Link link, BotMessage fallback, long expiresAt) {
+      this.link = link;
       this.fallback = fallback;
       this.expiresAt = expiresAt;
     }
@@ -718,7 +939,7 @@ public final class ArenaClient {
 
     /** After a reconnect: re-sends an answer that did not go out on the current stream. */
     synchronized boolean resendIfUnsent() {
-      Session current = session;
+      Session current = link.session;
       if (answer == null || closed || current == null || sentOn == current.number) {
         return false;
       }
@@ -741,9 +962,12 @@ public final class ArenaClient {
       }
     }
 
-    /** Sends the answer on the current stream if it has been welcomed (caller holds the lock). */
+    /**
+     * Sends the answer on the link's current stream if it has been welcomed (caller holds the
+     * lock).
+     */
     private void deliver() {
-      Session current = session;
+      Session current = link.session;
       if (current != null && current.welcomed && current.send(answer)) {
         sentOn = current.number;
       } else {
@@ -755,6 +979,7 @@ public final class ArenaClient {
 
   /** One {@code Play} call: the request stream, and how the call ended. */
   private final class Session implements ClientResponseObserver<BotMessage, RefereeMessage> {
+    final Link link;
     final int number;
     final CompletableFuture<Status> done = new CompletableFuture<>();
     /** Completed when the referee says Goodbye. */
@@ -765,7 +990,8 @@ public final class ArenaClient {
     private ClientCallStreamObserver<BotMessage> requestStream;
     private boolean closed;
 
-    Session(int number) {
+    Session(Link link, int number) {
+      this.link = link;
       this.number = number;
     }
 

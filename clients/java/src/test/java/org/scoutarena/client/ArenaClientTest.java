@@ -25,8 +25,11 @@ import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -35,6 +38,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
+import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -47,6 +51,7 @@ import org.scoutarena.scout.v1.DecisionRequest;
 import org.scoutarena.scout.v1.End;
 import org.scoutarena.scout.v1.Goodbye;
 import org.scoutarena.scout.v1.GoodbyeReason;
+import org.scoutarena.scout.v1.MatchAssignment;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
 import org.scoutarena.scout.v1.Observation;
@@ -80,18 +85,26 @@ class ArenaClientTest {
 
   private final BlockingQueue<Stream> streams = new LinkedBlockingQueue<>();
   private final ExecutorService runner = Executors.newSingleThreadExecutor();
-  private Server server;
+  private final List<Server> servers = new java.util.ArrayList<>();
   private ManagedChannel channel;
 
   @BeforeEach
   void startFakeReferee() throws Exception {
     String name = InProcessServerBuilder.generateName();
+    fakeReferee(name, "Bearer good"::equals, streams);
+    channel = InProcessChannelBuilder.forName(name).build();
+  }
+
+  /** A referee at in-process {@code name}: it lets in the authorizations {@code authorized}
+   * accepts (UNAUTHENTICATED otherwise) and hands their Play calls to {@code into}. */
+  private void fakeReferee(String name, Predicate<String> authorized, BlockingQueue<Stream> into)
+      throws Exception {
     ArenaGrpc.ArenaImplBase arena = new ArenaGrpc.ArenaImplBase() {
       @Override
       public StreamObserver<BotMessage> play(StreamObserver<RefereeMessage> out) {
         Stream stream = new Stream(SEEN_AUTHORIZATION.get(), new LinkedBlockingQueue<>(), out,
             new CompletableFuture<>());
-        streams.add(stream);
+        into.add(stream);
         return new StreamObserver<>() {
           @Override
           public void onNext(BotMessage message) {
@@ -116,7 +129,7 @@ class ArenaClientTest {
       public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
           ServerCallHandler<Q, R> next) {
         String value = headers.get(AUTHORIZATION);
-        if (!"Bearer good".equals(value)) {
+        if (!authorized.test(value)) {
           call.close(Status.UNAUTHENTICATED.withDescription("unknown bot token"), new Metadata());
           return new ServerCall.Listener<>() {};
         }
@@ -124,18 +137,19 @@ class ArenaClientTest {
             call, headers, next);
       }
     };
-    server = InProcessServerBuilder.forName(name)
+    servers.add(InProcessServerBuilder.forName(name)
         .addService(ServerInterceptors.intercept(arena, auth))
         .build()
-        .start();
-    channel = InProcessChannelBuilder.forName(name).build();
+        .start());
   }
 
   @AfterEach
   void stop() throws Exception {
     runner.shutdownNow();
     channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
-    server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    for (Server server : servers) {
+      server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
   }
 
   private Future<Integer> play(ScoutBot bot, String token, String... flags) throws Exception {
@@ -493,5 +507,78 @@ class ArenaClientTest {
             .withCause(new java.io.IOException("outer",
                 new java.net.ConnectException("Connection refused")))));
     assertEquals("CANCELLED", ArenaClient.describe(Status.CANCELLED));
+  }
+
+  private static RefereeMessage assignment(String matchId, String address, String ticket) {
+    return RefereeMessage.newBuilder().setAssignment(MatchAssignment.newBuilder()
+        .setMatchId(matchId).setAddress(address).setTicket(ticket)).build();
+  }
+
+  @Test
+  void playsAssignedMatchesOnANodeStreamAndReopensItOnlyWhileATicketIsLeft() throws Exception {
+    // The node lets in live tickets only, and notes every authorization it was offered.
+    String node = InProcessServerBuilder.generateName();
+    Set<String> live = ConcurrentHashMap.newKeySet();
+    live.addAll(List.of("Bearer t-1", "Bearer t-2"));
+    List<String> offered = new CopyOnWriteArrayList<>();
+    BlockingQueue<Stream> nodeStreams = new LinkedBlockingQueue<>();
+    fakeReferee(node, authorization -> offered.add(authorization) && live.contains(authorization),
+        nodeStreams);
+    List<String> tlsAsked = new CopyOnWriteArrayList<>();
+    ArenaClient client = new ArenaClient(channel, ClientConfig.parse(List.of("--address", "main",
+        "--token", "good", "--bot-name", "tester"), Map.of()), bot(request -> Moves.show(0, 2)),
+        (address, tls) -> {
+          tlsAsked.add(address + (tls ? " tls" : " plaintext"));
+          return InProcessChannelBuilder.forName(address).build();
+        });
+    Future<Integer> run = runner.submit(client::run);
+    Stream main = streams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(main);
+    BotMessage hello = main.next();
+    main.send(welcome(false));
+
+    main.send(assignment("m-1", node, "t-1"));
+    Stream first = nodeStreams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(first, "the bot should open Play on the node");
+    assertEquals("Bearer t-1", first.authorization());
+    assertEquals(hello, first.next(), "the same Hello as on the main stream");
+    assertEquals(List.of(node + " plaintext"), tlsAsked);
+    first.send(welcome(false));
+    first.send(matchStart("m-1", false));
+    main.send(assignment("m-2", node, "t-2"));
+    first.send(matchStart("m-2", false));
+    assertNull(nodeStreams.poll(300, TimeUnit.MILLISECONDS), "one stream per node");
+
+    first.send(wrap(decision("m-1", 7, 5000, 5000)));
+    BotMessage answer = first.next();
+    assertEquals("m-1", answer.getAction().getMatchId());
+    assertEquals(7, answer.getAction().getRequestId());
+    assertNull(main.in().poll(200, TimeUnit.MILLISECONDS), "the answer goes where it was asked");
+
+    // Cut the node stream: t-2 (the newest) is refused and dropped, t-1 opens it again.
+    live.remove("Bearer t-2");
+    first.out().onError(Status.UNAVAILABLE.withDescription("node restarting").asRuntimeException());
+    Stream second = nodeStreams.poll(5, TimeUnit.SECONDS);
+    assertNotNull(second, "the bot should reopen its node stream");
+    assertEquals("Bearer t-1", second.authorization());
+    assertEquals(List.of("Bearer t-1", "Bearer t-2", "Bearer t-1"), offered);
+    assertTrue(second.next().hasHello());
+    second.send(welcome(true));
+    second.send(matchStart("m-1", true));
+    second.send(wrap(decision("m-1", 7, 3000, 5000))); // the open request, re-sent
+    assertEquals(answer, second.next(), "the lost answer, re-sent on the new node stream");
+
+    // The last match with a ticket ends: a Goodbye then lets the node stream go, and the bot
+    // keeps playing on its main stream.
+    second.send(matchEnded("m-1"));
+    second.send(goodbye(GoodbyeReason.GOODBYE_REASON_FINISHED, false, 0));
+    second.closed().get(5, TimeUnit.SECONDS);
+    assertNull(nodeStreams.poll(500, TimeUnit.MILLISECONDS), "no ticket left: no new stream");
+    assertEquals(3, offered.size());
+    assertFalse(run.isDone(), "a node's Goodbye never stops the bot");
+    main.send(matchStart("m-3", false));
+    main.send(wrap(decision("m-3", 1, 2000, 0)));
+    assertEquals("m-3", main.next().getAction().getMatchId());
+    run.cancel(true);
   }
 }
