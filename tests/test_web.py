@@ -357,6 +357,64 @@ def test_replay_is_one_engine_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bad.json()["error"].startswith("the record does not replay: record: totals ")
 
 
+def _node(name: str, address: str, matches: int, capacity: int, attached_at: float,
+          **load: Any) -> dict[str, Any]:
+    """One node as `Ladder.node_report` gives it."""
+    return {"node_id": f"n-{name}", "name": name, "address": address, "version": "0.9.1",
+            "capacity": capacity, "matches": matches,
+            "running_matches": load.get("running_matches", matches),
+            "connected_bots": load.get("connected_bots", 2 * matches),
+            "decisions_per_s": load.get("decisions_per_s", 12.5),
+            "rss_mb": load.get("rss_mb", 48.2), "cpu_s": load.get("cpu_s", 3.4),
+            "heartbeat_age_s": load.get("heartbeat_age_s", 0.4), "attached_at": attached_at}
+
+
+def test_nodes_api_shows_the_node_report_as_it_is_now() -> None:
+    from datetime import UTC, datetime
+
+    from scout_arena.web import create_app
+
+    report = [_node("east", "10.0.0.1:7000", 3, 4, 1_700_000_000.5),
+              _node("west", "10.0.0.2:7000", 0, 8, 1_700_000_100.0, decisions_per_s=0.0)]
+    calls = 0
+
+    def nodes() -> list[dict[str, Any]]:
+        nonlocal calls
+        calls += 1
+        return report
+
+    client = TestClient(create_app(_EmptySource(), nodes=nodes))
+    info = client.get("/api/info").json()
+    assert info["nodes"] is True and info["live"] is False
+    got = client.get("/api/nodes").json()
+    assert calls == 1
+    assert got == {"nodes": [
+        {**n, "attached_at_iso": datetime.fromtimestamp(n["attached_at"], UTC).isoformat()}
+        for n in report]}
+    assert got["nodes"][0]["attached_at_iso"] == "2023-11-14T22:13:20.500000+00:00"
+    assert "attached_at_iso" not in report[0]  # the report itself is left as it was
+    # every request reads the report afresh: a node that leaves is gone at once
+    report = report[1:]
+    assert [n["name"] for n in client.get("/api/nodes").json()["nodes"]] == ["west"]
+    report = []
+    assert client.get("/api/nodes").json() == {"nodes": []}
+    assert calls == 3
+
+
+def test_no_nodes_view_without_nodes() -> None:
+    from scout_arena.web import create_app
+
+    client = TestClient(create_app(_EmptySource()))
+    assert client.get("/api/info").json()["nodes"] is False
+    missing = client.get("/api/nodes")
+    assert missing.status_code == 404 and "error" in missing.json()
+    # the page has a Nodes link, hidden until /api/info says the view exists
+    page = client.get("/").text
+    assert '<a href="#/nodes" id="nav-nodes" hidden>Nodes</a>' in page
+    script = client.get("/static/app.js").text
+    assert 'api("/api/nodes")' in script and "info.nodes" in script
+
+
 # --- (b) the pages in a real browser --------------------------------------------------------
 
 
@@ -564,6 +622,51 @@ def test_ladder_serves_the_pages_in_its_own_loop(ladder_repo: Any) -> None:
     assert replay["players"] == ["alpha", "bravo"]
 
 
+def test_ladder_on_nodes_serves_its_node_report(ladder_repo: Any) -> None:
+    import asyncio
+
+    import httpx
+    from scout.v1 import nodes_pb2
+    from scout_ladder.nodes import NodeSession
+    from scout_ladder.service import Ladder, LadderConfig
+
+    async def fetch(config: LadderConfig) -> tuple[Any, Any]:
+        ladder = Ladder(ladder_repo, config)
+        await ladder.start()
+        try:
+            assert ladder.web_address is not None
+            async with httpx.AsyncClient(base_url=f"http://{ladder.web_address}") as client:
+                info = (await client.get("/api/info")).json()
+                got = await client.get("/api/nodes")
+                if ladder.nodes is not None:
+                    assert got.json() == {"nodes": []}
+                    # a node attached (full, so the scheduler leaves it alone)
+                    ladder.nodes.nodes["10.1.1.1:7000"] = NodeSession(
+                        "n-1", "10.1.1.1:7000", "rack-1", 2, "0.9.1", False, time.time(),
+                        matches={"x-1", "x-2"}, last_heartbeat=time.monotonic(),
+                        heartbeat=nodes_pb2.NodeHeartbeat(
+                            running_matches=2, connected_bots=5, rss_bytes=64 * 2**20,
+                            cpu_seconds=7.25))
+                    report = ladder.node_report()
+                    got = await client.get("/api/nodes")
+                    return info, (report, got.json())
+                return info, got.status_code
+        finally:
+            await ladder.stop()
+
+    info, status = asyncio.run(fetch(LadderConfig(port=0, web_port=0)))
+    assert info["nodes"] is False and status == 404
+    info, (report, got) = asyncio.run(fetch(LadderConfig(port=0, web_port=0,
+                                                         node_token="secret")))
+    assert info["nodes"] is True
+    [node] = got["nodes"]
+    assert {k: v for k, v in node.items() if k not in ("attached_at_iso", "heartbeat_age_s")} \
+        == {k: v for k, v in report[0].items() if k != "heartbeat_age_s"}
+    assert (node["name"], node["matches"], node["capacity"], node["connected_bots"],
+            node["rss_mb"], node["cpu_s"]) == ("rack-1", 2, 2, 5, 64.0, 7.2)
+    assert 0 <= node["heartbeat_age_s"] < 5 and node["attached_at_iso"].endswith("+00:00")
+
+
 def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:
     import httpx
 
@@ -607,3 +710,48 @@ def test_browser_live_page_hides_hands(browser: Any) -> None:
                  for c in browser.find_elements(By.CSS_SELECTOR, ".card[data-face]")]
         assert faces == [[c.face, c.other] for c in state.active_set]
         _shot(browser, "live")
+
+
+def test_browser_nodes_page_shows_the_load(browser: Any) -> None:
+    from scout_arena.web import create_app
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    now = time.time()
+    report = [_node("east", "10.0.0.1:7000", 3, 4, now - 3600, decisions_per_s=41.3),
+              _node("west", "10.0.0.2:7000", 0, 8, now - 60, rss_mb=31.0)]
+    with _serve(None, create_app(_EmptySource(), title="Scout Arena ladder",
+                                 nodes=lambda: report)) as url:
+        _open(browser, f"{url}/#/nodes", "nodes")
+        assert browser.find_element(By.ID, "nav-nodes").is_displayed()
+        assert not browser.find_element(By.ID, "nav-live").is_displayed()
+
+        def rows(driver: Any) -> list[dict[str, str]]:
+            # read in one script: the table is redrawn every 2 s
+            return list(driver.execute_script(
+                "return [...document.querySelectorAll('#nodes tbody tr')].map((r) =>"
+                " Object.fromEntries([...r.cells].map((c) =>"
+                " [c.className.replace(/^col-/, ''), c.innerText.trim()])));"))
+
+        east, west = rows(browser)
+        assert (east["name"], east["address"], east["version"], east["load"]) == (
+            "east", "10.0.0.1:7000", "0.9.1", "3 / 4")
+        assert (east["running_matches"], east["connected_bots"], east["decisions_per_s"],
+                east["rss_mb"], east["cpu_s"], east["heartbeat_age_s"]) == (
+            "3", "6", "41.3", "48.2", "3.4", "0.4 s ago")
+        assert (west["load"], west["rss_mb"], west["decisions_per_s"]) == ("0 / 8", "31.0",
+                                                                          "12.5")
+        assert browser.execute_script(
+            "return [...document.querySelectorAll('#nodes .load-fill')]"
+            ".map((b) => b.style.width);") == ["75%", "0%"]
+        assert "3 / 12" in browser.find_element(By.ID, "nodes-summary").text
+        _shot(browser, "nodes")
+        # the page follows the report by itself: a node leaves, the other fills up
+        report[:] = [_node("east", "10.0.0.1:7000", 4, 4, now - 3600, heartbeat_age_s=1.2)]
+        WebDriverWait(browser, 8).until(lambda d: len(rows(d)) == 1)
+        [east] = rows(browser)
+        assert (east["load"], east["heartbeat_age_s"]) == ("4 / 4", "1.2 s ago")
+        assert browser.find_elements(By.CSS_SELECTOR, "#nodes .load-bar.full")
+        report.clear()
+        WebDriverWait(browser, 8).until(
+            lambda d: "No referee node" in d.find_element(By.ID, "nodes").text)

@@ -1,7 +1,8 @@
 """The Starlette app of the web pages and their JSON API, and a uvicorn server to embed it.
 
-The app reads matches through a `WebSource` and matches in play through ``live`` (a callable
-returning `LiveMatch` objects); it computes replays itself, through the engine, and the front
+The app reads matches through a `WebSource`, matches in play through ``live`` (a callable
+returning `LiveMatch` objects) and the ladder's referee nodes through ``nodes`` (a callable
+returning one JSON object per node); it computes replays itself, through the engine, and the front
 end (``static/``: one HTML page, one script, one style sheet, no build step) only draws them.
 """
 
@@ -11,6 +12,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -24,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from ..record import JSON, RecordError
 from .live import LiveMatch, live_entry, live_json
 from .replay import replay_frames
-from .source import WebSource
+from .source import WebSource, iso_time
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 _REPLAY_CACHE_SIZE = 64
@@ -40,16 +42,29 @@ def _int_param(request: Request, key: str) -> int | None:
         raise HTTPException(400, f"{key} must be an integer") from None
 
 
+def node_entry(node: JSON) -> JSON:
+    """One node of ``nodes()`` as /api/nodes shows it: the fields as given, plus
+    ``attached_at_iso`` (``attached_at``, unix seconds, as ISO 8601 in UTC)."""
+    attached = node.get("attached_at")
+    when = (datetime.fromtimestamp(attached, UTC)
+            if isinstance(attached, int | float) and not isinstance(attached, bool) else None)
+    return {**node, "attached_at_iso": iso_time(when)}
+
+
 def create_app(source: WebSource, *, title: str | None = None,
-               live: Callable[[], Sequence[LiveMatch]] | None = None) -> Starlette:
+               live: Callable[[], Sequence[LiveMatch]] | None = None,
+               nodes: Callable[[], Sequence[JSON]] | None = None) -> Starlette:
     """The web app over ``source``: JSON under /api, the pages at / and /static. ``live``
     lists the matches being played (the ladder passes its referee's); it is called on the
-    event loop, never from a worker thread, so each view falls between two actions."""
+    event loop, never from a worker thread, so each view falls between two actions.
+    ``nodes`` lists the referee nodes and their load (the ladder passes its node report when
+    it plays on nodes), also called on the event loop; without it /api/nodes is 404."""
     cache: OrderedDict[str, JSON] = OrderedDict()
     cache_lock = threading.Lock()
 
     def info(request: Request) -> Response:
         return JSONResponse({"kind": source.kind, "live": live is not None,
+                             "nodes": nodes is not None,
                              "title": title or f"Scout Arena {source.kind}"})
 
     def leaderboard(request: Request) -> Response:
@@ -104,6 +119,11 @@ def create_app(source: WebSource, *, title: str | None = None,
             raise HTTPException(404, "no match with this id is being played")
         return JSONResponse(live_json(match.match_id, match.players, match.spectator_view()))
 
+    async def node_list(request: Request) -> Response:
+        if nodes is None:
+            raise HTTPException(404, "this ladder plays on no referee node")
+        return JSONResponse({"nodes": [node_entry(n) for n in nodes()]})
+
     def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
 
@@ -121,6 +141,7 @@ def create_app(source: WebSource, *, title: str | None = None,
         Route("/api/matches/{match_id}/record", record_view),
         Route("/api/live", live_list),
         Route("/api/live/{match_id}", live_view),
+        Route("/api/nodes", node_list),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

@@ -1,6 +1,6 @@
-// Scout Arena pages: leaderboard, bot profile, match list and replay viewer.
-// Plain DOM, no build step. Routing by URL hash: #/, #/bot/NAME, #/matches?bot=&table_size=,
-// #/replay/ID. Every number shown comes from the JSON API (docs/web-api.md).
+// Scout Arena pages: leaderboard, bot profile, match list, replay viewer, live matches and
+// the ladder's referee nodes. Plain DOM, no build step. Routing by URL hash: #/, #/bot/NAME,
+// #/matches?bot=&table_size=, #/replay/ID, #/live, #/live/ID, #/nodes. Every number shown comes from the JSON API (docs/web-api.md).
 "use strict";
 
 const view = document.getElementById("view");
@@ -390,6 +390,59 @@ async function livePage(token, matchId) {
   timers.push(setInterval(() => refresh().catch(() => {}), 1000));
 }
 
+// ----- referee nodes (ladder only: where its matches are played, and their load) -----------
+
+function loadBar(used, capacity) {
+  const share = capacity > 0 ? Math.min(used / capacity, 1) : 0;
+  const level = share >= 1 ? "full" : share >= 0.75 ? "high" : "ok";
+  return el("span", { class: "load", title: `${used} of ${capacity} match slots in use` },
+    el("span", { class: `load-bar ${level}` },
+      el("span", { class: "load-fill", style: `width: ${(share * 100).toFixed(0)}%` })),
+    el("span", { class: "load-text" }, `${used} / ${capacity}`));
+}
+
+const NODE_COLUMNS = [
+  ["name", "Node", (n) => el("span", { title: n.node_id }, n.name)],
+  ["address", "Address", (n) => el("code", {}, n.address)],
+  ["version", "Version", (n) => n.version || "–"],
+  ["load", "Matches / capacity", (n) => loadBar(n.matches, n.capacity)],
+  ["running_matches", "Running", (n) => n.running_matches],
+  ["connected_bots", "Bots", (n) => n.connected_bots],
+  ["decisions_per_s", "Decisions/s", (n) => fmt(n.decisions_per_s, 1)],
+  ["rss_mb", "RSS MB", (n) => fmt(n.rss_mb, 1)],
+  ["cpu_s", "CPU s", (n) => fmt(n.cpu_s, 1)],
+  ["heartbeat_age_s", "Last heartbeat", (n) => `${fmt(n.heartbeat_age_s, 1)} s ago`],
+  ["attached_at", "Attached", (n) => (n.attached_at_iso ? new Date(n.attached_at_iso).toLocaleString() : "–")],
+];
+
+async function nodesPage(token) {
+  const table = el("table", { id: "nodes", class: "data" });
+  const summary = el("p", { id: "nodes-summary" });
+  const stamp = el("span", { class: "muted", id: "updated" });
+  setView(el("h1", {}, "Referee nodes"),
+    el("p", { class: "muted" }, "The referee nodes attached to the ladder and their load. Refreshes every 2 s. ", stamp),
+    summary, table);
+  const refresh = async () => {
+    const { nodes } = await api("/api/nodes");
+    if (token !== pageToken) return;
+    stamp.textContent = `Updated ${new Date().toLocaleTimeString()}.`;
+    if (!nodes.length) {
+      summary.textContent = "";
+      table.replaceChildren(el("caption", {}, "No referee node is attached."));
+      return;
+    }
+    const used = nodes.reduce((a, n) => a + n.matches, 0);
+    const capacity = nodes.reduce((a, n) => a + n.capacity, 0);
+    summary.replaceChildren(`${nodes.length} node${nodes.length > 1 ? "s" : ""}, `, loadBar(used, capacity), " matches in all.");
+    table.replaceChildren(
+      el("thead", {}, el("tr", {}, NODE_COLUMNS.map(([key, label]) => el("th", { "data-key": key }, label)))),
+      el("tbody", {}, nodes.map((n) => el("tr", { "data-node": n.node_id },
+        NODE_COLUMNS.map(([key, , cell]) => el("td", { class: `col-${key}` }, cell(n)))))));
+  };
+  await refresh();
+  timers.push(setInterval(() => refresh().catch(() => {}), 2000));
+}
+
 // ----- routing --------------------------------------------------------------------------------
 
 async function route() {
@@ -406,6 +459,7 @@ async function route() {
     else if (parts[0] === "matches") await matchesPage(token, params);
     else if (parts[0] === "replay" && parts[1]) await replayPage(token, parts[1]);
     else if (parts[0] === "live") await livePage(token, parts[1]);
+    else if (parts[0] === "nodes") await nodesPage(token);
     else await leaderboardPage(token);
     if (token === pageToken) view.setAttribute("data-ready", "1");
   } catch (error) {
@@ -417,6 +471,7 @@ window.addEventListener("hashchange", () => { view.removeAttribute("data-ready")
 api("/api/info").then((info) => {
   document.getElementById("source-kind").textContent = info.title;
   document.getElementById("nav-live").hidden = !info.live;
+  document.getElementById("nav-nodes").hidden = !info.nodes;
   document.title = info.title;
 }).catch(() => {});
 route();
