@@ -115,7 +115,7 @@ def _console() -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from scout_arena.server import TimeControl
+    from scout_arena.server import TimeControl, TlsConfig
 
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
@@ -131,6 +131,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise _Exit("--tls-cert and --tls-key go together", 2)
+    if args.tls_cert:
+        config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                               Path(args.tls_client_ca) if args.tls_client_ca else None)
     node_token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN") or None
     if args.nodes is not None:
         if args.nodes < 1:
@@ -184,7 +189,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             local_nodes = LocalNodes(args.nodes, ladder.address, node_token, args.host,
                                      Path(args.node_records), capacity=args.node_capacity,
                                      decision_ms=args.decision_ms,
-                                     time_bank_ms=args.time_bank_ms, verbose=args.verbose)
+                                     time_bank_ms=args.time_bank_ms, verbose=args.verbose,
+                                     tls=(args.tls_cert, args.tls_key) if args.tls_cert
+                                     else None)
             try:
                 addresses = await local_nodes.start()
             except Exception as exc:
@@ -401,6 +408,9 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
+    serve.add_argument("--tls-key", metavar="PEM")
+    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
     nodes = serve.add_argument_group(
         "referee nodes", "play the matches on referee nodes (docs/deploy.md#nodes)")
     nodes.add_argument("--node-token", metavar="TOKEN",

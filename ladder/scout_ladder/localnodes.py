@@ -40,7 +40,10 @@ class LocalNodes:
 
     def __init__(self, count: int, ladder: str, token: str, host: str, records: Path, *,
                  capacity: int = 100, decision_ms: int = 1000, time_bank_ms: int = 10_000,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: the ladder's (certificate, key). The nodes then serve bots over TLS with
+        them too, and trust that certificate for the ladder (a self-signed one, or set up
+        remote-style nodes yourself: docs/deploy.md#nodes)."""
         if count < 1:
             raise ValueError("--nodes: at least 1")
         self.ladder = ladder
@@ -51,6 +54,7 @@ class LocalNodes:
         self.decision_ms = decision_ms
         self.time_bank_ms = time_bank_ms
         self.verbose = verbose
+        self.tls = tls
         self.nodes = [LocalNode(i) for i in range(count)]
         self._watchers: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -75,6 +79,9 @@ class LocalNodes:
                 "--join", self.ladder, "--node-name", name, "--capacity", str(self.capacity),
                 "--decision-ms", str(self.decision_ms),
                 "--time-bank-ms", str(self.time_bank_ms), *(["-v"] if self.verbose else [])]
+        if self.tls is not None:
+            cert, key = self.tls
+            argv += ["--tls-cert", cert, "--tls-key", key, "--ladder-ca", cert]
         env = {**os.environ, "SCOUT_NODE_TOKEN": self.token,
                "SCOUT_REFEREE_ADMIN_TOKEN": self.token}
         node.process = await asyncio.create_subprocess_exec(

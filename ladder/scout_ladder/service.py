@@ -50,7 +50,7 @@ from scout_arena.record import (
     record_to_json,
     replay,
 )
-from scout_arena.server import RefereeFacade, TimeControl
+from scout_arena.server import RefereeFacade, TimeControl, TlsConfig
 
 from .matchmaker import (
     Candidate,
@@ -121,6 +121,9 @@ class LadderConfig:
     lease_check_s: float = 5.0
     """How often the lease's connection is checked (PostgreSQL); a lost lease stops the
     ladder."""
+    tls: TlsConfig | None = None
+    """Serve bots, nodes and clients over TLS (the referee's flags: --tls-cert, --tls-key,
+    --tls-client-ca)."""
     node_token: str | None = None
     """Serve `Nodes` with this token and play every match on referee nodes (nodes.proto);
     None: the ladder's own referee plays them."""
@@ -180,7 +183,7 @@ class Ladder:
         self.referee = RefereeFacade(
             host=config.host, port=config.port, admin_token=config.admin_token,
             time_control=config.time_control, reconnect_grace_s=config.reconnect_grace_s,
-            authenticator=self._authenticate, extra_services=services)
+            authenticator=self._authenticate, extra_services=services, tls=config.tls)
         self.referee.on_match_finished(self._match_finished)
         self.referee.on_connect(self._connected)
         self.ratings: dict[str, Rating] = {}
@@ -254,7 +257,8 @@ class Ladder:
         from .web_source import LadderSource
 
         app = create_app(LadderSource(self.repo), title="Scout Arena ladder",
-                         live=self.referee.live_matches)
+                         live=self.referee.live_matches,
+                         nodes=self.node_report if self.nodes is not None else None)
         self._web = make_server(app, self.config.web_host, self.config.web_port or 0)
         self._web_task = asyncio.create_task(self._web.serve(), name="ladder web")
         while not self._web.started:

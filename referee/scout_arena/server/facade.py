@@ -25,6 +25,7 @@ from .referee import Referee
 from .service import (
     ExtraService,
     RefereeServer,
+    TlsConfig,
     bearer_token,
     exit_dead,
     wait_stopped_or_dead,
@@ -80,19 +81,22 @@ class RefereeFacade:
     each match's record is written as it ends (None: only the newest 100 stay in memory, for
     GetRecord; every record is handed to `on_match_finished` as it ends). ``extra_services``:
     (function adding a servicer to the grpc server, full service name) for services that share
-    the port (the ladder's); each must register its methods."""
+    the port (the ladder's); each must register its methods. ``tls``: serve over TLS (and require
+client certificates when it names a client CA)."""
 
     def __init__(self, tokens: Mapping[str, str] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, admin_token: str | None = None,
                  records_dir: Path | None = None, time_control: TimeControl = DEFAULT_TIME_CONTROL,
                  reconnect_grace_s: float = 10.0, authenticator: Authenticator | None = None,
-                 extra_services: Sequence[ExtraService] = ()) -> None:
+                 extra_services: Sequence[ExtraService] = (),
+                 tls: TlsConfig | None = None) -> None:
         self._referee = Referee(tokens or {}, records_dir=records_dir,
                                 default_time_control=time_control,
                                 reconnect_grace_s=reconnect_grace_s)
         self._referee.bots.authenticator = authenticator
         self._server = RefereeServer(self._referee, host=host, port=port,
-                                     admin_token=admin_token, extra_services=extra_services)
+                                     admin_token=admin_token, extra_services=extra_services,
+                                     tls=tls)
         self._metrics_server: MetricsServer | None = None
 
     bearer_token = staticmethod(bearer_token)
