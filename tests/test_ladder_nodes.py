@@ -27,6 +27,7 @@ import pytest
 from scout_arena.record import record_from_json, replay
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
+from test_referee_e2e import make_self_signed
 from test_starter_kits import KITS, built_kits, require  # noqa: F401
 
 CLI = [sys.executable, "-m", "scout_arena.cli"]
@@ -327,3 +328,66 @@ def test_the_ladder_killed_and_restarted_loses_no_finished_match_and_nodes_come_
         "the nodes did not all come back"
     assert_every_record_replays(records)
     assert_recompute_exact(cluster.repo)
+
+
+def test_nodes_and_bots_speak_tls_to_a_tls_ladder_and_a_wrong_node_token_is_refused(
+        postgres_url: str, tmp_path: Path) -> None:
+    cert, key = make_self_signed(tmp_path)
+    repo = Repository(postgres_url)
+    repo.migrate()
+    tokens = {name: repo.register_bot(name, f"owner-{name}")[1] for name in ("t1", "t2")}
+    c = Cluster(postgres_url, tmp_path, repo, tokens)
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    try:
+        c.ladder = Process([
+            *CLI, "ladder", "serve", "--database", postgres_url, "--port", str(c.ladder_port),
+            "--node-token", NODE_TOKEN, "--table-sizes", "2", "--admin-token", "adm", *tls,
+            "-v"], tmp_path / "ladder.log")
+        c.ladder.expect("listening on")
+        intruder = Process([
+            *CLI, "referee", "serve", "--port", "0", "--join", c.address, "--ladder-ca",
+            str(cert), "--records", str(tmp_path / "records-x"), "-v"],
+            tmp_path / "intruder.log", env={"SCOUT_NODE_TOKEN": "not-the-token",
+                                            "SCOUT_REFEREE_ADMIN_TOKEN": "adm"})
+        c.nodes["intruder"] = intruder
+        node = Process([
+            *CLI, "referee", "serve", "--port", "0", "--join", c.address, "--ladder-ca",
+            str(cert), *tls, "--node-name", "secure", "--records", str(tmp_path / "records-s"),
+            "-v"], tmp_path / "secure.log",
+            env={"SCOUT_NODE_TOKEN": NODE_TOKEN, "SCOUT_REFEREE_ADMIN_TOKEN": "adm"})
+        c.nodes["secure"] = node
+        node.expect("node of the ladder")
+        for name in tokens:
+            c.start_bot(name, [*CLI, "bot", "run", "random", "--ca-cert", str(cert)])
+        wait_for(lambda: len(c.finished()) >= 3, 120, "3 matches over TLS")
+        records = c.finished()
+        assert {node_of(r) for r in records.values()} == {"secure"}
+        assert_every_record_replays(records)
+        wait_for(lambda: "check --node-token" in (tmp_path / "intruder.log").read_text(), 30,
+                 "the intruder told it is refused")
+        assert "node intruder" not in (tmp_path / "ladder.log").read_text()
+    finally:
+        c.close()
+        repo.close()
+
+
+def test_placement_spreads_load_before_it_follows_the_bots_last_node() -> None:
+    from scout_ladder.nodes import NodeRegistry, NodeSession
+
+    registry = NodeRegistry()
+    for address in ("a:1", "b:1"):
+        registry.nodes[address] = NodeSession(
+            node_id=address, address=address, name=address, capacity=10, version="t",
+            tls=False, attached_at=0.0)
+    a, b = registry.nodes["a:1"], registry.nodes["b:1"]
+    registry.last_node.update({"x": "a:1", "y": "a:1"})
+    assert registry.place(["x", "y"]) is a  # equal load: the bots' node
+    a.matches.update({"m1", "m2"})
+    assert registry.place(["x", "y"]) is b  # 20 % more loaded: spread
+    b.matches.add("m3")
+    assert registry.place(["x", "y"]) is a  # within 10 %: the bots' node again
+    a.capacity = 2
+    assert registry.place(["x", "y"]) is b  # full nodes take nothing
+    b.alive = False
+    assert registry.place(["x", "y"]) is None
+    assert registry.free_capacity() == 0
