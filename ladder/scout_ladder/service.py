@@ -209,6 +209,7 @@ class Ladder:
         self._wake = asyncio.Event()
         self._stopping = False
         self._paused = False
+        self._nodeless_warned = -1e9
         self._stopped = False
         self._table_problem: tuple[str, float] | None = None
         self._table_warned: str | None = None
@@ -439,6 +440,15 @@ class Ladder:
                 if free - len(node_seats.get(name, ())) > 0 and name not in self.unschedulable
                 and name in self.owners]
 
+    def _warn_without_nodes(self, idle: int) -> None:
+        """With nodes but none attached, nothing can start: say so (every 30 s at most)."""
+        now = time.monotonic()
+        if idle and now - self._nodeless_warned >= 30.0:
+            self._nodeless_warned = now
+            log.warning("no referee node is attached: no match can start (%d bots waiting); "
+                        "start nodes with `scout-arena referee serve --join %s`", idle,
+                        self.address)
+
     def _room(self) -> int | None:
         """Matches that may start now: the nodes' free capacity; None when unbounded (the
         ladder's own referee plays them)."""
@@ -452,6 +462,8 @@ class Ladder:
         if self._paused:
             return
         idle = dict.fromkeys(self._idle_bots())
+        if self.nodes is not None and not self.nodes.live():
+            self._warn_without_nodes(len(idle))
         if not idle or self._room() == 0:
             return
         for challenge in await asyncio.to_thread(self.repo.open_challenges):
