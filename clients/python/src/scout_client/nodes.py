@@ -25,11 +25,14 @@ from .connection import Connection, Outbox, backoff_delay, bearer_metadata
 from .decisions import BotCalls, Decisions
 from .errors import ConnectionRejected
 from .matches import Matches, Tally
-from .types import Assignment, Hello
+from .types import Assignment, Hello, Welcome
 
 __all__ = ["NodeStreams"]
 
 log = logging.getLogger("scout_client")
+
+UNREACHABLE_AFTER_S = 60.0
+"""A node with no welcomed stream for this long is gone: its tickets are dropped (§3.8)."""
 
 ChannelFactory = Callable[[str, bool], aio.Channel]
 """(address, tls) -> a channel to a node, with the main connection's certificates."""
@@ -57,7 +60,9 @@ class NodeStreams:
         *,
         safety_margin_ms: int,
         use_time_bank: bool,
+        unreachable_after_s: float = UNREACHABLE_AFTER_S,
     ) -> None:
+        self._unreachable_after_s = unreachable_after_s
         self._calls = calls
         self._tally = tally
         self._hello = hello
@@ -101,12 +106,21 @@ class NodeStreams:
         matches = Matches(self._calls, decisions, tally=self._tally, on_end=ended)
         rng = random.Random()
         attempt = 0
+        loop = asyncio.get_running_loop()
+        reached_at = loop.time()
+        """When a stream there was last welcomed (or the link began)."""
+
+        def welcomed(welcome: Welcome) -> None:
+            nonlocal reached_at
+            reached_at = loop.time()
+            matches.resync(welcome)
+
         try:
             while not self._stop.is_set() and node.tickets:
                 match_id, ticket = next(reversed(node.tickets.items()))
                 connection = Connection(
                     channel, bearer_metadata(ticket), self._hello, outbox,
-                    on_welcome=matches.resync, on_match_message=matches.receive,
+                    on_welcome=welcomed, on_match_message=matches.receive,
                     stop=self._stop, peer=f"node {node.address}")
                 log.info("opening a stream to node %s (ticket of match %s)", node.address,
                          match_id)
@@ -128,6 +142,12 @@ class NodeStreams:
                     problem = f"{error.code().name}: {error.details() or ''}"
                 if self._stop.is_set() or not node.tickets:
                     log.info("closed the stream to node %s (%s)", node.address, problem)
+                    return
+                if loop.time() - reached_at >= self._unreachable_after_s:
+                    log.warning("node %s unreachable for %.0f s (%s); dropping its %d "
+                                "ticket(s) and letting it go", node.address,
+                                loop.time() - reached_at, problem, len(node.tickets))
+                    node.tickets.clear()
                     return
                 delay = backoff_delay(attempt, rng)
                 attempt += 1
