@@ -183,3 +183,36 @@ def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
         assert value(samples, "scout_running_matches") == 0
     finally:
         assert stop(process, timeout=30) == 0, (tmp_path / "ladder.log").read_text()
+
+
+def test_a_ladder_with_local_nodes_counts_them_and_each_node_serves_its_own(
+        tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'ladder.db'}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scout_arena.cli", "ladder", "serve", "--database", database,
+         "--port", "0", "--admin-token", "adm", "--metrics-port", "0", "--nodes", "2",
+         "--node-records", str(tmp_path / "nodes")],
+        stdout=subprocess.PIPE, stderr=(tmp_path / "ladder.log").open("w"), text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        url = None
+        nodes_line = ""
+        while not (url and nodes_line):
+            line = lines.get(timeout=90)
+            found = re.fullmatch(r"metrics on (http://127\.0\.0\.1:\d+/metrics)\n", line)
+            url = found.group(1) if found else url
+            nodes_line = line if "local referee nodes on" in line else nodes_line
+        deadline = time.monotonic() + 30
+        while value(scrape(url), "scout_ladder_nodes") != 2:
+            assert time.monotonic() < deadline, "the ladder never counted its 2 nodes"
+            time.sleep(0.2)
+        assert value(scrape(url), "scout_ladder_node_matches") == 0
+    finally:
+        assert stop(process, timeout=60) == 0, (tmp_path / "ladder.log").read_text()

@@ -186,6 +186,13 @@ class Ladder:
             authenticator=self._authenticate, extra_services=services, tls=config.tls)
         self.referee.on_match_finished(self._match_finished)
         self.referee.on_connect(self._connected)
+        if self.nodes is not None:
+            registry = self.nodes
+            self.referee.add_gauge("scout_ladder_nodes", "Referee nodes attached now.",
+                                   lambda: float(len(registry.nodes)))
+            self.referee.add_gauge(
+                "scout_ladder_node_matches", "Ladder matches assigned to nodes and not ended.",
+                lambda: float(sum(len(n.matches) for n in list(registry.nodes.values()))))
         self.ratings: dict[str, Rating] = {}
         self.owners: dict[str, str] = {}
         self.versions: dict[str, int] = {}

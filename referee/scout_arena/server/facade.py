@@ -121,6 +121,11 @@ client certificates when it names a client CA)."""
             self._metrics_server = serve_metrics(self._referee.metrics, host, port)
         return self._metrics_server.url
 
+    def add_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        """Add a gauge to the metrics `serve_metrics` serves, read (``read()``, in the
+        metrics thread: keep it a ``len()``) when scraped."""
+        self._referee.metrics.add_gauge(name, documentation, read)
+
     async def stop(self, drain_s: float = 0.0, *, finished: bool = False,
                    message: str = "") -> None:
         """Stop taking matches, give running ones ``drain_s`` to finish, abort the rest (each

@@ -73,6 +73,10 @@ class RefereeMetrics:
         self.answered = {kind: answered.labels(kind) for kind in REQUEST_KINDS}
         self.latency = {kind: latency.labels(kind) for kind in REQUEST_KINDS}
 
+    def add_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        """A gauge of the app around the referee (the ladder's nodes), read when scraped."""
+        Gauge(name, documentation, registry=self.registry).set_function(read)
+
     def count_running_matches(self, count: Callable[[], int]) -> None:
         """Let the running matches gauge read ``count()`` (a ``len()``) when scraped."""
         self.running_matches.set_function(lambda: float(count()))
