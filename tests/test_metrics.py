@@ -185,7 +185,7 @@ def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
         assert stop(process, timeout=30) == 0, (tmp_path / "ladder.log").read_text()
 
 
-def test_a_ladder_with_local_nodes_counts_them_and_each_node_serves_its_own(
+def test_a_ladder_with_local_nodes_counts_them_in_its_metrics(
         tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'ladder.db'}"
     process = subprocess.Popen(
