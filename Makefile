@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ladder.py --json bench/results/ladder.json
 	$(BIN)/python bench/soak.py --json bench/results/soak.json
 	$(BIN)/python bench/ladder_kill.py --json bench/results/ladder_kill.json
+	$(BIN)/python bench/nodes.py --seconds 45 --json bench/results/nodes.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)

@@ -1,0 +1,711 @@
+"""Nodes benchmark: the ladder playing every match on 1, 2 and 4 local referee nodes, and 10,000
+bots connected to a ladder with 2 nodes.
+
+Run as ``.venv/bin/python bench/nodes.py --json bench/results/nodes.json`` (tiny:
+``--nodes-list 1,2 --bots 8 --seconds 10 --seat-bots 200``).
+
+Part A, throughput (``--nodes-list 1,2,4``): for each node count a fresh ladder
+(``scout-arena ladder serve --nodes N``, SQLite in a temporary folder, ``--bots`` bots registered
+through the repository, one owner each, tables of ``--table-sizes``), and ``--bots`` prompt bots
+(the SDK's random bot with ``async`` methods, so it answers at once on the event loop) run by
+``scout_client.run_bot`` in ``--bot-procs`` client processes (this script in a child mode), each
+bot with ``--concurrency`` matches at once. Once every bot is connected and a first match has
+finished (plus ``--warmup`` seconds), the window of ``--seconds`` is measured:
+
+* matches/min and decisions/s, from the matches the ladder database says finished in the window
+  (by ``finished_at``) and their records (decisions: every action of every round plus every
+  rotation choice); a match that straddles an edge counts whole where it finished;
+* CPU seconds of the ladder, of each node (children of the ladder, found in /proc) and of the
+  bot clients over the window (utime + stime from /proc/PID/stat), as shares of one core, and
+  each node's share of the matches (``meta.node`` of the records);
+* each node's capacity is ``--capacity`` (default: as many matches as the bots can play at
+  once, so a single node never turns a table away). The ladder places a table on the least
+  loaded node, but treats nodes within 10 % of capacity as equal and then prefers the node the
+  table's bots last played on (nodes.py ``BALANCE_SLACK``): with a capacity far above the
+  matches in flight every match would stay on one node;
+* decisions/s per node-core: decisions/s / min(nodes, cores) -- on a machine with more cores
+  than nodes (and spare cores for the bots and the ladder) it should stay nearly flat as the
+  nodes grow; on a small machine the bots, the ladder and the nodes share the same cores and
+  it falls.
+
+Part B, seating (``--seat-bots`` 10,000, ``--seat-nodes`` 2; ``--no-seat`` skips it): a ladder
+with 2 local nodes, the bots registered in bulk (straight into the ladder's tables), and every
+bot an SDK ``run_bot`` on a connection of its own: the SDK opens its channels in
+``scout_client.connection.open_channel``, whose options come from ``channel_options``, which the
+client processes extend with ``("grpc.use_local_subchannel_pool", 1)`` (otherwise equal
+channels of one process share one TCP connection); its node channels (after an assignment) come
+from the same function. The bots here think ``--seat-think-ms`` per decision (the ladder's
+decision time is raised to match) so the matches they play keep the machine from saturating
+while the rest are being seated. Every node may hold enough matches to seat every bot at once
+(``--seat-capacity``, tables of 4). Reported: the time from the first client process starting
+to the last bot's Welcome from the ladder, to the last bot's first MatchStart (on its node, after
+following the assignment), and the RSS (VmRSS, VmHWM from /proc) of the ladder and of each node
+before the bots, once all are connected, once all are seated, and the peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from common import JSON, warn_busy_machine, write_json
+from rich.console import Console
+from rich.table import Table
+from soak import proc_status_kb, raise_nofile, socket_count
+from trivial_bot import serve_commands
+
+from referee import (
+    Child,
+    CpuSnapshot,
+    cpu_shares,
+    environment,
+    free_port,
+    other_load_cores,
+    process_cpu_s,
+    spawn,
+)
+
+THIS_SCRIPT = Path(__file__).resolve()
+PYTHON = sys.executable
+ADMIN_TOKEN = "nodes-bench-admin"
+SEAT_BOTS_PER_PROCESS = 1250
+SEAT_TABLE = 4
+
+
+# ----- the client processes (child mode) ----------------------------------------------------------
+
+
+def client_main(args: argparse.Namespace) -> int:
+    """``--count`` bots from ``--first`` of the tokens file, each a `run_bot` on its own
+    connection. Prints ``R {json}`` once every bot has its Welcome (or failed), ``M {json}`` once
+    every connected bot has had a MatchStart; answers ``stats T0 T1`` with ``S {json}``."""
+    import scout_client.connection as connection
+    from scout_client import RandomBot, run_bot
+    from scout_client.matches import Matches
+
+    raise_nofile()
+    own_connection = connection.channel_options
+
+    def channel_options() -> list[tuple[str, int]]:
+        return [*own_connection(), ("grpc.use_local_subchannel_pool", 1)]
+
+    connection.channel_options = channel_options  # what open_channel calls, for every channel
+    resync = Matches.resync
+
+    def on_welcome(self: Matches, welcome: Any) -> None:
+        bot = getattr(getattr(self, "_calls", None), "bot", None)
+        if isinstance(bot, PromptBot) and not bot.welcomed.is_set():
+            bot.welcomed_at = time.monotonic()
+            bot.welcomed.set()
+        resync(self, welcome)
+
+    Matches.resync = on_welcome  # type: ignore[method-assign]
+    think_s = args.think_ms / 1000
+
+    class PromptBot(RandomBot):
+        """The random bot, on the event loop (no thread hop), after ``think_s``."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+            self.welcomed = asyncio.Event()
+            self.welcomed_at: float | None = None
+            self.seated_at: float | None = None
+            self.decisions = 0
+
+        async def act(self, observation: Any) -> Any:  # type: ignore[override]
+            if think_s:
+                await asyncio.sleep(think_s)
+            self.decisions += 1
+            return RandomBot.act(self, observation)
+
+        async def choose_rotation(self, request: Any) -> bool:  # type: ignore[override]
+            return RandomBot.choose_rotation(self, request)
+
+        async def on_match_start(self, start: Any) -> None:  # type: ignore[override]
+            if self.seated_at is None:
+                self.seated_at = time.monotonic()
+                client.check()
+
+        async def on_match_end(self, ended: Any) -> None:  # type: ignore[override]
+            RandomBot.on_match_end(self, ended)
+
+    class Client:
+        def __init__(self, bots: list[tuple[PromptBot, str]]) -> None:
+            self.bots = bots
+            self.failed: Counter[str] = Counter()
+            self.ready_sent = self.seated_sent = False
+
+        def check(self) -> None:
+            bots = [b for b, _ in self.bots]
+            welcomed = [b.welcomed_at for b in bots if b.welcomed_at is not None]
+            failed = sum(self.failed.values())
+            if not self.ready_sent and len(welcomed) + failed >= len(bots):
+                self.ready_sent = True
+                emit("R", {"connected": len(welcomed), "failed": dict(self.failed),
+                           "last_at": max(welcomed, default=None)})
+            seated = [b.seated_at for b in bots if b.seated_at is not None]
+            if self.ready_sent and not self.seated_sent and len(seated) >= len(welcomed):
+                self.seated_sent = True
+                emit("M", {"seated": len(seated), "last_at": max(seated, default=None)})
+
+        def stats(self, _t0: float, _t1: float) -> JSON:
+            bots = [b for b, _ in self.bots]
+            return {"welcomed_at": [b.welcomed_at for b in bots if b.welcomed_at is not None],
+                    "seated_at": [b.seated_at for b in bots if b.seated_at is not None],
+                    "decisions": sum(b.decisions for b in bots), "failed": dict(self.failed),
+                    "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0)}
+
+    def emit(kind: str, figures: JSON) -> None:
+        sys.stdout.write(f"{kind} {json.dumps(figures)}\n")
+        sys.stdout.flush()
+
+    tokens = json.loads(Path(args.tokens).read_text())[args.first:args.first + args.count]
+    client = Client([(PromptBot(name), token) for name, token in tokens])
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        gate = asyncio.Semaphore(args.connect_concurrency)
+
+        async def one(bot: PromptBot, token: str) -> None:
+            async with gate:
+                task = asyncio.create_task(run_bot(
+                    bot, args.client, token, max_concurrent_matches=args.concurrency,
+                    stop_event=stop))
+                welcomed = asyncio.create_task(bot.welcomed.wait())
+                await asyncio.wait([task, welcomed], timeout=args.connect_timeout,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                welcomed.cancel()
+            if not bot.welcomed.is_set():
+                if task.done() and task.exception() is not None:
+                    client.failed[type(task.exception()).__name__] += 1
+                else:
+                    client.failed["no Welcome in time"] += 1
+                client.check()
+            with contextlib.suppress(Exception):
+                await task
+
+        tasks = [asyncio.create_task(one(bot, token)) for bot, token in client.bots]
+        await serve_commands(client.stats)
+        stop.set()
+        _, pending = await asyncio.wait(tasks, timeout=10)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return 0
+
+    return asyncio.run(main())
+
+
+# ----- the driver: helpers ------------------------------------------------------------------------
+
+
+def register(url: str, count: int, prefix: str) -> list[tuple[str, str]]:
+    """``count`` bots, one owner each, through `Repository.register_bot`."""
+    from scout_ladder.repository import Repository
+
+    repo = Repository(url)
+    repo.migrate()
+    tokens = [(bot.name, token) for bot, token in
+              (repo.register_bot(f"{prefix}{i:05d}", f"owner-{prefix}{i:05d}")
+               for i in range(count))]
+    repo.close()
+    return tokens
+
+
+def register_bulk(url: str, count: int, prefix: str) -> list[tuple[str, str]]:
+    """``count`` bots written straight into the ladder's tables in one transaction (as
+    `register_bot` would leave them): one by one they would take ~4 ms each on SQLite."""
+    import secrets
+
+    from scout_ladder.models import Bot, BotVersion
+    from scout_ladder.repository import Repository
+    from scout_ladder.repository.bots import hash_token
+    from sqlalchemy import create_engine, insert, select
+
+    repo = Repository(url)
+    repo.migrate()
+    repo.close()
+    now = datetime.now(UTC)
+    tokens = [(f"{prefix}{i:05d}", secrets.token_urlsafe(32)) for i in range(count)]
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(insert(Bot), [
+            {"name": name, "owner": f"owner-{name}", "version": 1,
+             "token_hash": hash_token(token), "retired": False, "created_at": now}
+            for name, token in tokens])
+        ids = connection.execute(select(Bot.id)).scalars().all()
+        connection.execute(insert(BotVersion), [
+            {"bot_id": bot_id, "version": 1, "registered_at": now} for bot_id in ids])
+    engine.dispose()
+    return tokens
+
+
+def node_pids(ladder_pid: int) -> dict[str, int]:
+    """The ladder's node children: node name (``--node-name``) -> pid."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2:].split()[1]) != ladder_pid:
+                continue
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if "--node-name" in argv:
+            out[argv[argv.index("--node-name") + 1]] = int(entry)
+    return dict(sorted(out.items()))
+
+
+async def start_ladder(work: Path, url: str, nodes: int, table_sizes: str,
+                       extra: Sequence[str] = ()) -> tuple[Child, dict[str, int], str]:
+    port = free_port()
+    ladder = await spawn("ladder", [
+        PYTHON, "-m", "scout_arena.cli", "ladder", "serve", "--database", url,
+        "--port", str(port), "--admin-token", ADMIN_TOKEN, "--table-sizes", table_sizes,
+        "--nodes", str(nodes), "--node-records", str(work / "node-records"), *extra], work)
+    pids: dict[str, int] = {}
+    try:
+        await ladder.expect("ladder listening on ", timeout=120)
+        await ladder.expect(f"{nodes} local referee nodes on ", timeout=120)
+        pids = node_pids(ladder.pid)
+        if len(pids) != nodes:
+            raise RuntimeError(f"found {len(pids)} node processes of the ladder, not {nodes}")
+    except BaseException:
+        await stop_all(ladder, pids or node_pids(ladder.pid), [])
+        raise
+    return ladder, pids, f"127.0.0.1:{port}"
+
+
+async def start_clients(work: Path, address: str, tokens_file: Path, bots: int, procs: int,
+                        concurrency: int, think_ms: int, connect_timeout: float) -> list[Child]:
+    clients = []
+    first = 0
+    for i in range(procs):
+        count = bots // procs + (1 if i < bots % procs else 0)
+        clients.append(await spawn(f"{work.name}-client-{i}", [
+            PYTHON, str(THIS_SCRIPT), "--client", address, "--tokens", str(tokens_file),
+            "--first", str(first), "--count", str(count), "--concurrency", str(concurrency),
+            "--think-ms", str(think_ms), "--connect-timeout", str(connect_timeout)], work))
+        first += count
+    return clients
+
+
+async def stop_all(ladder: Child, nodes: dict[str, int], clients: list[Child]) -> JSON:
+    """SIGTERM the ladder (it stops its nodes first), then the clients; what would not stop
+    in time is killed (the nodes by the pids found at the start)."""
+    started = time.monotonic()
+    if ladder.process.returncode is None:
+        ladder.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(ladder.process.wait(), 90)
+        except TimeoutError:
+            ladder.process.kill()
+            await ladder.process.wait()
+            for pid in nodes.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    stop_s = time.monotonic() - started
+    await asyncio.gather(*(c.stop("quit", timeout=30) for c in clients))
+    if ladder.pump is not None:
+        ladder.pump.cancel()
+    return {"ladder_stop_s": stop_s, "ladder_exit": ladder.process.returncode}
+
+
+def rss(pid: int) -> JSON:
+    status = proc_status_kb(pid)
+    return {"rss_mb": status.get("VmRSS", 0) / 1024, "hwm_mb": status.get("VmHWM", 0) / 1024}
+
+
+def log_errors(work: Path) -> list[str]:
+    bad = []
+    for path in sorted(work.rglob("*.log")):
+        with contextlib.suppress(OSError):
+            for line in path.read_text(errors="replace").splitlines():
+                if any(w in line for w in ("Traceback", "ERROR", "Exception")):
+                    bad.append(f"{path.name}: {line.strip()[:200]}")
+    return bad
+
+
+# ----- part A: throughput by node count -----------------------------------------------------------
+
+
+async def run_config(args: argparse.Namespace, console: Console, root: Path, nodes: int) -> JSON:
+    from scout_ladder.repository import Repository
+
+    work = root / f"nodes-{nodes}"
+    work.mkdir(exist_ok=True)
+    url = f"sqlite:///{work / 'ladder.db'}"
+    tokens = await asyncio.to_thread(register, url, args.bots, "b")
+    tokens_file = work / "tokens.json"
+    tokens_file.write_text(json.dumps(tokens))
+    capacity = args.capacity or max(1, args.bots * args.concurrency // 2)
+    ladder, pids, address = await start_ladder(work, url, nodes, args.table_sizes,
+                                               ["--node-capacity", str(capacity)])
+    procs = max(1, min(args.bot_procs, args.bots))
+    clients: list[Child] = []
+    repo = Repository(url)
+    result: JSON = {"nodes": nodes, "node_cores": min(nodes, os.cpu_count() or 1),
+                    "node_capacity": capacity,
+                    "bots": args.bots, "bot_procs": procs, "node_pids": pids}
+    try:
+        clients = await start_clients(work, address, tokens_file, args.bots, procs,
+                                      args.concurrency, 0, 120)
+        ready = [json.loads((await c.expect("R ", timeout=180))[2:]) for c in clients]
+        result["connected"] = sum(r["connected"] for r in ready)
+        deadline = time.monotonic() + 120
+        while not await asyncio.to_thread(repo.list_matches, limit=1, status="finished"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no match finished within 120 s of the bots connecting")
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(args.warmup)
+        watched = {"ladder": ladder.pid, **pids,
+                   **{f"client-{i}": c.pid for i, c in enumerate(clients)}}
+        wall0, a = datetime.now(UTC), CpuSnapshot.take(watched)
+        await asyncio.sleep(args.seconds)
+        wall1, b = datetime.now(UTC), CpuSnapshot.take(watched)
+        window = b.at - a.at
+        shares = cpu_shares(a, b)
+        restarted = {n: p for n, p in node_pids(ladder.pid).items() if pids.get(n) != p}
+        result["rss"] = {"ladder": rss(ladder.pid), **{n: rss(p) for n, p in pids.items()}}
+    finally:
+        result.update(await stop_all(ladder, pids, clients))
+    summaries = await asyncio.to_thread(repo.list_matches, limit=10_000_000)
+    in_window = [m for m in summaries if m.finished_at is not None
+                 and wall0 <= m.finished_at < wall1]
+    finished = [m for m in in_window if m.status == "finished"]
+    by_node: Counter[str] = Counter()
+    decisions_by_node: Counter[str] = Counter()
+    for m in finished:
+        text = await asyncio.to_thread(repo.get_record, m.match_id)
+        record = json.loads(text or "{}")
+        node = str(record.get("meta", {}).get("node", "?"))
+        by_node[node] += 1
+        decisions_by_node[node] += sum(len(r.get("actions", [])) + len(r.get("rotations", []))
+                                       for r in record.get("rounds", []))
+    repo.close()
+    decisions = sum(decisions_by_node.values())
+    node_cpu = {n: shares[n] for n in pids}
+    result.update({
+        "window_s": window,
+        "matches_finished": len(finished),
+        "matches_other_status": dict(Counter(m.status for m in in_window
+                                             if m.status != "finished")),
+        "matches_per_min": len(finished) / window * 60,
+        "decisions": decisions,
+        "decisions_per_s": decisions / window,
+        "decisions_per_s_per_node_core": decisions / window / result["node_cores"],
+        "matches_by_node": dict(sorted(by_node.items())),
+        "decisions_by_node": dict(sorted(decisions_by_node.items())),
+        "cpu_cores": {"ladder": shares["ladder"], "nodes": node_cpu,
+                      "nodes_total": sum(node_cpu.values()),
+                      "clients": sum(v for k, v in shares.items() if k.startswith("client-")),
+                      "machine_busy": shares["machine_busy_cores"],
+                      "other_load": other_load_cores(shares)},
+        "nodes_restarted": restarted,
+        "log_errors": log_errors(work),
+    })
+    console.print(f"[dim]{nodes} node(s): {len(finished)} matches, {decisions:,} decisions in "
+                  f"{window:.1f} s[/]")
+    return result
+
+
+# ----- part B: seating thousands of bots ----------------------------------------------------------
+
+
+async def run_seating(args: argparse.Namespace, console: Console, root: Path) -> JSON:
+    work = root / "seat"
+    work.mkdir(exist_ok=True)
+    url = f"sqlite:///{work / 'ladder.db'}"
+    started = time.monotonic()
+    tokens = await asyncio.to_thread(register_bulk, url, args.seat_bots, "s")
+    register_s = time.monotonic() - started
+    tokens_file = work / "tokens.json"
+    tokens_file.write_text(json.dumps(tokens))
+    capacity = args.seat_capacity or math.ceil(args.seat_bots / SEAT_TABLE / args.seat_nodes) + 16
+    decision_ms = max(1000, args.seat_think_ms + 2000)
+    ladder, pids, address = await start_ladder(work, url, args.seat_nodes, str(SEAT_TABLE), [
+        "--node-capacity", str(capacity), "--decision-ms", str(decision_ms)])
+    procs = args.seat_procs or max(1, min(8, math.ceil(args.seat_bots / SEAT_BOTS_PER_PROCESS)))
+    watched = {"ladder": ladder.pid, **pids}
+    result: JSON = {"bots": args.seat_bots, "nodes": args.seat_nodes, "client_procs": procs,
+                    "node_capacity": capacity, "think_ms": args.seat_think_ms,
+                    "decision_ms": decision_ms, "register_bulk_s": register_s,
+                    "rss": {"before_bots": {k: rss(p) for k, p in watched.items()}}}
+    console.print(f"[dim]seating: {args.seat_bots:,} bots registered in {register_s:.1f} s; "
+                  f"connecting them from {procs} processes[/]")
+    peak: dict[str, float] = dict.fromkeys(watched, 0.0)
+
+    async def sample() -> None:
+        while True:
+            for key, pid in watched.items():
+                peak[key] = max(peak[key], proc_status_kb(pid).get("VmRSS", 0) / 1024)
+            await asyncio.sleep(0.5)
+
+    sampler = asyncio.create_task(sample())
+    clients: list[Child] = []
+    cpu0 = {k: process_cpu_s(p) for k, p in watched.items()}
+    try:
+        t0 = time.monotonic()
+        clients = await start_clients(work, address, tokens_file, args.seat_bots, procs, 1,
+                                      args.seat_think_ms, args.seat_timeout)
+        ready = [json.loads((await c.expect("R ", timeout=args.seat_timeout))[2:])
+                 for c in clients]
+        connected_at = time.monotonic()
+        result["rss"]["all_connected"] = {k: rss(p) for k, p in watched.items()}
+        result["ladder_sockets_connected"] = socket_count(ladder.pid)
+        failed: Counter[str] = Counter()
+        for r in ready:
+            failed.update(r["failed"])
+        result["connect"] = {"connected": sum(r["connected"] for r in ready),
+                             "failed": dict(failed),
+                             "all_s": max((r["last_at"] or t0 for r in ready), default=t0) - t0,
+                             "noticed_s": connected_at - t0}
+        console.print(f"[dim]{result['connect']['connected']:,} bots connected in "
+                      f"{result['connect']['all_s']:.1f} s; waiting for every seat[/]")
+        remaining = max(1.0, args.seat_timeout - (time.monotonic() - t0))
+        try:
+            async with asyncio.timeout(remaining):
+                for c in clients:
+                    await c.expect("M ", timeout=remaining)
+            result["all_seated"] = True
+        except TimeoutError:
+            result["all_seated"] = False
+        result["rss"]["all_seated"] = {k: rss(p) for k, p in watched.items()}
+        result["ladder_sockets_seated"] = socket_count(ladder.pid)
+        result["node_sockets_seated"] = {n: socket_count(p) for n, p in pids.items()}
+        per = await asyncio.gather(*(c.stats(0, 0) for c in clients))
+        welcomed = sorted(x - t0 for s in per for x in s["welcomed_at"])
+        seated = sorted(x - t0 for s in per for x in s["seated_at"])
+        result["seat"] = {
+            "seated": len(seated), "all_s": seated[-1] if seated else None,
+            "p50_s": seated[len(seated) // 2] if seated else None,
+            "first_s": seated[0] if seated else None,
+            "after_all_connected_s": (seated[-1] - welcomed[-1]) if seated and welcomed else None}
+        result["connect"]["p50_s"] = welcomed[len(welcomed) // 2] if welcomed else None
+        result["clients_rss_mb"] = sum(s["rss_kb"] for s in per) / 1024
+        result["cpu_s"] = {k: process_cpu_s(p) - cpu0[k] for k, p in watched.items()}
+        result["phase_s"] = time.monotonic() - t0
+        result["rss"]["peak_sampled"] = peak
+        result["rss"]["vmhwm"] = {k: rss(p)["hwm_mb"] for k, p in watched.items()}
+    finally:
+        sampler.cancel()
+        result.update(await stop_all(ladder, pids, clients))
+    result["log_errors"] = log_errors(work)
+    return result
+
+
+# ----- report -------------------------------------------------------------------------------------
+
+
+def _ratio(value: float, base: float) -> str:
+    return f" ({value / base:.2f}x)" if base else ""
+
+
+def report_configs(console: Console, configs: list[JSON]) -> None:
+    if not configs:
+        return
+    base = configs[0]
+    first = configs[0]
+    table = Table(title="Ladder matches on local referee nodes",
+                  caption=f"{first['bots']} prompt random bots ({first['bot_procs']} SDK "
+                          f"processes), {first['window_s']:.0f} s window each, "
+                          f"{os.cpu_count()} cores; ratios vs {base['nodes']} node(s)")
+    table.add_column("figure")
+    for c in configs:
+        table.add_column(f"{c['nodes']} node{'s' if c['nodes'] > 1 else ''}", justify="right")
+
+    def row(name: str, cell: Any) -> None:
+        table.add_row(name, *(cell(c) for c in configs))
+
+    row("matches finished in window", lambda c: f"{c['matches_finished']:,}")
+    row("matches/min", lambda c: f"{c['matches_per_min']:,.0f}"
+        + _ratio(c["matches_per_min"], base["matches_per_min"]))
+    row("decisions/s", lambda c: f"{c['decisions_per_s']:,.0f}"
+        + _ratio(c["decisions_per_s"], base["decisions_per_s"]))
+    row("node-cores (min(nodes, cores))", lambda c: str(c["node_cores"]))
+    row("capacity per node (matches)", lambda c: str(c["node_capacity"]))
+    row("decisions/s per node-core", lambda c: f"{c['decisions_per_s_per_node_core']:,.0f}"
+        + _ratio(c["decisions_per_s_per_node_core"], base["decisions_per_s_per_node_core"]))
+    row("ladder CPU (cores)", lambda c: f"{c['cpu_cores']['ladder']:.2f}")
+    row("nodes CPU, total (cores)", lambda c: f"{c['cpu_cores']['nodes_total']:.2f}")
+    row("CPU per node (cores)", lambda c: " ".join(
+        f"{v:.2f}" for v in c["cpu_cores"]["nodes"].values()))
+    row("CPU share per node", lambda c: " ".join(
+        f"{v / max(1e-9, c['cpu_cores']['nodes_total']):.0%}"
+        for v in c["cpu_cores"]["nodes"].values()))
+    row("matches per node", lambda c: " ".join(str(v) for v in c["matches_by_node"].values()))
+    row("bot clients CPU (cores)", lambda c: f"{c['cpu_cores']['clients']:.2f}")
+    row("machine busy / other load (cores)", lambda c: f"{c['cpu_cores']['machine_busy']:.2f}"
+        f" / {c['cpu_cores']['other_load']:.2f}")
+    row("other matches ending in window", lambda c: json.dumps(c["matches_other_status"]))
+    row("node RSS (MB)", lambda c: " ".join(f"{v['rss_mb']:.0f}" for k, v in c["rss"].items()
+                                            if k != "ladder"))
+    row("nodes restarted / log error lines",
+        lambda c: f"{len(c['nodes_restarted'])} / {len(c['log_errors'])}")
+    console.print(table)
+    cores = os.cpu_count() or 1
+    if any(c["cpu_cores"]["machine_busy"] >= 0.9 * cores for c in configs):
+        console.print(f"[yellow]note: all {cores} cores were busy (ladder + bot clients + "
+                      "nodes) in at least one configuration: the nodes could not get more CPU, "
+                      "so adding nodes cannot raise the rate on this machine[/]")
+    for c in configs:
+        if c["cpu_cores"]["other_load"] > 0.5:
+            warn_busy_machine(console, f"{c['cpu_cores']['other_load']:.1f} cores were busy "
+                              f"outside the measured processes during the {c['nodes']}-node "
+                              "run", "its rates are low by an unknown amount")
+        for line in c["log_errors"][:5]:
+            console.print(f"[yellow]{c['nodes']} node(s): {line}[/]")
+
+
+def report_seating(console: Console, data: JSON) -> None:
+    table = Table(title=f"Seating {data['bots']:,} bots (one connection each, "
+                        f"{data['client_procs']} SDK processes) on a ladder with "
+                        f"{data['nodes']} local nodes (tables of {SEAT_TABLE}, capacity "
+                        f"{data['node_capacity']} per node, bots think {data['think_ms']} ms)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    connect, seat = data.get("connect", {}), data.get("seat", {})
+
+    def s(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f} s"
+
+    rows = [("registering (bulk insert)", s(data["register_bulk_s"]))]
+    if connect:
+        rows += [("bots connected / failed",
+                  f"{connect['connected']:,} / {json.dumps(connect['failed'])}"),
+                 ("all connected (last Welcome) / p50", f"{s(connect['all_s'])} / "
+                  f"{s(connect.get('p50_s'))}"),
+                 ("ladder sockets, all connected / all seated",
+                  f"{data['ladder_sockets_connected']:,} / "
+                  f"{data.get('ladder_sockets_seated', 0):,}")]
+    if seat:
+        rows += [("bots seated (first MatchStart on a node)",
+                  f"{seat['seated']:,}" + ("" if data["all_seated"] else " (timed out)")),
+                 ("all seated / p50 / first", f"{s(seat['all_s'])} / {s(seat['p50_s'])} / "
+                  f"{s(seat['first_s'])}"),
+                 ("last seat after last connect", s(seat["after_all_connected_s"]))]
+    sizes = data["rss"]
+    for key in sizes["before_bots"]:
+        before = sizes["before_bots"][key]["rss_mb"]
+        connected = sizes.get("all_connected", {}).get(key, {}).get("rss_mb")
+        seated = sizes.get("all_seated", {}).get(key, {}).get("rss_mb")
+        hwm = sizes.get("vmhwm", {}).get(key)
+        sockets = data.get("node_sockets_seated", {}).get(key)
+        if key == "ladder" and connected is not None and data["bots"]:
+            per_bot = f", {(connected - before) * 1024 / data['bots']:.1f} kB/bot connected"
+        elif sockets and seated is not None:
+            per_bot = f", {(seated - before) * 1024 / sockets:.1f} kB/socket seated"
+        else:
+            per_bot = ""
+        rows.append((f"{key} RSS: before / connected / seated / VmHWM (MB)",
+                     " / ".join("-" if v is None else f"{v:.0f}"
+                                for v in (before, connected, seated, hwm)) + per_bot))
+    if "cpu_s" in data:
+        rows.append(("CPU seconds in the phase", " ".join(
+            f"{k} {v:.1f}" for k, v in data["cpu_s"].items())))
+        rows.append(("client processes RSS, total", f"{data['clients_rss_mb']:.0f} MB "
+                     f"({data['clients_rss_mb'] * 1024 / max(1, data['bots']):.0f} kB/bot)"))
+    rows += [("ladder stop (SIGTERM) / exit", f"{data['ladder_stop_s']:.1f} s / "
+              f"{data['ladder_exit']}"),
+             ("log error lines", str(len(data["log_errors"])))]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for line in data["log_errors"][:5]:
+        console.print(f"[yellow]seating: {line}[/]")
+
+
+# ----- main ---------------------------------------------------------------------------------------
+
+
+async def run_all(args: argparse.Namespace, console: Console, root: Path) -> JSON:
+    raise_nofile()
+    started = time.monotonic()
+    data: JSON = {"benchmark": "scout-arena nodes", **environment(),
+                  "setup": {k: v for k, v in vars(args).items()
+                            if k not in ("client", "tokens", "first", "count")},
+                  "configs": []}
+    for nodes in args.nodes_list:
+        data["configs"].append(await run_config(args, console, root, nodes))
+    if not args.no_seat:
+        data["seating"] = await run_seating(args, console, root)
+    data["elapsed_s"] = time.monotonic() - started
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes-list", default="1,2,4",
+                        type=lambda s: [int(x) for x in s.split(",") if x],
+                        help="node counts to measure side by side (default 1,2,4)")
+    parser.add_argument("--bots", type=int, default=40, help="prompt bots in part A")
+    parser.add_argument("--bot-procs", type=int, default=4, help="SDK processes in part A")
+    parser.add_argument("--concurrency", type=int, default=2,
+                        help="matches at once per bot in part A")
+    parser.add_argument("--table-sizes", default="2,3,4", help="part A's table sizes")
+    parser.add_argument("--seconds", type=float, default=60.0, help="window per configuration")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="seconds after the first finished match before the window")
+    parser.add_argument("--seat-bots", type=int, default=10_000, help="bots in part B")
+    parser.add_argument("--seat-nodes", type=int, default=2, help="nodes in part B")
+    parser.add_argument("--seat-procs", type=int, default=0,
+                        help=f"SDK processes in part B (0: one per {SEAT_BOTS_PER_PROCESS} "
+                             "bots, at most 8)")
+    parser.add_argument("--seat-think-ms", type=int, default=2000,
+                        help="part B bots' time per decision")
+    parser.add_argument("--capacity", type=int, default=0,
+                        help="part A matches per node (0: bots x concurrency / 2, as many as "
+                             "the bots can play at once, so that one node is never full)")
+    parser.add_argument("--seat-capacity", type=int, default=0,
+                        help="part B matches per node (0: enough to seat every bot at once)")
+    parser.add_argument("--seat-timeout", type=float, default=420.0,
+                        help="part B: give up waiting for connections / seats after this")
+    parser.add_argument("--no-seat", action="store_true", help="skip part B")
+    parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
+    parser.add_argument("--keep", metavar="DIR", help="keep databases, records and logs in DIR")
+    # Child-process mode.
+    parser.add_argument("--client", metavar="ADDRESS", help=argparse.SUPPRESS)
+    parser.add_argument("--tokens", help=argparse.SUPPRESS)
+    parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--think-ms", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--connect-timeout", type=float, default=120.0, help=argparse.SUPPRESS)
+    parser.add_argument("--connect-concurrency", type=int, default=64, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.client:
+        return client_main(args)
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            root = Path(args.keep)
+            root.mkdir(parents=True, exist_ok=True)
+        else:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-nodes-")))
+        data = asyncio.run(run_all(args, console, root))
+    report_configs(console, data["configs"])
+    if "seating" in data:
+        report_seating(console, data["seating"])
+    console.print(f"[dim]total time {data['elapsed_s']:.1f} s[/]")
+    if args.json:
+        write_json(args.json, data, console)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
