@@ -850,11 +850,14 @@ class Ladder:
                 log.warning("match %s ended after it was voided (%s): its record is kept, it "
                             "is not rated", row_id, summary.void_reason)
         self._flights.pop(flight.match_id, None)
-        for name in record.players:
+        for result in results:
+            # A clean seat only lowers the bot's bad share: its check can wait for a bad one.
+            if not (result.forfeited or result.timeouts):
+                continue
             try:
-                await self._check_probation(name)
+                await self._check_probation(result.bot)
             except Exception as exc:
-                log.warning("probation check of %s failed: %s", name, _brief(exc))
+                log.warning("probation check of %s failed: %s", result.bot, _brief(exc))
 
     async def _check_probation(self, name: str) -> None:
         policy = self.config.probation

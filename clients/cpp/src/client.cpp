@@ -6,7 +6,9 @@
 //     stream ends.
 //   - one thread per referee node the bot was assigned matches on (PROTOCOL.md §3.8): owns the
 //     Play stream to that node (opened with a ticket), reads and routes it like the main one, and
-//     reopens it with the newest ticket of an unfinished match there; with none left it ends.
+//     reopens it with the newest ticket of an unfinished match there; with none left it ends,
+//     and so it does, dropping the node's tickets, when no stream there has been welcomed for
+//     Options::node_unreachable_after (60 s: the node is gone).
 //   - one worker thread per running match: calls the Bot for that match's messages, in order.
 //   - a watchdog thread: sends the documented fallback for any request the bot has not answered
 //     `margin_ms` before deadline + bank, and cancels a call if a graceful close stalls.
@@ -19,7 +21,8 @@
 // A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); on the main
 // stream it overrides the status the call ends with: reconnect: false ends run() with 0,
 // reconnect: true reconnects after retry_after_ms plus jitter, without growing the backoff. A node
-// stream's end or Goodbye never stops the bot: the node is reopened while a ticket is left.
+// stream's end or Goodbye never stops the bot: the node is reopened while a ticket is left (and
+// it has not been unreachable for 60 s).
 // Writes to a stream are serialised by its Link's stream_mutex. Request/match/ticket bookkeeping
 // is guarded by mutex_. mutex_ is never held while taking a stream_mutex or context_mutex (or
 // while writing).
@@ -67,6 +70,7 @@ using Key = std::pair<std::string, std::uint64_t>;
 struct Link {
     std::string address;
     bool main = false;
+    Clock::time_point created = Clock::now();
     std::unique_ptr<v1::Arena::Stub> stub;
     std::atomic<std::uint64_t> connection{0};  // id of the current stream (unique over all links)
     std::atomic<bool> welcomed{false};         // a Welcome came on the current stream
@@ -515,6 +519,9 @@ void Client::Impl::follow_node(const std::shared_ptr<Link>& node) {
     std::mt19937_64 rng(std::random_device{}());
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     int attempt = 0;
+    // When the node was last known reachable: the end of the last welcomed stream there (it was
+    // reachable while that stream lived), or, before any, when its link was created.
+    Clock::time_point reached_at = node->created;
     while (const std::optional<std::string> ticket = node_ticket(*node)) {
         log_info("opening a stream to ", node->name());
         bool welcomed = false;
@@ -525,9 +532,10 @@ void Client::Impl::follow_node(const std::shared_ptr<Link>& node) {
             goodbye.swap(node->goodbye);
         }
         const std::string& details = status.error_message();
-        log_info("the stream to ", node->name(), " ended (",
-                 goodbye ? "goodbye" : status_code_name(status.error_code()),
-                 goodbye || details.empty() ? "" : ": ", goodbye ? "" : details, ")");
+        const std::string why = goodbye ? std::string("goodbye")
+                                        : status_code_name(status.error_code()) +
+                                              (details.empty() ? "" : ": " + details);
+        log_info("the stream to ", node->name(), " ended (", why, ")");
         if (stopping_) continue;
         if (!goodbye && status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
             log_warning(node->name(), " refused a ticket; dropping it");
@@ -535,10 +543,36 @@ void Client::Impl::follow_node(const std::shared_ptr<Link>& node) {
             tickets_.refuse(node->address, *ticket);
             continue;  // the next ticket, if any, right away
         }
-        if (welcomed) attempt = 0;
+        if (welcomed) {
+            attempt = 0;
+            reached_at = Clock::now();
+        }
         const auto delay = backoff_delay(attempt++, unit(rng));
         std::unique_lock lock(mutex_);
         if (!tickets_.newest(node->address)) continue;
+        const auto unreachable = Clock::now() - reached_at;
+        if (unreachable >= options_.node_unreachable_after) {
+            // Gone (PROTOCOL.md §3.8, rule 4): the ladder has voided its matches. Let it go as
+            // when no ticket is left, in the same critical section, so that a later assignment
+            // there opens a new link afresh.
+            const std::size_t dropped = tickets_.drop_address(node->address);
+            log_warning(node->name(), " unreachable for ",
+                        std::chrono::duration_cast<std::chrono::milliseconds>(unreachable)
+                                .count() / 1000.0,
+                        " s (", why, "); dropping its ", dropped,
+                        " ticket(s) and letting it go");
+            std::vector<std::string> lost;
+            for (const auto& entry : matches_) {
+                if (entry.second->link == node) lost.push_back(entry.first);
+            }
+            for (const auto& id : lost) {
+                log_warning("match ", id, " was on ", node->name(), ", which is gone; dropping it");
+                end_match_locked(id, /*drop=*/true);
+            }
+            const auto it = nodes_.find(node->address);
+            if (it != nodes_.end() && it->second == node) nodes_.erase(it);
+            break;
+        }
         log_info("reopening the stream to ", node->name(), " in ", delay.count() / 1000.0, " s");
         cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
     }

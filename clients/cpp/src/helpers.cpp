@@ -222,4 +222,12 @@ std::optional<std::string> NodeTickets::newest(const std::string& address) const
     return it->second.back().ticket;
 }
 
+std::size_t NodeTickets::drop_address(const std::string& address) {
+    const auto it = by_address_.find(address);
+    if (it == by_address_.end()) return 0;
+    const std::size_t dropped = it->second.size();
+    by_address_.erase(it);
+    return dropped;
+}
+
 }  // namespace scout

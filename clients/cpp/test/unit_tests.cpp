@@ -1,15 +1,32 @@
 // Unit tests of the pure helpers and of the example strategy. No framework: each TEST is a
 // function; CHECK records a failure and goes on. Exit status 0 iff every check passed.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
 
 #include "scout/client.hpp"
 #include "scout/helpers.hpp"
+#include "scout/v1/arena.grpc.pb.h"
 #include "strategy.hpp"
 
 namespace {
@@ -261,6 +278,16 @@ TEST(node_tickets) {
     CHECK(tickets.newest("node:2") == none);
     tickets.end_match("m-x");  // twice: no harm
     CHECK(tickets.newest("node:2") == none);
+    // A node that is gone loses all its tickets at once; other nodes keep theirs.
+    tickets.add("node:1", "m-c", "t-c");
+    tickets.add("node:1", "m-d", "t-d");
+    tickets.add("node:2", "m-y", "t-y");
+    CHECK_EQ(tickets.drop_address("node:1"), std::size_t{2});
+    CHECK(tickets.newest("node:1") == none);
+    CHECK(tickets.newest("node:2") == std::optional<std::string>("t-y"));
+    CHECK_EQ(tickets.drop_address("node:1"), std::size_t{0});
+    tickets.add("node:1", "m-e", "t-e");  // a later assignment there starts afresh
+    CHECK(tickets.newest("node:1") == std::optional<std::string>("t-e"));
 }
 
 // --- launch convention -------------------------------------------------------------------------
@@ -351,6 +378,224 @@ TEST(hello_is_lean_unless_public_events) {
     with["SCOUT_PUBLIC_EVENTS"] = "maybe";
     CHECK(!scout::parse_options({}, env(with)).error.empty());
     CHECK(scout::parse_options({"--public-events"}, env(base)).options.public_events);
+}
+
+// --- node streams (PROTOCOL.md §3.8) -------------------------------------------------------------
+
+/// A main referee for one bot stream: welcomes it, then sends the MatchAssignments it is told to.
+class FakeMain final : public v1::Arena::Service {
+public:
+    FakeMain() {
+        grpc::ServerBuilder builder;
+        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+        builder.RegisterService(this);
+        server_ = builder.BuildAndStart();
+    }
+    ~FakeMain() override { server_->Shutdown(std::chrono::system_clock::now() + 2s); }
+
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+    void assign(const std::string& match_id, const std::string& address,
+                const std::string& ticket) {
+        v1::RefereeMessage message;
+        auto* a = message.mutable_assignment();
+        a->set_match_id(match_id);
+        a->set_address(address);
+        a->set_ticket(ticket);
+        std::lock_guard lock(mutex_);
+        outbox_.push_back(std::move(message));
+        cv_.notify_all();
+    }
+
+    bool wait_welcomed(std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        return cv_.wait_for(lock, timeout, [&] { return streams_ > 0; });
+    }
+    int streams() {
+        std::lock_guard lock(mutex_);
+        return streams_;
+    }
+    int open_streams() {
+        std::lock_guard lock(mutex_);
+        return open_;
+    }
+
+    grpc::Status Play(grpc::ServerContext* /*context*/,
+                      grpc::ServerReaderWriter<v1::RefereeMessage, v1::BotMessage>* stream)
+        override {
+        v1::BotMessage hello;
+        if (!stream->Read(&hello) || !hello.has_hello()) {
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no Hello");
+        }
+        v1::RefereeMessage welcome;
+        welcome.mutable_welcome()->set_protocol_version(1);
+        welcome.mutable_welcome()->set_bot_name(hello.hello().bot_name());
+        welcome.mutable_welcome()->set_session_id("s-1");
+        stream->Write(welcome);
+        bool done = false;
+        {
+            std::lock_guard lock(mutex_);
+            ++streams_;
+            ++open_;
+        }
+        cv_.notify_all();
+        std::thread reader([&] {
+            v1::BotMessage ignored;
+            while (stream->Read(&ignored)) {
+            }
+            std::lock_guard lock(mutex_);
+            done = true;
+            cv_.notify_all();
+        });
+        std::unique_lock lock(mutex_);
+        while (!done) {
+            cv_.wait(lock, [&] { return done || !outbox_.empty(); });
+            while (!done && !outbox_.empty()) {
+                v1::RefereeMessage message = std::move(outbox_.front());
+                outbox_.pop_front();
+                lock.unlock();
+                stream->Write(message);
+                lock.lock();
+            }
+        }
+        --open_;
+        lock.unlock();
+        reader.join();
+        return grpc::Status::OK;
+    }
+
+private:
+    int port_ = 0;
+    std::unique_ptr<grpc::Server> server_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<v1::RefereeMessage> outbox_;
+    int streams_ = 0;
+    int open_ = 0;
+};
+
+/// 127.0.0.1 on a port nothing listens on (bound once, then released).
+std::string dead_address() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t length = sizeof addr;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+    ::close(fd);
+    return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+template <class Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!predicate()) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(10ms);
+    }
+    return true;
+}
+
+/// Sends stderr (the kit's log) to a file while it lives; text() is what was written.
+class CapturedStderr {
+public:
+    CapturedStderr() : path_("/tmp/scout-unit-tests-stderr-" + std::to_string(::getpid())) {
+        std::fflush(stderr);
+        saved_ = ::dup(2);
+        std::FILE* file = std::fopen(path_.c_str(), "w");
+        ::dup2(::fileno(file), 2);
+        std::fclose(file);
+    }
+    ~CapturedStderr() {
+        restore();
+        std::remove(path_.c_str());
+    }
+    std::string text() {
+        std::fflush(stderr);
+        std::ifstream in(path_);
+        std::ostringstream out;
+        out << in.rdbuf();
+        return out.str();
+    }
+    void restore() {
+        if (saved_ < 0) return;
+        std::fflush(stderr);
+        ::dup2(saved_, 2);
+        ::close(saved_);
+        saved_ = -1;
+    }
+
+private:
+    std::string path_;
+    int saved_ = -1;
+};
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+TEST(node_unreachable_default_is_60_s) {
+    CHECK(scout::kNodeUnreachableAfter == std::chrono::seconds(60));
+    CHECK(scout::Options{}.node_unreachable_after == std::chrono::seconds(60));
+    // Not a flag: the launch convention never changes it.
+    const auto parsed = scout::parse_options({"--node-unreachable-ms", "5"},
+                                             env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}));
+    CHECK(!parsed.error.empty());
+}
+
+TEST(an_unreachable_node_is_given_up_after_the_timeout) {
+    // A main referee assigns a match to a node nothing listens on. The node loop keeps retrying
+    // until no stream there has been welcomed for node_unreachable_after, then drops the node's
+    // ticket and ends (workers_finished() counts live node loops); the main stream stays up, and
+    // a later assignment to that address starts afresh.
+    constexpr auto timeout = 1000ms;
+    constexpr auto slack = 5000ms + 2000ms;  // one backoff step at most, plus scheduling
+    FakeMain fake;
+    const std::string node = dead_address();
+    scout::Options options;
+    options.address = fake.address();
+    options.token = "t";
+    options.log_level = scout::LogLevel::Info;
+    options.node_unreachable_after = timeout;
+    scout::Client client(options, [] {
+        return std::make_unique<scout::FunctionBot>(
+            [](const v1::DecisionRequest& r) { return scout::fallback_action(r); });
+    });
+    CapturedStderr captured;
+    int exit_code = -1;
+    std::thread runner([&] { exit_code = client.run(); });
+    CHECK(fake.wait_welcomed(5s));
+
+    for (int round = 1; round <= 2; ++round) {
+        const std::string match_id = "m-gone-" + std::to_string(round);
+        const auto assigned = std::chrono::steady_clock::now();
+        fake.assign(match_id, node, "ticket-" + std::to_string(round));
+        // The node loop starts, and keeps trying well inside the timeout.
+        CHECK(eventually([&] { return !client.workers_finished(); }, 2s));
+        std::this_thread::sleep_for(timeout / 2);
+        CHECK(!client.workers_finished());
+        // Then it gives up.
+        CHECK(eventually([&] { return client.workers_finished(); }, timeout + slack));
+        CHECK(std::chrono::steady_clock::now() - assigned >= timeout);
+        CHECK_EQ(count_of(captured.text(), "node " + node + " unreachable for "),
+                 std::size_t(round));
+        // The main stream is untouched (the same one stream, still open).
+        CHECK_EQ(fake.streams(), 1);
+        CHECK_EQ(fake.open_streams(), 1);
+    }
+    CHECK_EQ(count_of(captured.text(), "dropping its 1 ticket(s) and letting it go"),
+             std::size_t{2});
+
+    client.stop();
+    runner.join();
+    CHECK_EQ(exit_code, 0);
+    const std::string log = captured.text();
+    captured.restore();
+    std::cerr << log;
 }
 
 // --- the example strategy ------------------------------------------------------------------------

@@ -14,6 +14,17 @@ const (
 	BackoffMax     = 5 * time.Second
 )
 
+// NodeGoneAfter is how long a referee node may be unreachable in a row (no stream there
+// welcomed for that long) before the bot drops its tickets for that address and lets the node
+// go (PROTOCOL.md §3.8 rule 4): by then the ladder has voided those matches, and a seat's
+// reconnect grace is over anyway.
+const NodeGoneAfter = 60 * time.Second
+
+// nodeLastTry is the least time a node stream attempt gets to be welcomed, even when the node
+// has been unreachable for NodeGoneAfter already (e.g. the deadline passed during a backoff
+// sleep): giving up is decided by an attempt that failed, not by the clock alone.
+const nodeLastTry = 2 * time.Second
+
 // BackoffDelay returns how long to wait before reconnect attempt (0-based): BackoffInitial
 // doubling up to BackoffMax, scaled by a jitter factor between 0.5 and 1 taken from
 // rand01 (a number in [0, 1), e.g. rand.Float64), so many bots of one host do not reconnect in

@@ -243,6 +243,11 @@ type link struct {
 	// backoff step (our reconnect loop already waited).
 	resetBackoff func()
 
+	// reached is, for a referee node, when a stream there was last welcomed (the end of the
+	// last welcomed stream: the node was reachable until then), or, if none was, when the link
+	// was created. Used by followNode alone.
+	reached time.Time
+
 	// Guarded by client.mu.
 	sess          *session // the live stream, if any
 	protocolError string   // the current stream's last ProtocolError
@@ -280,6 +285,9 @@ type client struct {
 	main  *link // the referee of Config.Address: its stream decides when run returns
 	// dial makes the channel to a referee, with TLS or without.
 	dial func(address string, useTLS bool) (*grpc.ClientConn, error)
+	// nodeGoneAfter is how long a node may be unreachable before the bot lets it go
+	// (NodeGoneAfter; shorter in tests).
+	nodeGoneAfter time.Duration
 
 	root context.Context // parent of every match and node stream; cancelled when run returns
 	wg   sync.WaitGroup  // match workers, request goroutines and node streams
@@ -301,11 +309,16 @@ func newClient(cfg Config, bot Bot) *client {
 		logger = slog.Default()
 	}
 	obs, _ := bot.(Observer)
+	nodeGoneAfter := NodeGoneAfter
+	if cfg.nodeGoneAfter > 0 {
+		nodeGoneAfter = cfg.nodeGoneAfter
+	}
 	return &client{
-		cfg: cfg,
-		bot: bot,
-		obs: obs,
-		log: logger,
+		cfg:           cfg,
+		bot:           bot,
+		obs:           obs,
+		log:           logger,
+		nodeGoneAfter: nodeGoneAfter,
 		hello: &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Hello{Hello: &scoutv1.Hello{
 			BotName:              cfg.BotName,
 			BotVersion:           cfg.BotVersion,
@@ -333,7 +346,7 @@ func (c *client) run(ctx context.Context) error {
 	}()
 	attempt := 0
 	for {
-		welcomed, goodbye, err := c.session(ctx, c.main, c.cfg.Token)
+		welcomed, goodbye, err := c.session(ctx, c.main, c.cfg.Token, time.Time{})
 		if ctx.Err() != nil {
 			c.log.Info("stopped")
 			return nil
@@ -386,8 +399,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // ticket), until the referee ends it (its status, as an error, and its Goodbye if it sent one)
 // or ctx is cancelled (the stream is half-closed, then cancelled, and the error is nil). After a
 // Goodbye the stream is half-closed too, and cancelled if the referee does not end it within
-// the close grace.
-func (c *client) session(ctx context.Context, l *link, bearer string) (welcomed bool, goodbye *scoutv1.Goodbye, err error) {
+// the close grace. A non-zero welcomeBy abandons the attempt (the stream is cancelled, and the
+// error says so) when the referee has not welcomed the bot by then.
+func (c *client) session(ctx context.Context, l *link, bearer string, welcomeBy time.Time) (welcomed bool, goodbye *scoutv1.Goodbye, err error) {
 	c.mu.Lock()
 	c.sessions++
 	s := &session{
@@ -405,6 +419,22 @@ func (c *client) session(ctx context.Context, l *link, bearer string) (welcomed 
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	streamCtx = metadata.AppendToOutgoingContext(streamCtx, "authorization", "Bearer "+bearer)
+	if !welcomeBy.IsZero() {
+		var abandoned atomic.Bool
+		abandon := time.AfterFunc(time.Until(welcomeBy), func() {
+			if !s.welcomed.Load() {
+				l.log.Debug("not welcomed in time; abandoning the attempt", "session", s.no)
+				abandoned.Store(true)
+				cancel()
+			}
+		})
+		defer func() {
+			abandon.Stop()
+			if err != nil && abandoned.Load() {
+				err = fmt.Errorf("not welcomed in time (%w)", err)
+			}
+		}()
+	}
 	l.log.Debug("connecting", "address", l.address, "session", s.no)
 	l.resetBackoff()
 	// WaitForReady: while the referee is unreachable, the call waits for the channel, which
@@ -682,6 +712,7 @@ func (c *client) onAssignment(a *scoutv1.MatchAssignment) {
 	}
 	log.Info("assigned to a match on a referee node; opening a stream there", "tls", a.GetTls())
 	l := newLink(a.GetAddress(), a.GetTls(), conn, c.log.With("node", a.GetAddress()))
+	l.reached = time.Now()
 	c.nodes[l.address] = l
 	c.wg.Add(1)
 	go c.followNode(l, conn)
@@ -690,8 +721,9 @@ func (c *client) onAssignment(a *scoutv1.MatchAssignment) {
 // followNode keeps a stream to a referee node while the bot holds a ticket of an unfinished
 // match there: it opens the stream with the newest ticket, reopens a lost one (whatever ended
 // it, a Goodbye too) after the reconnect backoff, drops a ticket the node refuses and tries the
-// next, and with no ticket left lets the stream go. Nothing here ends Run or touches the main
-// stream.
+// next, and with no ticket left lets the stream go. A node that cannot be reached for
+// c.nodeGoneAfter in a row (no stream there welcomed for that long) is gone: its tickets are
+// dropped and the stream let go the same way. Nothing here ends Run or touches the main stream.
 func (c *client) followNode(l *link, conn *grpc.ClientConn) {
 	defer c.wg.Done()
 	defer conn.Close()
@@ -703,7 +735,13 @@ func (c *client) followNode(l *link, conn *grpc.ClientConn) {
 			return
 		}
 		l.log.Info("opening a node stream", "ticket_of", t.match)
-		welcomed, goodbye, err := c.session(c.root, l, t.value)
+		// The attempt may wait (for the channel to connect) until the node has been unreachable
+		// for c.nodeGoneAfter, and at least nodeLastTry.
+		welcomeBy := l.reached.Add(c.nodeGoneAfter)
+		if least := time.Now().Add(min(nodeLastTry, c.nodeGoneAfter)); welcomeBy.Before(least) {
+			welcomeBy = least
+		}
+		welcomed, goodbye, err := c.session(c.root, l, t.value, welcomeBy)
 		if c.root.Err() != nil {
 			l.log.Info("node stream closed: the bot stops")
 			return
@@ -718,6 +756,7 @@ func (c *client) followNode(l *link, conn *grpc.ClientConn) {
 		}
 		if welcomed {
 			attempt = 0
+			l.reached = time.Now() // the node was reachable until this stream ended
 		}
 		problem := "goodbye"
 		if goodbye == nil {
@@ -726,6 +765,10 @@ func (c *client) followNode(l *link, conn *grpc.ClientConn) {
 		if _, ok := c.nodeTicket(l); !ok {
 			l.log.Info("node stream closed; no unfinished match of the bot there, so it stays closed",
 				"problem", problem)
+			return
+		}
+		if !welcomed && time.Since(l.reached) >= c.nodeGoneAfter {
+			c.letNodeGo(l, problem)
 			return
 		}
 		delay := BackoffDelay(attempt, rand.Float64)
@@ -737,6 +780,31 @@ func (c *client) followNode(l *link, conn *grpc.ClientConn) {
 			return
 		}
 	}
+}
+
+// letNodeGo gives up on a node that has been unreachable for c.nodeGoneAfter: it drops the
+// bot's tickets for that address and forgets l, exactly as when no ticket is left there (so a
+// later assignment there opens a new stream). The ladder has voided the node's matches, so the
+// bot forgets those too.
+func (c *client) letNodeGo(l *link, problem string) {
+	c.mu.Lock()
+	dropped := c.tickets.forget(l.address)
+	if c.nodes[l.address] == l {
+		delete(c.nodes, l.address)
+	}
+	var lost []string
+	for id, m := range c.matches {
+		if m.link == l {
+			lost = append(lost, id)
+		}
+	}
+	for _, id := range lost {
+		c.endMatchLocked(id)
+	}
+	c.mu.Unlock()
+	sort.Strings(lost)
+	l.log.Warn(fmt.Sprintf("node %s unreachable for %g s; dropping its %d ticket(s) and letting it go",
+		l.address, c.nodeGoneAfter.Seconds(), dropped), "problem", problem, "matches", lost)
 }
 
 // nodeTicket is the ticket to open a stream to l with. With none left it forgets l, so that the

@@ -72,6 +72,9 @@ type Config struct {
 	Logger *slog.Logger
 	// DialOptions are appended to the client's own gRPC dial options.
 	DialOptions []grpc.DialOption
+
+	// nodeGoneAfter replaces NodeGoneAfter when positive; only the package's tests set it.
+	nodeGoneAfter time.Duration
 }
 
 // DefaultConfig returns a Config with the defaults and no address or token.

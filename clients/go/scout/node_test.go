@@ -2,6 +2,9 @@ package scout
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -234,5 +238,114 @@ func TestRefusedTicketIsDroppedAndNodeGoodbyeEndsOnlyTheNodeStream(t *testing.T)
 	}
 	if n := mainSessions.Load(); n != 1 {
 		t.Errorf("%d main streams; want 1", n)
+	}
+}
+
+// lockedBuffer collects the logs of several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestUnreachableNodeIsLetGo(t *testing.T) {
+	// Matches A and B are assigned to a node on a port nothing listens on. The bot keeps
+	// trying to reach it until it has been unreachable for nodeGoneAfter (no stream there ever
+	// welcomed), then drops both tickets and lets the node go, as when no ticket is left; a
+	// later assignment there starts afresh with a new node stream.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := lis.Addr().String()
+	_ = lis.Close()
+
+	const goneAfter = 400 * time.Millisecond
+	var logs lockedBuffer
+	cfg := Config{BotName: "kit", MaxConcurrentMatches: 4, nodeGoneAfter: goneAfter,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}),
+			&slog.HandlerOptions{Level: slog.LevelDebug}))}
+	c := newClient(cfg, ActFunc(func(_ context.Context, req *scoutv1.DecisionRequest) (*scoutv1.Action, error) {
+		return ShowAction(req.GetLegalShows()[0]), nil
+	}))
+	if c.nodeGoneAfter != goneAfter {
+		t.Fatalf("nodeGoneAfter %v; want %v", c.nodeGoneAfter, goneAfter)
+	}
+	if got := newClient(Config{}, nil).nodeGoneAfter; got != NodeGoneAfter || NodeGoneAfter != 60*time.Second {
+		t.Errorf("default nodeGoneAfter %v (NodeGoneAfter %v); want 60 s", got, NodeGoneAfter)
+	}
+	c.dial = func(address string, _ bool) (*grpc.ClientConn, error) {
+		return grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	root, stop := context.WithCancel(context.Background())
+	c.root = root
+	t.Cleanup(func() {
+		stop()
+		stopped := make(chan struct{})
+		go func() { c.wg.Wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			t.Error("the node loop did not end after the stop")
+		}
+	})
+	node := func() *link {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.nodes[address]
+	}
+
+	start := time.Now()
+	c.onAssignment(&scoutv1.MatchAssignment{MatchId: "A", Address: address, Ticket: "t-a"})
+	c.onAssignment(&scoutv1.MatchAssignment{MatchId: "B", Address: address, Ticket: "t-b"})
+	first := node()
+	if first == nil {
+		t.Fatal("no node stream opened for the assignments")
+	}
+	ended := make(chan struct{})
+	go func() { c.wg.Wait(); close(ended) }()
+	time.Sleep(goneAfter / 2)
+	if node() != first {
+		t.Error("the bot let the node go before it was unreachable for nodeGoneAfter")
+	}
+	select {
+	case <-ended:
+	case <-time.After(goneAfter + 5*time.Second):
+		t.Fatal("the bot did not let the unreachable node go")
+	}
+	if took := time.Since(start); took < goneAfter {
+		t.Errorf("gave up after %v; want at least %v", took, goneAfter)
+	}
+	c.mu.Lock()
+	held, nodes := len(c.tickets), len(c.nodes)
+	c.mu.Unlock()
+	if held != 0 || nodes != 0 {
+		t.Errorf("after giving up: tickets for %d addresses, %d nodes; want none", held, nodes)
+	}
+	if want := "node " + address + " unreachable for 0.4 s; dropping its 2 ticket(s) and letting it go"; !strings.Contains(logs.String(), want) {
+		t.Errorf("no log %q", want)
+	}
+
+	// A later assignment to the same address starts afresh.
+	c.onAssignment(&scoutv1.MatchAssignment{MatchId: "C", Address: address, Ticket: "t-c"})
+	if again := node(); again == nil || again == first {
+		t.Errorf("node link after a new assignment: %p (first %p); want a new one", again, first)
+	}
+	c.mu.Lock()
+	newest, ok := c.tickets.newest(address)
+	c.mu.Unlock()
+	if !ok || newest.value != "t-c" {
+		t.Errorf("tickets for the node: %v, %t; want only C's", newest, ok)
 	}
 }

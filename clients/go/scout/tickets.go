@@ -34,6 +34,14 @@ func (b ticketBook) drop(address, value string) {
 	b.remove(address, func(t ticket) bool { return t.value == value })
 }
 
+// forget drops every ticket held for address (a node that is gone) and returns how many there
+// were.
+func (b ticketBook) forget(address string) int {
+	n := len(b[address])
+	delete(b, address)
+	return n
+}
+
 // ended forgets the ticket of a match that ended.
 func (b ticketBook) ended(match string) {
 	for address := range b {

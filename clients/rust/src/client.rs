@@ -33,8 +33,10 @@
 //! answer goes back on the stream that carried its request. It keeps, per node, the tickets of
 //! the assigned matches that have not ended; a node stream that ends is reopened after the usual
 //! backoff with the newest of them (a ticket the node refuses is dropped, the next one tried),
-//! and let go when none is left. A node stream's end or `Goodbye` never ends [`run`] and never
-//! touches the main stream.
+//! and let go when none is left. A node that cannot be reached for [`NODE_UNREACHABLE_CUTOFF`]
+//! in a row (no stream there welcomed for that long) is gone: its tickets are dropped and its
+//! stream let go (the ladder has voided those matches). A node stream's end or `Goodbye` never
+//! ends [`run`] and never touches the main stream.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -73,6 +75,9 @@ pub const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// HTTP/2 keepalive ping interval; the referee permits one every 10 s or more.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
+/// A referee node with no stream there welcomed for this long is gone (PROTOCOL.md §3.8 rule
+/// 4): the bot drops its tickets for that node and lets it go.
+pub const NODE_UNREACHABLE_CUTOFF: Duration = Duration::from_secs(60);
 
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -659,7 +664,10 @@ impl<B: Bot> Drop for Runner<B> {
 /// Plays the matches of one referee node on a stream there (`runner` routes to it), opened with
 /// the newest ticket of an unfinished match there. A stream that ends (a fault or any `Goodbye`)
 /// is reopened after the backoff while such a ticket is left, and let go when none is; a ticket
-/// the node refuses is dropped and the next one tried (PROTOCOL.md §3.8). This never ends `run`.
+/// the node refuses is dropped and the next one tried (PROTOCOL.md §3.8). When an attempt fails
+/// and no stream there has been welcomed for [`Shared::node_cutoff`] (counted from the end of
+/// the last welcomed stream, or from the link's creation if none was), the node is gone: all its
+/// tickets are dropped and the link ends as with no ticket left. This never ends `run`.
 async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: Endpoint) {
     let shared = Arc::clone(&runner.shared);
     let mut stopping = shared.stopping.subscribe();
@@ -667,13 +675,20 @@ async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: E
         let _ = stopping.wait_for(|stop| *stop).await;
     });
     let mut attempt = 0u32;
+    // The last moment a stream to the node was known welcomed: the link's creation until one is.
+    let mut reachable_at = Instant::now();
     loop {
         let Some((match_id, ticket)) = lock(&shared.tickets).newest(&address) else {
             info!("node {address}: no unfinished match there; letting its stream go");
             return;
         };
         info!("node {address}: opening a stream (ticket of match {match_id})");
-        let delay = match runner.session(&endpoint, &ticket, shutdown.as_mut()).await {
+        let end = runner.session(&endpoint, &ticket, shutdown.as_mut()).await;
+        if runner.welcomed {
+            // Welcomed, and up until it ended just now.
+            reachable_at = Instant::now();
+        }
+        let delay = match end {
             SessionEnd::Stopped => {
                 info!("node {address}: stream closed");
                 return;
@@ -702,6 +717,20 @@ async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: E
                 delay
             }
         };
+        if !runner.welcomed && reachable_at.elapsed() >= shared.node_cutoff {
+            let dropped = lock(&shared.tickets).give_up(&address);
+            warn!(
+                "node {address} unreachable for {} s; dropping its {} ticket(s) and letting it go",
+                shared.node_cutoff.as_secs_f64(),
+                dropped.len()
+            );
+            // Those matches are void: forget their requests (the runner's match tasks end with
+            // it).
+            for match_id in dropped.into_iter().chain(runner.matches.keys().cloned()) {
+                shared.forget_match(&match_id);
+            }
+            return;
+        }
         if lock(&shared.tickets).holds(&address) {
             info!(
                 "node {address}: reopening its stream in {:.2} s for the unfinished match(es)",
@@ -774,6 +803,17 @@ impl Tickets {
     /// The bot has no stream to `address` any more (nor its tickets).
     fn release(&mut self, address: &str) {
         self.nodes.remove(address);
+    }
+
+    /// `address` is gone (unreachable too long): drops all its tickets and lets its stream go,
+    /// as [`release`](Self::release) does. Returns the matches whose tickets were dropped.
+    fn give_up(&mut self, address: &str) -> Vec<String> {
+        self.nodes
+            .remove(address)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(match_id, _)| match_id)
+            .collect()
     }
 }
 
@@ -988,6 +1028,9 @@ struct Shared<B> {
     node_streams: Mutex<JoinSet<()>>,
     /// Becomes `true` when `run` ends: the node streams close.
     stopping: watch::Sender<bool>,
+    /// How long a node may go without a welcomed stream before it is given up:
+    /// [`NODE_UNREACHABLE_CUTOFF`]; shorter only in tests.
+    node_cutoff: Duration,
 }
 
 impl<B> Shared<B> {
@@ -1071,6 +1114,7 @@ impl<B: Bot> Shared<B> {
             tickets: Mutex::new(Tickets::default()),
             node_streams: Mutex::new(JoinSet::new()),
             stopping: watch::channel(false).0,
+            node_cutoff: NODE_UNREACHABLE_CUTOFF,
         }
     }
 
@@ -1832,6 +1876,47 @@ mod tests {
         assert!(
             !tickets.assign(address, "m3", "t3"),
             "the stream stays for later matches"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_node_is_given_up_after_the_cutoff() {
+        // A port nothing listens on: every attempt there fails.
+        let address = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("its address").to_string()
+        };
+        let cutoff = Duration::from_millis(600);
+        let mut shared = Shared::new(Arc::new(TestBot::new(0)), &config());
+        shared.node_cutoff = cutoff;
+        let mut main = Runner::on_route(Arc::new(shared), Route::Main, Hello::default(), None);
+        let assign = |match_id: &str, ticket: &str| {
+            Incoming::Assignment(MatchAssignment {
+                match_id: match_id.into(),
+                address: address.clone(),
+                ticket: ticket.into(),
+                tls: false,
+            })
+        };
+        let start = Instant::now();
+        main.dispatch(assign("m1", "t1"), start);
+        main.dispatch(assign("m2", "t2"), start);
+        assert!(lock(&main.shared.tickets).holds(&address));
+        let mut streams = std::mem::take(&mut *lock(&main.shared.node_streams));
+        assert_eq!(streams.len(), 1, "one link for the node's two matches");
+        timeout(cutoff + Duration::from_secs(5), streams.join_next())
+            .await
+            .expect("the link ends soon after the cutoff")
+            .expect("it was running")
+            .expect("it did not panic");
+        let elapsed = start.elapsed();
+        assert!(elapsed >= cutoff, "not before the cutoff: {elapsed:?}");
+        let mut tickets = lock(&main.shared.tickets);
+        assert!(!tickets.holds(&address), "both tickets dropped");
+        assert!(!tickets.nodes.contains_key(&address), "the node is let go");
+        assert!(
+            tickets.assign(&address, "m3", "t3"),
+            "a later assignment there starts afresh"
         );
     }
 

@@ -1,6 +1,7 @@
 // The client library against an in-process fake referee (no network beyond localhost).
 
 import assert from "node:assert/strict";
+import * as net from "node:net";
 import { after, before, describe, it } from "node:test";
 import { performance } from "node:perf_hooks";
 import * as grpc from "@grpc/grpc-js";
@@ -12,6 +13,7 @@ import {
   runBot,
   silentLogger,
   type Bot,
+  type Logger,
   type RunOptions,
 } from "../src/lib";
 import type { BotMessage__Output } from "../src/generated/scout/v1/BotMessage";
@@ -29,7 +31,8 @@ class FakeReferee {
   tokens: string[] = [];
   port = 0;
 
-  async start(): Promise<void> {
+  /** Listens on 127.0.0.1:`port` (0: any free port). */
+  async start(port = 0): Promise<void> {
     const Arena = loadScoutProto().scout.v1.Arena;
     this.server.addService(Arena.service, {
       Play: (call: Call) => {
@@ -41,7 +44,7 @@ class FakeReferee {
       },
     });
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, port) =>
+      this.server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, port) =>
         e ? reject(e) : resolve(port),
       ),
     );
@@ -93,6 +96,33 @@ function inbox(call: Call): { next(ms?: number): Promise<BotMessage__Output | un
       });
     },
   };
+}
+
+/** A localhost port that nothing listens on (until a test binds it). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A logger that keeps every line. */
+function recorder(lines: string[]): Logger {
+  const keep = (message: string): void => void lines.push(message);
+  return { debug: keep, info: keep, warn: keep, error: keep };
+}
+
+/** Polls `condition` until it holds; fails after `ms`. */
+async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!condition()) {
+    if (performance.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 const WELCOME = { welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } };
@@ -508,5 +538,108 @@ describe("runBot with match assignments (PROTOCOL.md §3.8)", () => {
     await run;
     assert.equal(main.connections, mainStart + 1);
     assert.deepEqual(node.tokens.slice(nodeStart), ["Bearer t-1", "Bearer t-2", "Bearer t-1"]);
+  });
+
+  it("gives up a node unreachable for the give-up time, and starts afresh on a later assignment", async () => {
+    const stop = new AbortController();
+    const port = await freePort();
+    const address = `127.0.0.1:${port}`;
+    const lines: string[] = [];
+    const GIVE_UP_MS = 400;
+    let mainCall: Call | undefined;
+    main.script = async (call) => {
+      await next(call);
+      call.write(WELCOME);
+      call.write({ assignment: { matchId: "m-1", address, ticket: "t-1", tls: false } });
+      mainCall = call;
+    };
+    const openings = (): number =>
+      lines.filter((line) => line.startsWith(`opening a stream to node ${address}`)).length;
+    const gaveUp = (): string | undefined =>
+      lines.find((line) => line.startsWith(`node ${address} unreachable`));
+    let finished = false;
+    const startedAt = performance.now();
+    const run = runBot(
+      { chooseAction },
+      main.options(stop, { logger: recorder(lines), nodeUnreachableMs: GIVE_UP_MS }),
+    ).finally(() => (finished = true));
+    await until(() => gaveUp() !== undefined, "the give-up");
+    const elapsed = performance.now() - startedAt;
+    assert.ok(elapsed >= GIVE_UP_MS, `gave up after ${elapsed} ms`);
+    assert.match(
+      gaveUp()!,
+      /unreachable for 0\.4 s .*dropping its 1 ticket\(s\) and letting it go/,
+    );
+    assert.ok(openings() >= 2, `${openings()} attempt(s) before giving up`);
+    await until(
+      () => lines.includes(`closed the stream to node ${address}`),
+      "the node link to close",
+    );
+    const attempts = openings();
+    await pause(600);
+    assert.equal(openings(), attempts, "a node given up is not retried");
+    assert.equal(finished, false, "giving up a node must not end the run");
+
+    // A later assignment to that address starts afresh (and the node is up by now).
+    const late = new FakeReferee();
+    await late.start(port);
+    try {
+      const welcomed = new Promise<void>((resolve) => {
+        late.script = async (call) => {
+          await next(call);
+          call.write(WELCOME);
+          resolve();
+        };
+      });
+      mainCall!.write({ assignment: { matchId: "m-2", address, ticket: "t-2", tls: false } });
+      await welcomed;
+      assert.deepEqual(late.tokens, ["Bearer t-2"], "only the new ticket: t-1 was dropped");
+      stop.abort();
+      await run;
+    } finally {
+      late.stop();
+    }
+  });
+
+  it("counts the unreachable time from the last welcomed stream, not from its Welcome", async () => {
+    const stop = new AbortController();
+    const port = await freePort();
+    const address = `127.0.0.1:${port}`;
+    const lines: string[] = [];
+    const GIVE_UP_MS = 400;
+    const gone = new FakeReferee();
+    await gone.start(port);
+    main.script = async (call) => {
+      await next(call);
+      call.write(WELCOME);
+      call.write({ assignment: { matchId: "m-1", address, ticket: "t-1", tls: false } });
+    };
+    const welcomed = new Promise<void>((resolve) => {
+      gone.script = async (call) => {
+        await next(call);
+        call.write(WELCOME);
+        resolve();
+      };
+    });
+    const run = runBot(
+      { chooseAction },
+      main.options(stop, { logger: recorder(lines), nodeUnreachableMs: GIVE_UP_MS }),
+    );
+    await welcomed;
+    await pause(2 * GIVE_UP_MS); // welcomed long ago, but up all along
+    const lostAt = performance.now();
+    gone.stop();
+    await until(
+      () => lines.some((line) => line.startsWith(`node ${address} unreachable`)),
+      "the give-up",
+    );
+    const elapsed = performance.now() - lostAt;
+    assert.ok(elapsed >= GIVE_UP_MS - 20, `gave up ${elapsed} ms after the node went down`);
+    const attempts = lines.filter((line) =>
+      line.startsWith(`opening a stream to node ${address}`),
+    );
+    assert.ok(attempts.length >= 3, `${attempts.length} opening(s): retried before giving up`);
+    stop.abort();
+    await run;
   });
 });

@@ -52,4 +52,17 @@ describe("NodeTickets", () => {
     tickets.matchEnded("m-1");
     assert.deepEqual(tickets.newest(NODE), { matchId: "m-2", ticket: "t-2" });
   });
+
+  it("drops every ticket of a node that is gone, and says how many", () => {
+    const tickets = new NodeTickets();
+    tickets.add(NODE, "m-1", "t-1");
+    tickets.add(NODE, "m-2", "t-2");
+    tickets.add(OTHER, "m-3", "t-3");
+    assert.equal(tickets.dropAddress(NODE), 2);
+    assert.equal(tickets.newest(NODE), undefined);
+    assert.deepEqual(tickets.newest(OTHER), { matchId: "m-3", ticket: "t-3" });
+    assert.equal(tickets.dropAddress(NODE), 0); // harmless
+    tickets.add(NODE, "m-4", "t-4"); // a later assignment starts afresh
+    assert.deepEqual(tickets.newest(NODE), { matchId: "m-4", ticket: "t-4" });
+  });
 });

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +22,10 @@ namespace scout {
 
 inline constexpr std::uint32_t kProtocolVersion = 1;
 inline constexpr const char* kKitVersion = "0.1.0";
+
+/// A referee node that cannot be reached for this long in a row (no stream there welcomed for
+/// that long) is gone: the kit drops its tickets and lets it go (PROTOCOL.md §3.8, rule 4).
+inline constexpr std::chrono::milliseconds kNodeUnreachableAfter = std::chrono::seconds(60);
 
 /// Connection and runner settings. See parse_options for the environment/flag names.
 struct Options {
@@ -41,6 +46,9 @@ struct Options {
     // AnswerResult for accepted answers too). Default: a lean stream (PROTOCOL.md §3.6.1).
     bool public_events = false;
     LogLevel log_level = LogLevel::Info;  // -v / -q
+    // Not a flag (parse_options never sets it): the kit's tests shorten it. How long a node may
+    // stay unreachable before its tickets are dropped.
+    std::chrono::milliseconds node_unreachable_after = kNodeUnreachableAfter;
 };
 
 struct ParsedOptions {

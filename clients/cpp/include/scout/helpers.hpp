@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ public:
     void refuse(const std::string& address, const std::string& ticket);
     /// The ticket to (re)open a stream to `address` with: the newest one held, if any.
     std::optional<std::string> newest(const std::string& address) const;
+    /// The node at `address` is gone (unreachable for too long): drop all its tickets. Returns
+    /// how many were dropped.
+    std::size_t drop_address(const std::string& address);
 
 private:
     struct Held {

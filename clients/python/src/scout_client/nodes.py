@@ -108,11 +108,13 @@ class NodeStreams:
         attempt = 0
         loop = asyncio.get_running_loop()
         reached_at = loop.time()
-        """When a stream there was last welcomed (or the link began)."""
+        """When the node was last known reachable: the link began, or a welcomed stream there
+        ended (so a node that served for long is not dropped at its first failed reopen)."""
+        welcomed_now = False
 
         def welcomed(welcome: Welcome) -> None:
-            nonlocal reached_at
-            reached_at = loop.time()
+            nonlocal welcomed_now
+            welcomed_now = True
             matches.resync(welcome)
 
         try:
@@ -124,6 +126,7 @@ class NodeStreams:
                     stop=self._stop, peer=f"node {node.address}")
                 log.info("opening a stream to node %s (ticket of match %s)", node.address,
                          match_id)
+                welcomed_now = False
                 try:
                     goodbye = await connection.session()
                     problem = "the node ended the stream" if goodbye is None else \
@@ -140,6 +143,8 @@ class NodeStreams:
                     continue
                 except aio.AioRpcError as error:
                     problem = f"{error.code().name}: {error.details() or ''}"
+                if welcomed_now:
+                    reached_at = loop.time()
                 if self._stop.is_set() or not node.tickets:
                     log.info("closed the stream to node %s (%s)", node.address, problem)
                     return

@@ -22,7 +22,9 @@
 // open (or opening) there already, and handled exactly like the main stream; every request is
 // answered on the stream that carried it. The tickets of unfinished matches are kept per node: a
 // lost node stream is reopened with the newest one (after the usual backoff) and let go when
-// none is left. A node stream never ends the run: only the main stream decides that.
+// none is left. A node no stream there has been welcomed by for NODE_UNREACHABLE_MS is gone: its
+// tickets are dropped and it is let go the same way. A node stream never ends the run: only the
+// main stream decides that.
 
 import * as fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -120,6 +122,11 @@ export interface RunOptions {
   /** Aborting it ends the run gracefully. */
   signal?: AbortSignal;
   logger?: Logger;
+  /**
+   * @internal For the kit's own tests only: how long a node may stay unreachable before it is
+   * given up (default NODE_UNREACHABLE_MS). Not a setting: the protocol fixes it at 60 s.
+   */
+  nodeUnreachableMs?: number;
 }
 
 export interface RunSummary {
@@ -157,6 +164,12 @@ const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
 const CLOSE_GRACE_MS = 1_000;
 const RESYNC_WINDOW_MS = 5_000;
 const ENDED_REMEMBERED = 1_024;
+/**
+ * A referee node that cannot be reached for this long in a row (no stream there welcomed) is
+ * gone (PROTOCOL.md §3.8 rule 4): the ladder has voided its matches, so the bot drops the
+ * node's tickets and lets it go.
+ */
+export const NODE_UNREACHABLE_MS = 60_000;
 
 /** Channel options: keepalive the referee permits (every >= 10 s, also without calls), its
  * message limit, and a channel backoff no slower than our own. */
@@ -205,6 +218,9 @@ class Link {
   /** Number of the current stream, unique across links (an answer remembers where it went). */
   connection = 0;
   welcomed = false;
+  /** performance.now() when the referee there was last known reachable: a stream was welcomed
+   * (or was still up after a Welcome); until then, when the link was created. */
+  reachableAt = performance.now();
   lastProtocolError: ProtocolError | undefined;
   /** The current stream's Goodbye, if the referee sent one. */
   goodbye: Goodbye | undefined;
@@ -335,6 +351,8 @@ class Runner {
   /** Streams opened so far, on every link. */
   private connections = 0;
   private stopping = false;
+  /** How long a node may be unreachable before it is given up. */
+  private readonly nodeUnreachableMs: number;
   matchesFinished = 0;
   /** Set when a Goodbye with `reconnect: false` ended the run. */
   finalGoodbye: Goodbye | undefined;
@@ -347,6 +365,7 @@ class Runner {
     this.marginMs = Math.max(0, options.safetyMarginMs ?? 150);
     this.useBank = options.useTimeBank ?? true;
     this.publicEvents = wantsPublicEvents(bot, options);
+    this.nodeUnreachableMs = Math.max(0, options.nodeUnreachableMs ?? NODE_UNREACHABLE_MS);
     this.main = new Link(options.address, "", channelCredentials(options, mainUsesTls(options)));
   }
 
@@ -492,7 +511,9 @@ class Runner {
    * Keeps a stream open to a node while the bot holds a ticket of an unfinished match there: after
    * a loss or a Goodbye it reopens it with the newest ticket (after the usual backoff, or the
    * Goodbye's retry_after_ms), drops a ticket the node refuses and tries the next, and lets the
-   * stream go when none is left. Nothing here ends the run or touches the main stream.
+   * stream go when none is left, or when no stream there has been welcomed for
+   * NODE_UNREACHABLE_MS (then its tickets are dropped). Nothing here ends the run or touches the
+   * main stream.
    */
   private async followNode(node: Link): Promise<void> {
     const address = node.address;
@@ -508,6 +529,9 @@ class Runner {
         if (this.stopping) {
           return;
         }
+        if (node.welcomed) {
+          node.reachableAt = performance.now(); // reachable until this stream ended
+        }
         const problem = describeEnd(end);
         if (end.code === grpc.status.UNAUTHENTICATED) {
           this.log.warn(
@@ -519,6 +543,14 @@ class Runner {
         if (this.tickets.newest(address) === undefined) {
           this.log.info(
             `stream to node ${address} ended (${problem}); no match of ours left there`,
+          );
+          return;
+        }
+        if (!node.welcomed && performance.now() - node.reachableAt >= this.nodeUnreachableMs) {
+          const dropped = this.tickets.dropAddress(address);
+          this.log.warn(
+            `node ${address} unreachable for ${this.nodeUnreachableMs / 1000} s (${problem}); ` +
+              `dropping its ${dropped} ticket(s) and letting it go`,
           );
           return;
         }
@@ -635,6 +667,7 @@ class Runner {
 
   private onWelcome(link: Link, welcome: Welcome): void {
     link.welcomed = true;
+    link.reachableAt = performance.now();
     this.log.info(
       `${link.tag}connected as ${JSON.stringify(welcome.botName)} (session ${welcome.sessionId}` +
         `${welcome.resumed ? ", resumed" : ""})`,

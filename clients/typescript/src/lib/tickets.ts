@@ -4,7 +4,8 @@
 // A MatchAssignment names a node's address and a ticket that opens a Play stream there for that
 // match only, until it ends. The kit keeps the tickets of the matches that have not ended: a
 // node stream that is lost is reopened with the newest of them, a ticket the node refuses is
-// dropped and the next one tried, and with none left the node stream is let go.
+// dropped and the next one tried, and with none left the node stream is let go. A node that
+// cannot be reached for too long is given up: all its tickets are dropped at once.
 
 /** A ticket and the match it was issued for. */
 export interface Ticket {
@@ -39,6 +40,14 @@ export class NodeTickets {
   /** The node at `address` refused `ticket` (UNAUTHENTICATED): drop it. */
   refused(address: string, ticket: string): void {
     this.keep(address, (t) => t.ticket !== ticket);
+  }
+
+  /** The node at `address` is gone (unreachable for too long): drop all its tickets. Returns
+   * how many there were. */
+  dropAddress(address: string): number {
+    const count = this.byAddress.get(address)?.length ?? 0;
+    this.byAddress.delete(address);
+    return count;
   }
 
   private keep(address: string, wanted: (ticket: Ticket) => boolean): void {

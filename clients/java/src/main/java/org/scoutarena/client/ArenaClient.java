@@ -89,13 +89,21 @@ import org.scoutarena.scout.v1.Welcome;
  * it exactly as on the main stream; every answer goes back on the stream that carried its request.
  * The tickets of unfinished matches are kept per node ({@code NodeTickets}): a lost node stream
  * is reopened after the usual backoff with the newest of them (a refused one is dropped, the next
- * tried), and let go when none is left. A node stream's end, or its {@code Goodbye} whatever it
- * says, never stops the bot or touches the main stream: only the main stream's does.
+ * tried), and let go when none is left. A node that cannot be reached for
+ * {@link #NODE_UNREACHABLE_LIMIT} in a row (no stream there welcomed for that long) is gone: its
+ * tickets are dropped and its link let go the same way (a later assignment there starts afresh).
+ * A node stream's end, or its {@code Goodbye} whatever it says, never stops the bot or touches
+ * the main stream: only the main stream's does.
  */
 public final class ArenaClient {
 
   /** The protocol version this client speaks. */
   public static final int PROTOCOL_VERSION = 1;
+  /**
+   * How long a referee node may stay unreachable (no stream there welcomed) before the client
+   * drops its tickets and lets it go (PROTOCOL.md §3.8 rule 4).
+   */
+  public static final Duration NODE_UNREACHABLE_LIMIT = Duration.ofSeconds(60);
 
   private static final Logger log = Logger.getLogger(ArenaClient.class.getName());
   private static final Metadata.Key<String> AUTHORIZATION =
@@ -119,6 +127,8 @@ public final class ArenaClient {
   private final int maxMatches;
   private final int safetyMarginMs;
   private final boolean useTimeBank;
+  /** {@link #NODE_UNREACHABLE_LIMIT}, shorter in tests. */
+  private final Duration nodeUnreachableLimit;
 
   private final ExecutorService workers = Executors.newCachedThreadPool(daemon("scout-bot"));
   /** One thread per node link, running its streams (PROTOCOL.md §3.8). */
@@ -163,12 +173,27 @@ public final class ArenaClient {
   /** A client whose node channels come from {@code nodeChannels} (tests). */
   ArenaClient(ManagedChannel channel, ClientConfig config, ScoutBot bot,
       NodeChannels nodeChannels) {
-    this(channel, false, config, bot, nodeChannels);
+    this(channel, config, bot, nodeChannels, NODE_UNREACHABLE_LIMIT);
+  }
+
+  /**
+   * A client whose node channels come from {@code nodeChannels} and which gives up on a node
+   * after {@code nodeUnreachableLimit} instead of {@link #NODE_UNREACHABLE_LIMIT} (tests).
+   */
+  ArenaClient(ManagedChannel channel, ClientConfig config, ScoutBot bot,
+      NodeChannels nodeChannels, Duration nodeUnreachableLimit) {
+    this(channel, false, config, bot, nodeChannels, nodeUnreachableLimit);
   }
 
   private ArenaClient(ManagedChannel channel, boolean ownsChannel, ClientConfig config,
       ScoutBot bot, NodeChannels nodeChannels) {
+    this(channel, ownsChannel, config, bot, nodeChannels, NODE_UNREACHABLE_LIMIT);
+  }
+
+  private ArenaClient(ManagedChannel channel, boolean ownsChannel, ClientConfig config,
+      ScoutBot bot, NodeChannels nodeChannels, Duration nodeUnreachableLimit) {
     this.bot = bot;
+    this.nodeUnreachableLimit = nodeUnreachableLimit;
     this.channel = channel;
     this.ownsChannel = ownsChannel;
     this.nodeChannels = nodeChannels;
@@ -445,6 +470,9 @@ public final class ArenaClient {
   private void onWelcome(Session from, Welcome welcome) {
     from.welcomed = true;
     Link link = from.link;
+    if (link instanceof NodeLink node) {
+      node.reachableAt = System.nanoTime();
+    }
     log.info(() -> "connected" + (link == main ? "" : " to " + link.label) + " as '"
         + welcome.getBotName() + "' (session " + welcome.getSessionId()
         + (welcome.getResumed() ? ", resumed" : "") + ")");
@@ -768,6 +796,13 @@ public final class ArenaClient {
     };
   }
 
+  /** "60 s", "0.5 s". */
+  private static String seconds(Duration duration) {
+    long millis = duration.toMillis();
+    return millis % 1000 == 0 ? millis / 1000 + " s"
+        : String.format(Locale.ROOT, "%.3f", millis / 1000.0).replaceAll("0+$", "") + " s";
+  }
+
   private static ThreadFactory daemon(String prefix) {
     AtomicInteger count = new AtomicInteger();
     return runnable -> {
@@ -797,12 +832,20 @@ public final class ArenaClient {
    * The streams to one referee node, opened for an assignment and run on a thread of their own:
    * when a stream ends (a fault or any Goodbye) it is reopened after the usual backoff with the
    * newest ticket of an unfinished match of the node; a ticket the node refuses is dropped and
-   * the next one tried; with none left the link is let go. Only {@link #stop()} or the end of
+   * the next one tried; with none left the link is let go. A node that cannot be reached for
+   * {@code nodeUnreachableLimit} in a row (no stream there welcomed since, counted from the link's
+   * creation before the first welcome) is gone: when an attempt then fails, its tickets are
+   * dropped and the link is let go the same way. Only {@link #stop()} or the end of
    * {@link #run()} closes it otherwise; it never stops the bot.
    */
   private final class NodeLink extends Link implements Runnable {
     private final String address;
     private final ManagedChannel nodeChannel;
+    /**
+     * When the node was last known reachable ({@link System#nanoTime()}): the link's creation,
+     * then each welcome on a stream there and the end of each welcomed stream.
+     */
+    volatile long reachableAt = System.nanoTime();
 
     NodeLink(String address, ManagedChannel nodeChannel) {
       super("node " + address);
@@ -844,6 +887,10 @@ public final class ArenaClient {
         }
         if (current.welcomed) {
           attempt = 0;
+          reachableAt = System.nanoTime(); // it was reachable until this stream ended
+        } else if (System.nanoTime() - reachableAt >= nodeUnreachableLimit.toNanos()) {
+          giveUp();
+          return;
         }
         ticket = ticketOrLetGo();
         if (ticket != null && !refused) {
@@ -856,6 +903,26 @@ public final class ArenaClient {
           }
         }
       }
+    }
+
+    /**
+     * The node could not be reached for {@code nodeUnreachableLimit} (PROTOCOL.md §3.8 rule 4):
+     * drop its tickets and let the link go as when none is left (the ladder has voided its
+     * matches, so their state is forgotten too); a later assignment there starts afresh.
+     */
+    private void giveUp() {
+      int dropped;
+      synchronized (nodes) {
+        dropped = tickets.dropAll(address);
+        nodes.remove(address, this);
+      }
+      log.warning(label + " unreachable for " + seconds(nodeUnreachableLimit) + "; dropping its "
+          + dropped + " ticket(s) and letting it go");
+      List<String> voided = matches.entrySet().stream()
+          .filter(entry -> entry.getValue().link == this)
+          .map(Map.Entry::getKey)
+          .toList();
+      voided.forEach(ArenaClient.this::forgetMatch);
     }
 
     /**

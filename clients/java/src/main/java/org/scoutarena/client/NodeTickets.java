@@ -8,8 +8,9 @@ import java.util.Map;
 /**
  * The tickets of assigned matches that have not ended, per referee node address (PROTOCOL.md
  * §3.8). A ticket is good for its own match only, until that match ends: a lost node stream is
- * reopened with the newest ticket of its address, a ticket the node refuses is dropped, and a
- * node with no ticket left is let go. Thread-safe.
+ * reopened with the newest ticket of its address, a ticket the node refuses is dropped, a node
+ * with no ticket left is let go, and so is one unreachable for too long, its tickets dropped.
+ * Thread-safe.
  */
 final class NodeTickets {
 
@@ -49,6 +50,19 @@ final class NodeTickets {
     if (held.isEmpty()) {
       byAddress.remove(address);
     }
+  }
+
+  /**
+   * The node at {@code address} is gone (unreachable for too long): drop all of its tickets;
+   * returns how many there were.
+   */
+  synchronized int dropAll(String address) {
+    LinkedHashMap<String, String> held = byAddress.remove(address);
+    if (held == null) {
+      return 0;
+    }
+    held.keySet().forEach(addressOf::remove);
+    return held.size();
   }
 
   /** The node at {@code address} refused {@code ticket} (UNAUTHENTICATED): drop it. */

@@ -12,10 +12,13 @@ import static org.scoutarena.client.GroupsTest.show;
 import com.google.protobuf.UnknownFieldSet;
 import io.grpc.Context;
 import io.grpc.Contexts;
+import io.grpc.Grpc;
+import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
+import io.grpc.ServerBuilder;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
@@ -23,6 +26,8 @@ import io.grpc.Status;
 import io.grpc.inprocess.InProcessChannelBuilder;
 import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.StreamObserver;
+import java.net.ServerSocket;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -39,6 +44,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import java.util.function.Predicate;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -99,6 +107,12 @@ class ArenaClientTest {
    * accepts (UNAUTHENTICATED otherwise) and hands their Play calls to {@code into}. */
   private void fakeReferee(String name, Predicate<String> authorized, BlockingQueue<Stream> into)
       throws Exception {
+    fakeReferee(InProcessServerBuilder.forName(name), authorized, into);
+  }
+
+  /** The same referee, served by {@code server} (in-process or on a TCP port). */
+  private void fakeReferee(ServerBuilder<?> server, Predicate<String> authorized,
+      BlockingQueue<Stream> into) throws Exception {
     ArenaGrpc.ArenaImplBase arena = new ArenaGrpc.ArenaImplBase() {
       @Override
       public StreamObserver<BotMessage> play(StreamObserver<RefereeMessage> out) {
@@ -137,7 +151,7 @@ class ArenaClientTest {
             call, headers, next);
       }
     };
-    servers.add(InProcessServerBuilder.forName(name)
+    servers.add(server
         .addService(ServerInterceptors.intercept(arena, auth))
         .build()
         .start());
@@ -580,5 +594,87 @@ class ArenaClientTest {
     main.send(wrap(decision("m-3", 1, 2000, 0)));
     assertEquals("m-3", main.next().getAction().getMatchId());
     run.cancel(true);
+  }
+
+  @Test
+  void givesUpOnANodeUnreachableForTheLimitAndStartsAfreshOnALaterAssignment() throws Exception {
+    int port;
+    try (ServerSocket probe = new ServerSocket(0)) {
+      port = probe.getLocalPort(); // free again once closed: nothing listens there
+    }
+    String node = "127.0.0.1:" + port;
+    BlockingQueue<String> warnings = new LinkedBlockingQueue<>();
+    Handler capture = new Handler() {
+      @Override
+      public void publish(LogRecord record) {
+        warnings.add(record.getMessage());
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    Logger clientLog = Logger.getLogger(ArenaClient.class.getName());
+    clientLog.addHandler(capture);
+    try {
+      ClientConfig config = ClientConfig.parse(List.of("--address", "main", "--token", "good",
+          "--bot-name", "tester"), Map.of());
+      List<String> opened = new CopyOnWriteArrayList<>();
+      Duration limit = Duration.ofSeconds(1);
+      ArenaClient client = new ArenaClient(channel, config, bot(request -> Moves.show(0, 2)),
+          (address, tls) -> {
+            opened.add(address);
+            return ArenaClient.newChannel(address, tls, config);
+          }, limit);
+      Future<Integer> run = runner.submit(client::run);
+      Stream main = handshake(false);
+
+      long assignedAt = System.nanoTime();
+      main.send(assignment("m-1", node, "t-1"));
+      main.send(assignment("m-2", node, "t-2"));
+      String gaveUp = null;
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (gaveUp == null && System.nanoTime() < deadline) {
+        String message = warnings.poll(100, TimeUnit.MILLISECONDS);
+        if (message != null && message.contains("unreachable")) {
+          gaveUp = message;
+        }
+      }
+      assertNotNull(gaveUp, "the bot should give up on a node it cannot reach");
+      assertTrue(System.nanoTime() - assignedAt >= limit.toNanos(), "not before the limit");
+      assertEquals("node " + node + " unreachable for 1 s; dropping its 2 ticket(s) and letting"
+          + " it go", gaveUp);
+      assertEquals(List.of(node), opened);
+      assertFalse(run.isDone(), "an unreachable node never stops the bot");
+
+      // The node comes up: the bot, holding no ticket for it any more, does not come back ...
+      BlockingQueue<Stream> nodeStreams = new LinkedBlockingQueue<>();
+      fakeReferee(Grpc.newServerBuilderForPort(port, InsecureServerCredentials.create()),
+          authorization -> true, nodeStreams);
+      assertNull(nodeStreams.poll(1500, TimeUnit.MILLISECONDS), "the link was let go");
+
+      // ... until a later assignment there, which starts afresh with its own ticket only.
+      main.send(assignment("m-3", node, "t-3"));
+      Stream fresh = nodeStreams.poll(10, TimeUnit.SECONDS);
+      assertNotNull(fresh, "a later assignment opens a new node stream");
+      assertEquals("Bearer t-3", fresh.authorization());
+      assertEquals(List.of(node, node), opened, "a new link, with a channel of its own");
+      assertTrue(fresh.next().hasHello());
+      fresh.send(welcome(false));
+      fresh.send(matchStart("m-3", false));
+      fresh.send(matchEnded("m-3"));
+      fresh.out().onError(Status.UNAVAILABLE.withDescription("cut").asRuntimeException());
+      assertNull(nodeStreams.poll(1000, TimeUnit.MILLISECONDS),
+          "the dropped tickets t-1 and t-2 reopen nothing");
+
+      main.send(matchStart("m-4", false));
+      main.send(wrap(decision("m-4", 1, 2000, 0)));
+      assertEquals("m-4", main.next().getAction().getMatchId(), "the main stream plays on");
+      run.cancel(true);
+    } finally {
+      clientLog.removeHandler(capture);
+    }
   }
 }

@@ -52,4 +52,19 @@ class NodeTicketsTest {
     assertNull(tickets.newest("node-a:1"));
     assertEquals("t-2b", tickets.newest("node-b:1"));
   }
+
+  @Test
+  void anUnreachableNodeDropsAllOfItsTickets() {
+    NodeTickets tickets = new NodeTickets();
+    tickets.add("node-a:1", "m-1", "t-1");
+    tickets.add("node-a:1", "m-2", "t-2");
+    tickets.add("node-b:1", "m-3", "t-3");
+    assertEquals(2, tickets.dropAll("node-a:1"));
+    assertNull(tickets.newest("node-a:1"));
+    assertEquals("t-3", tickets.newest("node-b:1"), "other nodes keep theirs");
+    assertEquals(0, tickets.dropAll("node-a:1"));
+    tickets.matchEnded("m-1"); // forgotten with its node: nothing to do
+    tickets.add("node-a:1", "m-4", "t-4"); // a later assignment starts afresh
+    assertEquals("t-4", tickets.newest("node-a:1"));
+  }
 }
