@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import pytest
 from scout_arena.record import record_from_json, replay
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
+from test_ladder_processes import wait_for
 from test_referee_e2e import make_self_signed
 from test_starter_kits import KITS, built_kits, require  # noqa: F401
 
@@ -166,14 +167,6 @@ class Cluster:
                 bot.wait(30)
             except subprocess.TimeoutExpired:
                 bot.kill()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.25)
 
 
 def node_of(record: dict[str, Any]) -> str:
@@ -346,19 +339,16 @@ def test_nodes_and_bots_speak_tls_to_a_tls_ladder_and_a_wrong_node_token_is_refu
             "--node-token", NODE_TOKEN, "--table-sizes", "2", "--admin-token", "adm", *tls,
             "-v"], tmp_path / "ladder.log")
         c.ladder.expect("listening on")
-        intruder = Process([
-            *CLI, "referee", "serve", "--port", "0", "--join", c.address, "--ladder-ca",
-            str(cert), "--records", str(tmp_path / "records-x"), "-v"],
-            tmp_path / "intruder.log", env={"SCOUT_NODE_TOKEN": "not-the-token",
-                                            "SCOUT_REFEREE_ADMIN_TOKEN": "adm"})
-        c.nodes["intruder"] = intruder
-        node = Process([
-            *CLI, "referee", "serve", "--port", "0", "--join", c.address, "--ladder-ca",
-            str(cert), *tls, "--node-name", "secure", "--records", str(tmp_path / "records-s"),
-            "-v"], tmp_path / "secure.log",
-            env={"SCOUT_NODE_TOKEN": NODE_TOKEN, "SCOUT_REFEREE_ADMIN_TOKEN": "adm"})
-        c.nodes["secure"] = node
-        node.expect("node of the ladder")
+        def join(name: str, token: str, *extra: str) -> Process:
+            node = c.nodes[name] = Process([
+                *CLI, "referee", "serve", "--port", "0", "--join", c.address, "--ladder-ca",
+                str(cert), "--node-name", name, "--records", str(tmp_path / f"records-{name}"),
+                "-v", *extra], tmp_path / f"{name}.log",
+                env={"SCOUT_NODE_TOKEN": token, "SCOUT_REFEREE_ADMIN_TOKEN": "adm"})
+            return node
+
+        join("intruder", "not-the-token")
+        join("secure", NODE_TOKEN, *tls).expect("node of the ladder")
         for name in tokens:
             c.start_bot(name, [*CLI, "bot", "run", "random", "--ca-cert", str(cert)])
         wait_for(lambda: len(c.finished()) >= 3, 120, "3 matches over TLS")

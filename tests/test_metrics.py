@@ -158,11 +158,12 @@ def test_answers_over_the_decision_time_are_bank_draws() -> None:
     assert other.registry.get_sample_value("scout_bank_draws_total") == 0
 
 
-def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
+def serve_ladder(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """``ladder serve --metrics-port 0`` on a fresh SQLite database, its stdout lines queued."""
     database = f"sqlite:///{tmp_path / 'ladder.db'}"
     process = subprocess.Popen(
         [sys.executable, "-m", "scout_arena.cli", "ladder", "serve", "--database", database,
-         "--port", "0", "--admin-token", "adm", "--metrics-port", "0"],
+         "--port", "0", "--admin-token", "adm", "--metrics-port", "0", *extra],
         stdout=subprocess.PIPE, stderr=(tmp_path / "ladder.log").open("w"), text=True)
     lines: queue.Queue[str] = queue.Queue()
 
@@ -172,12 +173,20 @@ def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
             lines.put(line)
 
     threading.Thread(target=read, daemon=True).start()
+    return process, lines
+
+
+def metrics_url_in(line: str) -> str | None:
+    found = re.fullmatch(r"metrics on (http://127\.0\.0\.1:\d+/metrics)\n", line)
+    return found.group(1) if found else None
+
+
+def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
+    process, lines = serve_ladder(tmp_path)
     try:
         url = None
         while url is None:
-            line = lines.get(timeout=60)
-            found = re.fullmatch(r"metrics on (http://127\.0\.0\.1:\d+/metrics)\n", line)
-            url = found.group(1) if found else None
+            url = metrics_url_in(lines.get(timeout=60))
         samples = scrape(url)
         assert value(samples, "scout_connected_bots") == 0
         assert value(samples, "scout_running_matches") == 0
@@ -185,29 +194,15 @@ def test_the_ladder_serves_its_referees_metrics(tmp_path: Path) -> None:
         assert stop(process, timeout=30) == 0, (tmp_path / "ladder.log").read_text()
 
 
-def test_a_ladder_with_local_nodes_counts_them_in_its_metrics(
-        tmp_path: Path) -> None:
-    database = f"sqlite:///{tmp_path / 'ladder.db'}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "scout_arena.cli", "ladder", "serve", "--database", database,
-         "--port", "0", "--admin-token", "adm", "--metrics-port", "0", "--nodes", "2",
-         "--node-records", str(tmp_path / "nodes")],
-        stdout=subprocess.PIPE, stderr=(tmp_path / "ladder.log").open("w"), text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
+def test_a_ladder_with_local_nodes_counts_them_in_its_metrics(tmp_path: Path) -> None:
+    process, lines = serve_ladder(tmp_path, "--nodes", "2", "--node-records",
+                                  str(tmp_path / "nodes"))
     try:
         url = None
         nodes_line = ""
         while not (url and nodes_line):
             line = lines.get(timeout=90)
-            found = re.fullmatch(r"metrics on (http://127\.0\.0\.1:\d+/metrics)\n", line)
-            url = found.group(1) if found else url
+            url = metrics_url_in(line) or url
             nodes_line = line if "local referee nodes on" in line else nodes_line
         deadline = time.monotonic() + 30
         while value(scrape(url), "scout_ladder_nodes") != 2:

@@ -294,12 +294,8 @@ class Connection:
                 await self._session()
                 problem = "the referee ended the stream"
             except aio.AioRpcError as error:
+                self._raise_if_rejected(error)
                 code, details = error.code(), error.details() or ""
-                if _is_rejection(code, details):
-                    raise ConnectionRejected(
-                        code, details, self._last_error,
-                        local=_is_local_metadata_error(code, details),
-                    ) from None
                 problem = f"{code.name}: {details}" if details else code.name
             except Exception as error:  # keep playing through anything else, but say so
                 log.exception("the stream failed unexpectedly")
@@ -339,15 +335,19 @@ class Connection:
         try:
             await self._session()
         except aio.AioRpcError as error:
-            code, details = error.code(), error.details() or ""
-            if _is_rejection(code, details):
-                raise ConnectionRejected(
-                    code, details, self._last_error,
-                    local=_is_local_metadata_error(code, details),
-                ) from None
+            self._raise_if_rejected(error)
             if self._goodbye is None:
                 raise
         return self._goodbye
+
+    def _raise_if_rejected(self, error: aio.AioRpcError) -> None:
+        """ConnectionRejected for a status that retrying cannot fix."""
+        code, details = error.code(), error.details() or ""
+        if _is_rejection(code, details):
+            raise ConnectionRejected(
+                code, details, self._last_error,
+                local=_is_local_metadata_error(code, details),
+            ) from None
 
     async def _session(self) -> None:
         """One Play stream, until the referee ends it (returns, or raises AioRpcError with the
