@@ -135,7 +135,7 @@ def client_main(args: argparse.Namespace) -> int:
         async def choose_rotation(self, request: Any) -> bool:  # type: ignore[override]
             return RandomBot.choose_rotation(self, request)
 
-        async def on_match_start(self, start: Any) -> None:  # type: ignore[override]
+        async def on_match_start(self, start: Any) -> None:
             if self.seated_at is None:
                 self.seated_at = time.monotonic()
                 client.check()
