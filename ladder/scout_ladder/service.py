@@ -711,7 +711,9 @@ class Ladder:
         if record is None or record.status != "finished" or record.outcome is None:
             why = failure or "it was aborted on the node"
             if flight is not None:
-                await self._settle_void(flight, f"node {node.name}: {why}")
+                # Paused: the ladder is stopping its local nodes, which abort what they play.
+                await self._settle_void(flight, VOID_AT_STOP if self._paused else
+                                        f"node {node.name}: {why}")
             return False, f"not rated: {why}"
         if flight is None:
             return await self._late_report(match_id, record)
