@@ -51,6 +51,7 @@ import resource
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ THIS_SCRIPT = Path(__file__).resolve()
 PYTHON = sys.executable
 ADMIN_TOKEN = "soak-admin"
 MAX_CREATING = 32
-"""CreateMatch calls the driver keeps in flight at once."""
+"""CreateMatch calls the driver keeps in flight at once (``--create-concurrency``)."""
 BOTS_PER_PROCESS = 1250
 CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),  # a TCP connection per channel, i.e. per bot
@@ -369,8 +370,12 @@ class Keeper:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     seed: int = 1
-    in_flight: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CREATING))
+    create_concurrency: int = MAX_CREATING
+    in_flight: asyncio.Semaphore = field(init=False)
     """An organiser's client keeps a bounded number of calls open (and backs off on errors)."""
+
+    def __post_init__(self) -> None:
+        self.in_flight = asyncio.Semaphore(self.create_concurrency)
 
     async def create(self, replacing: bool = False) -> None:
         metadata = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
@@ -516,6 +521,26 @@ def rss_figures(samples: list[Sample], idle_kb: int, hwm_kb: int, window_end: fl
     return out
 
 
+def loop_lag_quantiles(url: str) -> JSON:
+    """Upper bucket bounds of the p50, p99 and p99.9 of the referee's loop lag (its histogram)."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    buckets: list[tuple[float, float]] = []
+    for line in text.splitlines():
+        if line.startswith("scout_event_loop_lag_seconds_bucket"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((math.inf if bound == "+Inf" else float(bound),
+                            float(line.rsplit(" ", 1)[1])))
+    total = buckets[-1][1] if buckets else 0.0
+    if not total:
+        return {"samples": 0}
+
+    def quantile(q: float) -> float:
+        return next(bound for bound, count in buckets if count >= q * total)
+
+    return {"samples": int(total), "p50_le_ms": quantile(0.5) * 1000,
+            "p99_le_ms": quantile(0.99) * 1000, "p999_le_ms": quantile(0.999) * 1000}
+
+
 async def health(address: str) -> str:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -550,13 +575,15 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
     referee = await spawn("referee", [
         PYTHON, "-m", "scout_arena.cli", "referee", "serve", "--port", str(port),
         "--records", str(records), "--admin-token", ADMIN_TOKEN, "--tokens", str(tokens_file),
-        "--decision-ms", str(args.decision_ms), "--time-bank-ms", str(args.time_bank_ms)], work)
+        "--decision-ms", str(args.decision_ms), "--time-bank-ms", str(args.time_bank_ms),
+        "--metrics-port", "0"], work)
     clients: list[ClientChild] = []
     result: JSON = {"benchmark": "scout-arena soak", **environment(),
                     "setup": {"bots": args.bots, "matches": args.matches,
                               "seconds": args.seconds, "players": args.players,
                               "decision_ms": args.decision_ms,
                               "time_bank_ms": args.time_bank_ms, "bot_procs": procs,
+                              "create_concurrency": args.create_concurrency,
                               "nofile": nofile}}
     channel = grpc.aio.insecure_channel(address)
     stub = matches_pb2_grpc.MatchesStub(channel)
@@ -565,6 +592,8 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
     keeper: Keeper | None = None
     try:
         await referee.expect("referee listening on ", timeout=120)
+        metrics_url = (await referee.expect("metrics on ", timeout=30)).split("metrics on ")[1]
+        metrics_url = metrics_url.strip()
         console.print(f"[dim]referee up ({time.monotonic() - started:.1f} s); connecting "
                       f"{args.bots:,} bots from {procs} processes[/]")
         connect_started = time.monotonic()
@@ -591,7 +620,8 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
 
         idle_bots = deque(bot_name(i) for i in range(args.bots))
         keeper = Keeper(stub, idle_bots, args.players, args.matches, game_pb2.TimeControl(
-            decision_ms=args.decision_ms, time_bank_ms=args.time_bank_ms))
+            decision_ms=args.decision_ms, time_bank_ms=args.time_bank_ms),
+            create_concurrency=args.create_concurrency)
         for client in clients:
             client.on_match_end = keeper.on_end
         sample_task = asyncio.create_task(sampler(referee.pid, keeper, samples))
@@ -622,6 +652,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         if status:
             samples.append(Sample(time.monotonic(), status["VmRSS"], keeper.finished, 0))
         result["health_at_end"] = await health(address)
+        result["loop_lag"] = await asyncio.to_thread(loop_lag_quantiles, metrics_url)
         per_client = await asyncio.gather(*(c.stats(t0, t1) for c in clients))
         window = t1 - t0
         decisions = sum(s["decisions"] for s in per_client)
@@ -740,6 +771,11 @@ def report(console: Console, data: JSON) -> None:
                  ("initial fill (all matches created at once)",
                   f"{create['initial_fill_s']:.1f} s"),
                  ("CreateMatch errors", json.dumps(create["errors"]) or "{}"),
+                 ("CreateMatch calls in flight at most", str(data["setup"].get(
+                     "create_concurrency", MAX_CREATING))),
+                 ("referee loop lag p50 / p99 / p99.9 (histogram bound)",
+                  " / ".join(f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
+                             for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms"))),
                  ("referee CPU share in window", f"{data['cpu_share']['referee']:.0%}"),
                  ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}")]
     records = data.get("records", {})
@@ -785,6 +821,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connect-concurrency", type=int, default=64,
                         help="connections each client process opens at once")
     parser.add_argument("--connect-timeout", type=float, default=600.0)
+    parser.add_argument("--create-concurrency", type=int, default=MAX_CREATING, metavar="N",
+                        help=f"CreateMatch calls kept in flight (default {MAX_CREATING})")
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and records in DIR")
     parser.add_argument("--full", action="store_true",

@@ -103,6 +103,10 @@ def test_a_match_of_two_greedy_bots_is_counted(tmp_path: Path) -> None:
     assert value(samples, "scout_time_losses_total") == 0
     assert value(samples, "scout_forfeits_total") == 0
     assert value(samples, "scout_bank_draws_total") <= actions + rotations
+    # The loop was sampled every 5 ms while the match ran.
+    assert value(samples, "scout_event_loop_lag_seconds_count") > 0
+    assert value(samples, "scout_event_loop_lag_seconds_bucket", le="+Inf") == \
+        value(samples, "scout_event_loop_lag_seconds_count")
     assert value(samples, "process_resident_memory_bytes") > 10_000_000
     assert ("python_info", frozenset()) not in samples  # python_info has labels
     assert any(name == "python_info" for name, _ in samples)

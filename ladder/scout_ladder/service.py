@@ -476,7 +476,7 @@ class Ladder:
         for challenge in await asyncio.to_thread(self.repo.open_challenges):
             names = [challenge.bot, *challenge.opponents]
             if all(n in idle for n in names) and not self._stopping and self._room() != 0:
-                await self._start(names, challenge_id=challenge.id)
+                await self._begin(names, challenge_id=challenge.id)
                 for n in names:
                     idle.pop(n, None)
         if not idle:
@@ -494,9 +494,27 @@ class Ladder:
             if table is None:
                 return
             names = [c.name for c in table]
-            await self._start(names, challenge_id=None)
+            await self._begin(names, challenge_id=None)
             chosen = set(names)
             candidates = [c for c in candidates if c.name not in chosen]
+
+    async def _begin(self, names: list[str], challenge_id: int | None) -> None:
+        """Start a table: on the ladder's own referee (awaited, one by one), or on a node,
+        whose room and bots are reserved now and the rest done in a task of its own, so that
+        a pass seats thousands of bots without waiting on each write and reply in turn."""
+        if self.nodes is None:
+            await self._start(names, challenge_id)
+            return
+        node = self.nodes.place(names)
+        if node is None:
+            return
+        intent_id = f"m-{secrets.token_hex(8)}"
+        node.matches.add(intent_id)
+        self._hold_seats(intent_id, names)
+        for n in names:
+            self.idle_since.pop(n, None)
+        self._spawn(self._start_on_node(node, intent_id, names, challenge_id),
+                    f"start match {intent_id} on node {node.name}")
 
     async def _start(self, names: list[str], challenge_id: int | None) -> None:
         """Writes the match, then has the referee start it (see the module docstring)."""
@@ -519,9 +537,6 @@ class Ladder:
             raise
         if self._stopping:
             await self._void_intent(intent_id, VOID_BEFORE_START)
-            return
-        if self.nodes is not None:
-            await self._start_on_node(self.nodes, intent_id, names, seed, challenge_id)
             return
         try:
             match_id = self.referee.create_match(names, seed)
@@ -601,37 +616,58 @@ class Ladder:
                 self.idle_since[name] = now
         self._wake.set()
 
-    async def _start_on_node(self, nodes: NodeRegistry, intent_id: str, names: list[str],
-                             seed: int, challenge_id: int | None) -> None:
-        """Place a written match on a node, then tell its bots where to play it."""
-        node = nodes.place(names)
-        if node is None:
-            await self._void_intent(intent_id, "no referee node had room for it")
+    async def _start_on_node(self, node: NodeSession, intent_id: str, names: list[str],
+                             challenge_id: int | None) -> None:
+        """Write a match reserved on a node (`_begin`), have the node take it, then tell its
+        bots where to play it. Whatever stops it first gives the reservation back."""
+        self.rng.shuffle(names)
+        seed = self.rng.getrandbits(64)
+        seats = [(n, self.versions.get(n, 1)) for n in names]
+        try:
+            await self._db(f"write match {intent_id} before it starts", self.repo.start_match,
+                           intent_id, len(names), seed, seats, challenge_id is None,
+                           challenge_id, give_up=lambda: self._stopping)
+        except StorageError as exc:  # refused: a bot was retired meanwhile, ...
+            self._unreserve(node, intent_id, names)
+            log.warning("not starting a match of %s: %s", ", ".join(names), exc)
+            return
+        except BaseException:
+            self._unreserve(node, intent_id, names)
+            # The row may have been written (the answer to its commit was lost): ours to void.
+            self._unsettled_intents.add(intent_id)
+            if self._stopping:
+                return
+            raise
+        if self._stopping or not node.alive:
+            self._unreserve(node, intent_id, names)
+            await self._void_intent(intent_id, VOID_BEFORE_START if self._stopping else
+                                    f"its referee node {node.name} was lost before it began")
             return
         flight = _Flight(intent_id, intent_id, challenge_id, players=tuple(names),
                          node=node.address)
         self._flights[intent_id] = flight
-        self._hold_seats(intent_id, names)
-        for n in names:
-            self.idle_since.pop(n, None)
         tickets = [(n, secrets.token_urlsafe(24)) for n in names]
         tc = self.config.time_control
         reply = await node.assign(intent_id, tickets, seed, game_pb2.TimeControl(
             decision_ms=tc.decision_ms, time_bank_ms=tc.time_bank_ms,
             no_time_bank=tc.time_bank_ms == 0), self.config.join_timeout_s)
         if not reply.accepted:
-            node.matches.discard(intent_id)
             if self._flights.pop(intent_id, None) is not None:
-                self._release_seats(intent_id, names)
+                self._unreserve(node, intent_id, names)
                 await self._void_intent(intent_id,
                                         f"node {node.name} did not take it: {reply.reason}")
             return
+        assert self.nodes is not None
         for name, ticket in tickets:
-            nodes.last_node[name] = node.address
+            self.nodes.last_node[name] = node.address
             if not self.referee.send_assignment(name, intent_id, node.address, ticket,
                                                 node.tls):
                 log.info("bot %s left before it was told where match %s is played; its seat "
                          "forfeits unless it comes back in time", name, intent_id)
+
+    def _unreserve(self, node: NodeSession, intent_id: str, names: Sequence[str]) -> None:
+        node.matches.discard(intent_id)
+        self._release_seats(intent_id, names)
 
     def node_attached(self, node: NodeSession, running: Sequence[str],
                       previous: NodeSession | None) -> None:

@@ -27,8 +27,11 @@ TICK_S = 0.005
 class LoopLag:
     """The lateness of one event loop, sampled while ``active()`` says there is work."""
 
-    def __init__(self, active: Callable[[], bool]) -> None:
+    def __init__(self, active: Callable[[], bool],
+                 observe: Callable[[float], None] | None = None) -> None:
+        """``observe`` is given each tick's lateness (the loop lag histogram, `metrics`)."""
         self._active = active
+        self._observe = observe
         self._due = 0.0
         self._last = 0.0
         self._handle: asyncio.TimerHandle | None = None
@@ -42,6 +45,8 @@ class LoopLag:
     def _tick(self) -> None:
         now = time.monotonic()
         self._last = max(0.0, now - self._due)
+        if self._observe is not None:
+            self._observe(self._last)
         if not self._active():
             self._handle = None
             self._last = 0.0

@@ -28,6 +28,9 @@ DECISION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
                       10.0, 30.0, 60.0)
 """Bounds of the decision latency histogram, in seconds (a decision time is 1 s by default)."""
 
+LOOP_LAG_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+"""Bounds of the loop lag histogram, in seconds."""
+
 REQUEST_KINDS = ("rotation", "decision")
 
 
@@ -64,6 +67,10 @@ class RefereeMetrics:
         self.time_losses = Counter(
             "scout_time_losses", "Requests that timed out (decision time and bank spent): "
             "a strike each, and the referee played the fallback.", registry=registry)
+        self.loop_lag = Histogram(
+            "scout_event_loop_lag_seconds", "How late the referee's event loop ran, sampled "
+            "every 5 ms while matches run: the time the referee itself adds to every message "
+            "(credited back to the bots' clocks).", buckets=LOOP_LAG_BUCKETS_S, registry=registry)
         self.forfeits = Counter(
             "scout_forfeits", "Seats that forfeited (strikes, a disconnection past the "
             "grace, or absent when the match began).", registry=registry)

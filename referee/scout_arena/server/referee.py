@@ -85,10 +85,10 @@ class Referee:
         self._idle.set()
         self._wire: Wire | None = None
         self.on_match_finished: list[Callable[[MatchRunner], None]] = []
-        self.loop_lag = LoopLag(lambda: bool(self.matches.running))
-        """How far behind the loop runs, credited to answers read late (`looplag`)."""
         self.on_connect: list[Callable[[BotEntry], None]] = []
         self.metrics = RefereeMetrics()
+        self.loop_lag = LoopLag(lambda: bool(self.matches.running), self.metrics.loop_lag.observe)
+        """How far behind the loop runs, credited to answers read late (`looplag`)."""
         """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
         self.metrics.count_running_matches(lambda: len(self.matches.running))
         self.tickets = TicketBook()
