@@ -19,7 +19,13 @@ from typing import Any
 import grpc
 import pytest
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
-from scout_ladder.matchmaker import Candidate, MatchmakerConfig, choose_table, why_no_table
+from scout_ladder.matchmaker import (
+    Candidate,
+    MatchmakerConfig,
+    choose_table,
+    choose_tables,
+    why_no_table,
+)
 from scout_ladder.repository import InvalidInputError, Repository
 from scout_ladder.service import Ladder, LadderConfig
 from sqlalchemy import create_engine, inspect
@@ -227,6 +233,49 @@ def test_the_matchmaker_seats_only_allowed_sizes() -> None:
         else:
             assert table is not None and len(table) in sizes
             assert len({c.owner for c in table}) == len(table)
+
+
+def test_a_pass_seats_every_bot_it_can_once_in_allowed_tables_of_distinct_owners() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        sizes = tuple(sorted(rng.sample([2, 3, 4, 5], rng.randint(1, 3))))
+        owners = rng.randint(1, 40)
+        candidates = [Candidate(f"b{i}", f"o{rng.randrange(owners)}", rng.gauss(25, 3), 5.0,
+                                rng.randrange(20), rng.random() * 60)
+                      for i in range(rng.randint(0, 200))]
+        config = MatchmakerConfig(table_sizes=sizes)
+        limit = rng.choice([None, 1, 3])
+        tables = choose_tables(candidates, config, rng, limit)
+        seated = [c.name for table in tables for c in table]
+        assert len(seated) == len(set(seated)), "a bot at two tables"
+        assert limit is None or len(tables) <= limit
+        for table in tables:
+            assert len(table) in sizes
+            assert len({c.owner for c in table}) == len(table)
+        if limit is None:  # what is left cannot fill a table any more
+            rest = {c.name: c.owner for c in candidates if c.name not in set(seated)}
+            assert not rest or why_no_table(rest, config) is not None
+
+
+def test_a_pass_draws_seeds_by_weight_and_pairs_neighbours_in_mu() -> None:
+    rng = random.Random(3)
+    # One bot waits long: seed weight 21.4 against 1.42 for each of 60 others, so it seeds the
+    # first table with probability 21.4 / (21.4 + 60 x 1.42) = 0.20 (uniform: 0.016).
+    first_has_waiter = 0
+    for _ in range(200):
+        candidates = [Candidate(f"b{i}", f"o{i}", 25.0, 8.3, 50, 0.0) for i in range(60)]
+        candidates.append(Candidate("waiter", "ow", 25.0, 8.3, 50, 600.0))
+        tables = choose_tables(candidates, MatchmakerConfig(table_sizes=(2,)), rng)
+        first_has_waiter += tables[0][0].name == "waiter"
+    assert 20 <= first_has_waiter <= 70
+    # Far apart in mu, with no blur: a seed meets its nearest free bot (random pairs of these
+    # would be about 133 apart).
+    ladder = [Candidate(f"b{i}", f"o{i}", 10.0 * i, 1.0, 5, 0.0) for i in range(40)]
+    tables = choose_tables(ladder, MatchmakerConfig(table_sizes=(2,), spread=0.0), rng)
+    gaps = [abs(a.mu - b.mu) for a, b in tables]
+    assert len(gaps) == 20
+    assert sum(gaps) / len(gaps) <= 30.0
+    assert sum(gap == 10.0 for gap in gaps) >= 12
 
 
 def test_serve_says_when_the_bots_cannot_fill_any_allowed_table(

@@ -55,7 +55,7 @@ from scout_arena.server import RefereeFacade, TimeControl, TlsConfig
 from .matchmaker import (
     Candidate,
     MatchmakerConfig,
-    choose_table,
+    choose_tables,
     unfillable_sizes,
     why_no_table,
 )
@@ -489,14 +489,16 @@ class Ladder:
             games = stored[name].games if name in stored else 0
             candidates.append(Candidate(name, self.owners.get(name, ""), rating.mu, rating.sigma,
                                         games, now - self.idle_since.get(name, now)))
-        while not self._stopping and self._room() != 0:
-            table = choose_table(candidates, self.config.matchmaker, self.rng)
-            if table is None:
+        # The whole pass's tables at once, off the loop (10,000 idle bots: about 0.5 s).
+        rng = random.Random(self.rng.getrandbits(64))
+        tables = await asyncio.to_thread(choose_tables, candidates, self.config.matchmaker,
+                                         rng, self._room())
+        for count, table in enumerate(tables, 1):
+            if self._stopping or self._room() == 0:
                 return
-            names = [c.name for c in table]
-            await self._begin(names, challenge_id=None)
-            chosen = set(names)
-            candidates = [c for c in candidates if c.name not in chosen]
+            await self._begin([c.name for c in table], challenge_id=None)
+            if count % 100 == 0:
+                await asyncio.sleep(0)  # a pass of thousands of tables lets the loop breathe
 
     async def _begin(self, names: list[str], challenge_id: int | None) -> None:
         """Start a table: on the ladder's own referee (awaited, one by one), or on a node,
