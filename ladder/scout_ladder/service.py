@@ -518,11 +518,13 @@ class Ladder:
         self._spawn(self._start_on_node(node, intent_id, names, challenge_id),
                     f"start match {intent_id} on node {node.name}")
 
-    async def _start(self, names: list[str], challenge_id: int | None) -> None:
-        """Writes the match, then has the referee start it (see the module docstring)."""
+    async def _write_intent(self, intent_id: str, names: list[str],
+                            challenge_id: int | None) -> int | None:
+        """Commit the match's row before it can start (step 1 of the module docstring): its
+        seed, or None when the repository refused it (a bot was retired meanwhile) or the
+        ladder stopped during the write. Seats are shuffled here."""
         self.rng.shuffle(names)
         seed = self.rng.getrandbits(64)
-        intent_id = f"m-{secrets.token_hex(8)}"
         seats = [(n, self.versions.get(n, 1)) for n in names]
         try:
             await self._db(f"write match {intent_id} before it starts", self.repo.start_match,
@@ -530,13 +532,21 @@ class Ladder:
                            challenge_id, give_up=lambda: self._stopping)
         except StorageError as exc:  # refused: a bot was retired meanwhile, ...
             log.warning("not starting a match of %s: %s", ", ".join(names), exc)
-            return
+            return None
         except BaseException:
             # The row may have been written (the answer to its commit was lost): ours to void.
             self._unsettled_intents.add(intent_id)
             if self._stopping:
-                return
+                return None
             raise
+        return seed
+
+    async def _start(self, names: list[str], challenge_id: int | None) -> None:
+        """Writes the match, then has the referee start it (see the module docstring)."""
+        intent_id = f"m-{secrets.token_hex(8)}"
+        seed = await self._write_intent(intent_id, names, challenge_id)
+        if seed is None:
+            return
         if self._stopping:
             await self._void_intent(intent_id, VOID_BEFORE_START)
             return
@@ -622,26 +632,15 @@ class Ladder:
                              challenge_id: int | None) -> None:
         """Write a match reserved on a node (`_begin`), have the node take it, then tell its
         bots where to play it. Whatever stops it first gives the reservation back."""
-        self.rng.shuffle(names)
-        seed = self.rng.getrandbits(64)
-        seats = [(n, self.versions.get(n, 1)) for n in names]
+        seed = None
         try:
-            await self._db(f"write match {intent_id} before it starts", self.repo.start_match,
-                           intent_id, len(names), seed, seats, challenge_id is None,
-                           challenge_id, give_up=lambda: self._stopping)
-        except StorageError as exc:  # refused: a bot was retired meanwhile, ...
-            self._unreserve(node, intent_id, names)
-            log.warning("not starting a match of %s: %s", ", ".join(names), exc)
+            seed = await self._write_intent(intent_id, names, challenge_id)
+        finally:
+            if seed is None or self._stopping or not node.alive:
+                self._unreserve(node, intent_id, names)
+        if seed is None:
             return
-        except BaseException:
-            self._unreserve(node, intent_id, names)
-            # The row may have been written (the answer to its commit was lost): ours to void.
-            self._unsettled_intents.add(intent_id)
-            if self._stopping:
-                return
-            raise
         if self._stopping or not node.alive:
-            self._unreserve(node, intent_id, names)
             await self._void_intent(intent_id, VOID_BEFORE_START if self._stopping else
                                     f"its referee node {node.name} was lost before it began")
             return
