@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from scout.v1 import matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_from_json, replay
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
@@ -138,6 +140,14 @@ class Cluster:
             else:
                 self.start_bot(name, [*CLI, "bot", "run", "random"])
 
+    def running_on(self, name: str) -> int:
+        """Matches running on a node now, from its Matches service."""
+        with grpc.insecure_channel(f"127.0.0.1:{self.node_ports[name]}") as channel:
+            listed = matches_pb2_grpc.MatchesStub(channel).ListMatches(
+                matches_pb2.ListMatchesRequest(status=matches_pb2.MATCH_STATUS_RUNNING),
+                metadata=[("authorization", "Bearer adm")], timeout=10)
+        return len(listed.matches)
+
     def finished(self) -> dict[str, dict[str, Any]]:
         """Finished matches: id -> record JSON."""
         out = {}
@@ -233,13 +243,22 @@ def test_a_node_killed_mid_run_loses_only_its_running_matches_and_its_bots_play_
         cluster: Cluster) -> None:
     cluster.start_python_bots(BOTS)
     wait_for(lambda: len(cluster.finished()) >= 15, 180, "15 finished matches")
-    victim = cluster.nodes["n2"]
+    # The victim: a node with a match running now (placement may leave one idle a while).
+    busy: list[str] = []
+
+    def found_busy() -> bool:
+        busy[:] = [n for n in cluster.nodes if cluster.running_on(n)]
+        return bool(busy)
+
+    wait_for(found_busy, 60, "a node with a running match")
+    name = busy[0]
+    victim = cluster.nodes[name]
     killed_at = time.time()
     victim.process.kill()
     victim.process.wait()
     finished_before = set(cluster.finished())
     # Its matches are voided, saying so, and every bot is seated again, elsewhere, in 15 s.
-    wait_for(lambda: any("n2" in r and "was lost" in r for r in cluster.voids().values()),
+    wait_for(lambda: any(name in r and "was lost" in r for r in cluster.voids().values()),
              15, "a void naming the lost node")
 
     def everyone_seated_again() -> bool:
@@ -250,12 +269,12 @@ def test_a_node_killed_mid_run_loses_only_its_running_matches_and_its_bots_play_
     wait_for(everyone_seated_again, 15, "every bot seated in a new match within 15 s")
     records = cluster.finished()
     assert finished_before <= set(records), "a finished match was lost"
-    assert all(node_of(records[m]) != "n2" for m in set(records) - finished_before), \
+    assert all(node_of(records[m]) != name for m in set(records) - finished_before), \
         "a match was played on the dead node"
     # The node comes back on its port and registers again; matches go to it again.
-    cluster.start_node("n2")
+    cluster.start_node(name)
     count = len(records)
-    wait_for(lambda: any(node_of(r) == "n2" for m, r in cluster.finished().items()
+    wait_for(lambda: any(node_of(r) == name for m, r in cluster.finished().items()
                          if m not in records), 90, "a match on the restarted node")
     assert len(cluster.finished()) > count
     assert_every_record_replays(cluster.finished())
