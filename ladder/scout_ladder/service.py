@@ -766,13 +766,7 @@ class Ladder:
             return False, "unknown match"
         if summary.status != "void" or (summary.seats and summary.seats[0].rank is not None):
             return False, f"already {summary.status}"
-        outcome = record.outcome
-        assert outcome is not None
-        results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
-                              forfeited=i in outcome.forfeits,
-                              timeouts=outcome.seats[i].timeouts,
-                              illegal_actions=outcome.seats[i].illegal_actions)
-                   for i, name in enumerate(outcome.players)]
+        results = _seat_results(record)
         await self._db(f"keep the late record of match {match_id}", self.repo.finish_match,
                        match_id, json.dumps(record_to_json(record)), results, {})
         log.warning("match %s ended after it was voided (%s): its record is kept, it is not "
@@ -857,11 +851,7 @@ class Ladder:
         outcome = record.outcome
         assert outcome is not None
         rated = flight.challenge_id is None
-        results = [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
-                              forfeited=i in outcome.forfeits,
-                              timeouts=outcome.seats[i].timeouts,
-                              illegal_actions=outcome.seats[i].illegal_actions)
-                   for i, name in enumerate(outcome.players)]
+        results = _seat_results(record)
         record_json = json.dumps(record_to_json(record))
         row_id = await self._row_id(flight)
         async with self._finish_lock:
@@ -910,6 +900,16 @@ class Ladder:
             self.unschedulable[name] = f"probation: {reason}"
             await asyncio.to_thread(self.repo.set_probation, name, reason)
             log.warning("bot %s on probation: %s", name, reason)
+
+
+def _seat_results(record: MatchRecord) -> list[SeatResult]:
+    """Each seat's result of a finished match, as the repository stores it."""
+    outcome = record.outcome
+    assert outcome is not None
+    return [SeatResult(seat=i, bot=name, score=outcome.totals[i], rank=outcome.ranks[i],
+                       forfeited=i in outcome.forfeits, timeouts=outcome.seats[i].timeouts,
+                       illegal_actions=outcome.seats[i].illegal_actions)
+            for i, name in enumerate(outcome.players)]
 
 
 def _cancel(match_id: str, reason: str) -> nodes_pb2.LadderMessage:
