@@ -484,6 +484,22 @@ def _open(driver: Any, url: str, page: str) -> None:
         == page)
 
 
+def _attrs(driver: Any, selector: str, attribute: str) -> list[str]:
+    """Read one attribute of every matching element in a single script.
+
+    The leaderboard and the match lists redraw themselves on a timer; reading
+    element by element can meet a row that was replaced in between.
+    """
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map((e) => e.getAttribute(arguments[1]));", selector, attribute))
+
+
+def _click(driver: Any, selector: str) -> None:
+    """Click the element matching *selector* now, as found in the same script."""
+    driver.execute_script("document.querySelector(arguments[0]).click();", selector)
+
+
 def _shot(driver: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
@@ -494,18 +510,15 @@ def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str,
     from selenium.webdriver.common.by import By
 
     _open(browser, f"{ladder_site}/#/", "leaderboard")
-    rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
-    shown = [r.get_attribute("data-bot") for r in rows]
+    shown = _attrs(browser, "#leaderboard tbody tr", "data-bot")
     assert shown == [r.bot for r in ladder_repo.leaderboard()]
     _shot(browser, "leaderboard")
     # clicking "Bot" sorts by name, clicking again reverses
-    browser.find_element(By.CSS_SELECTOR, "th[data-key=bot]").click()
-    names = [r.get_attribute("data-bot")
-             for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    _click(browser, "th[data-key=bot]")
+    names = _attrs(browser, "#leaderboard tbody tr", "data-bot")
     assert names == sorted(names)
-    browser.find_element(By.CSS_SELECTOR, "th[data-key=bot]").click()
-    names = [r.get_attribute("data-bot")
-             for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    _click(browser, "th[data-key=bot]")
+    names = _attrs(browser, "#leaderboard tbody tr", "data-bot")
     assert names == sorted(names, reverse=True)
 
     _open(browser, f"{ladder_site}/#/bot/alpha", "bot")
@@ -518,14 +531,12 @@ def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str,
     _shot(browser, "bot-profile")
 
     _open(browser, f"{ladder_site}/#/matches?bot=delta", "matches")
-    ids = [r.get_attribute("data-match")
-           for r in browser.find_elements(By.CSS_SELECTOR, "table.matches tbody tr")]
+    ids = _attrs(browser, "table.matches tbody tr", "data-match")
     assert ids == ["m-0004", "m-0003"]
     _shot(browser, "matches")
 
 
 def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> None:
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     repo = _new_ladder(tmp_path / "fresh.db", [("alpha", "ann"), ("bravo", "bob"),
@@ -536,8 +547,7 @@ def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> N
             _open(browser, f"{url}/#/", "leaderboard")
 
             def shown(driver: Any) -> list[str]:
-                return [r.get_attribute("data-bot")
-                        for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+                return _attrs(driver, "#leaderboard tbody tr", "data-bot")
 
             assert sorted(shown(browser)) == ["alpha", "bravo"]
             _seed_ladder(repo, [("f-2", 22, [("echo", "greedy"), ("bravo", "random")])])
