@@ -40,6 +40,11 @@ class Bot(ABC):
     """The display name sent in Hello (the referee's name for the token is authoritative)."""
     version: str = "0"
     """Free text sent in Hello, e.g. a git hash, to tell versions apart in logs."""
+    quick: bool = False
+    """True for a bot whose plain methods return at once (well under a millisecond, as the
+    bundled random and greedy bots do): the SDK then calls them on its event loop instead of
+    handing each to a worker thread, which costs more than such a bot's thinking. A quick bot
+    that is slow after all stalls every match of the process while it thinks."""
 
     @abstractmethod
     def act(self, observation: Observation) -> Action | Awaitable[Action]:

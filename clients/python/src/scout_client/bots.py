@@ -9,7 +9,7 @@ import threading
 from collections.abc import Sequence
 
 from .bot import Bot
-from .groups import group_strength, hand_potential
+from .groups import group_strength, groups_in, hand_potential
 from .types import (
     Action,
     MatchEnded,
@@ -30,6 +30,7 @@ class RandomBot(Bot):
     same whatever else runs concurrently."""
 
     name = "random"
+    quick = True
     version = "2"
 
     def __init__(self, seed: int | None = None) -> None:
@@ -83,6 +84,7 @@ class GreedyBot(Bot):
 
     name = "greedy"
     version = "1"
+    quick = True
 
     def choose_rotation(self, request: RotationRequest) -> bool:
         return hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
@@ -105,14 +107,19 @@ class GreedyBot(Bot):
 
     @staticmethod
     def _scout_and_show(observation: Observation) -> ScoutAndShow | None:
+        if not observation.scout_and_show_available:
+            return None
         need = max(2, len(observation.active_set))
         best: ScoutAndShow | None = None
         best_key: tuple[int, int, int] | None = None
-        for combo in observation.scout_and_shows():
-            if combo.show.length < need:
-                continue
-            faces = tuple(card.face for card in observation.hand_after(combo.scout))
-            key = _weakness(faces, combo.show)
-            if best_key is None or key > best_key:
-                best, best_key = combo, key
+        # Observation.scout_and_shows() in its order, each Scout's hand built once.
+        for scout in observation.legal_scouts:
+            faces = tuple(card.face for card in observation.hand_after(scout))
+            remaining = [card.face for card in observation.active_after(scout)]
+            for show in groups_in(faces, remaining):
+                if show.length < need:
+                    continue
+                key = _weakness(faces, show)
+                if best_key is None or key > best_key:
+                    best, best_key = ScoutAndShow(scout, show), key
         return best

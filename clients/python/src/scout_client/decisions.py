@@ -19,7 +19,7 @@ import contextvars
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -55,9 +55,31 @@ class BotCalls:
         self.bot = bot
         self._executor = executor
 
+    def inline(self, method: Callable[[Any], object]) -> bool:
+        """Whether `method` is called on the event loop: a plain method of a `Bot.quick`
+        bot."""
+        return self.bot.quick and not inspect.iscoroutinefunction(method)
+
+    def overrides(self, name: str) -> bool:
+        """Whether the bot has its own hook `name` (the base class's do nothing)."""
+        return getattr(type(self.bot), name, None) is not getattr(Bot, name, None)
+
+    def hook_now(self, name: str, argument: object) -> Awaitable[object] | None:
+        """Call hook `name` at once; for hooks the bot does not override or runs `inline`.
+        None when done (an exception is logged), else what is left to await."""
+        if not self.overrides(name):
+            return None
+        method = getattr(self.bot, name)
+        try:
+            result = method(argument)
+        except Exception:
+            log.exception("the bot's %s raised", name)
+            return None
+        return result if inspect.isawaitable(result) else None
+
     async def invoke(self, method: Callable[[Any], object], argument: object) -> object:
         result: object
-        if inspect.iscoroutinefunction(method):
+        if inspect.iscoroutinefunction(method) or self.bot.quick:
             result = method(argument)
         else:
             loop = asyncio.get_running_loop()
@@ -72,7 +94,7 @@ class BotCalls:
         """Call the hook `name` if the bot overrides it; an exception is logged, not raised,
         so a broken hook does not stop the match."""
         method = getattr(self.bot, name, None)
-        if method is None or getattr(type(self.bot), name, None) is getattr(Bot, name, None):
+        if method is None or not self.overrides(name):
             return  # not overridden: skip the thread hop
         try:
             await self.invoke(method, argument)
@@ -151,22 +173,65 @@ class Decisions:
         self._close(self._latest.get(request.match_id))
         self._requests[key] = pending
         self._latest[request.match_id] = pending
-        pending.task = asyncio.ensure_future(self._answer(pending, request))
+        what = "choose_rotation" if isinstance(request, RotationRequest) else "act"
+        method = getattr(self._calls.bot, what)
+        if self._calls.inline(method):
+            result = self._answer_now(pending, request, method, what)
+            if result is None:
+                return
+            pending.task = asyncio.ensure_future(self._answer(pending, request, result))
+        else:
+            pending.task = asyncio.ensure_future(self._answer(pending, request))
         self._tasks.add(pending.task)
         pending.task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, pending: _OpenRequest, request: RotationRequest | Observation) -> None:
+    def _no_time_left(self, pending: _OpenRequest, request: RotationRequest | Observation,
+                      where: str) -> bool:
+        """Whether the request is already past the SDK's limit (the fallback is then sent)."""
+        if pending.expires_at is None or asyncio.get_running_loop().time() < pending.expires_at:
+            return False
+        log.warning("%s: no time left to ask the bot (deadline %d ms, bank %d ms, margin "
+                    "%d ms); sending the fallback", where, request.deadline_ms,
+                    request.time_bank_ms, self._margin_ms)
+        self._send(pending, pending.fallback)
+        return True
+
+    def _answer_now(self, pending: _OpenRequest, request: RotationRequest | Observation,
+                    method: Callable[[Any], object], what: str) -> Awaitable[object] | None:
+        """Ask a quick bot on the event loop and send its answer: no task, no thread. Returns
+        what is left to await if the plain method returned an awaitable."""
+        where = f"match {pending.match_id}, request {pending.request_id}"
+        if self._no_time_left(pending, request, where):
+            return None
+        try:
+            result = method(request)
+        except Exception:
+            log.exception("%s: the bot's %s raised; sending the fallback", where, what)
+            self._send(pending, pending.fallback)
+            return None
+        if inspect.isawaitable(result):
+            return result
+        if pending.expires_at is not None and asyncio.get_running_loop().time() >= \
+                pending.expires_at:
+            log.warning("%s: the bot's %s returned after the SDK's time limit; sending the "
+                        "fallback", where, what)
+            self._send(pending, pending.fallback)
+            return None
+        self._send(pending, self._check_answer(request, result, where) or pending.fallback)
+        return None
+
+    async def _answer(self, pending: _OpenRequest, request: RotationRequest | Observation,
+                      started: Awaitable[object] | None = None) -> None:
+        """Ask the bot (or await what its quick method ``started``) within the time left."""
         what = "choose_rotation" if isinstance(request, RotationRequest) else "act"
         where = f"match {pending.match_id}, request {pending.request_id}"
         loop = asyncio.get_running_loop()
-        remaining = None if pending.expires_at is None else pending.expires_at - loop.time()
-        if remaining is not None and remaining <= 0:
-            log.warning("%s: no time left to ask the bot (deadline %d ms, bank %d ms, margin "
-                        "%d ms); sending the fallback", where, request.deadline_ms,
-                        request.time_bank_ms, self._margin_ms)
-            self._send(pending, pending.fallback)
+        if self._no_time_left(pending, request, where):
             return
-        job = asyncio.ensure_future(self._calls.invoke(getattr(self._calls.bot, what), request))
+        remaining = None if pending.expires_at is None else pending.expires_at - loop.time()
+        job = asyncio.ensure_future(
+            started if started is not None
+            else self._calls.invoke(getattr(self._calls.bot, what), request))
         try:
             done, _ = await asyncio.wait({job}, timeout=remaining)
         finally:

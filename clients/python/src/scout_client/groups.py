@@ -53,15 +53,34 @@ def beats(faces: Sequence[int], active: Sequence[int]) -> bool:
 
 
 def groups_in(faces: Sequence[int], active: Sequence[int] = ()) -> list[Show]:
-    """Every slice of `faces` that is a group beating `active`, by start then length."""
+    """Every slice of `faces` that is a group beating `active`, by start then length.
+
+    Each start's slices are grown one card at a time, keeping whether they are still a set
+    or a run: bots call this for every Scout they weigh, so it must not re-check each slice
+    from scratch."""
+    target = group_strength(active) if active else None
     shows: list[Show] = []
-    for start in range(len(faces)):
-        for stop in range(start + 1, len(faces) + 1):
-            group = faces[start:stop]
-            if group_strength(group) is None:
-                break  # a longer slice from the same start cannot become a group again
-            if beats(group, active):
-                shows.append(Show(start, stop - start))
+    count = len(faces)
+    for start in range(count):
+        first = previous = faces[start]
+        step = 0  # 0: a set so far; 1 or -1: a run going that way
+        if target is None or (1, 1, first) > target:
+            shows.append(Show(start, 1))
+        for stop in range(start + 2, count + 1):
+            value = faces[stop - 1]
+            change = value - previous
+            if stop == start + 2:
+                if change not in (0, 1, -1):
+                    break
+                step = change
+            elif change != step:
+                break
+            previous = value
+            length = stop - start
+            strength = (length, 1, first) if step == 0 else \
+                (length, 0, first if first < value else value)
+            if target is None or strength > target:
+                shows.append(Show(start, length))
     return shows
 
 

@@ -1,8 +1,10 @@
 """The matches the bot is seated in, each with its own worker.
 
 Messages are routed to one worker per match, so each match sees its hooks and requests in the
-order the referee sent them while matches proceed independently. A match is forgotten when it
-ends, or when a reconnect comes too late for the referee to resume it.
+order the referee sent them while matches proceed independently. A message that needs no await
+while nothing of its match waits (a request, a verdict, a hook the bot does not have or runs
+inline) is handled as it arrives; the worker is started the first time one must wait. A match
+is forgotten when it ends, or when a reconnect comes too late for the referee to resume it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .decisions import BotCalls, Decisions
@@ -36,8 +38,19 @@ _ENDED_MATCHES_REMEMBERED = 1024
 @dataclass(eq=False)
 class _Match:
     match_id: str
-    inbox: asyncio.Queue[tuple[float, MatchMessage]] = field(default_factory=asyncio.Queue)
+    inbox: asyncio.Queue[tuple[float, MatchMessage | _Pending]] = field(
+        default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
+    busy: bool = False
+    """The worker is handling a message: the next ones wait in the inbox, in order."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Pending:
+    """What a quick bot's plain hook returned to await before the match's next message."""
+
+    awaitable: Awaitable[object]
+    ends_match: bool
 
 
 class Tally:
@@ -90,7 +103,45 @@ class Matches:
                             message.request_id, message.status.name, message.reason)
                 return
             match = self._open(match_id)
-        match.inbox.put_nowait((received_at, message))
+        if not match.busy and match.inbox.empty() and self._handle_now(match, message,
+                                                                        received_at):
+            return
+        self._enqueue(match, received_at, message)
+
+    def _enqueue(self, match: _Match, received_at: float, item: MatchMessage | _Pending) -> None:
+        """Leave ``item`` to the match's worker (started on first use)."""
+        match.inbox.put_nowait((received_at, item))
+        if match.worker is None:
+            match.worker = asyncio.ensure_future(self._play(match))
+            self._workers.add(match.worker)
+            match.worker.add_done_callback(self._workers.discard)
+
+    def _handle_now(self, match: _Match, message: MatchMessage, received_at: float) -> bool:
+        """Handle ``message`` at once when nothing of its match is waiting and it needs no
+        await (a request, a verdict, a hook the bot does not override or runs inline as a
+        `Bot.quick` bot): the usual case, and it saves the worker's wake-up. False: queue it.
+        """
+        hook = _hook_of(message)
+        calls = self._calls
+        if hook is not None and calls.overrides(hook) and not calls.inline(
+                getattr(calls.bot, hook)):
+            return False
+        if isinstance(message, RotationRequest | Observation):
+            self._decisions.open(message, received_at)
+            return True
+        if isinstance(message, AnswerResult):
+            self._decisions.settle(message)
+        elif isinstance(message, MatchStart):
+            _log_resumed(message)
+        elif isinstance(message, RoundEnded):
+            self._decisions.close_match(match.match_id)
+        left = calls.hook_now(hook, message) if hook is not None else None
+        ends = isinstance(message, MatchEnded)
+        if left is not None:  # the worker awaits it (and ends the match) before what follows
+            self._enqueue(match, received_at, _Pending(left, ends))
+        elif ends:
+            self._end(match.match_id)
+        return True
 
     def resync(self, welcome: Welcome) -> None:
         """After a Welcome that did not resume the session, drop the running matches: the
@@ -107,9 +158,6 @@ class Matches:
     def _open(self, match_id: str) -> _Match:
         match = _Match(match_id)
         self._matches[match_id] = match
-        match.worker = asyncio.ensure_future(self._play(match))
-        self._workers.add(match.worker)
-        match.worker.add_done_callback(self._workers.discard)
         return match
 
     def _end(self, match_id: str) -> None:
@@ -130,12 +178,19 @@ class Matches:
         """One match's messages in order: hooks are awaited so the bot sees events before the
         next request; requests get their own task so a slow bot never delays reading."""
         while True:
+            match.busy = False
             received_at, message = await match.inbox.get()
-            if isinstance(message, MatchStart):
-                if message.resumed:
-                    log.info("match %s resumed (seat %d, bank %d ms, %d strikes)",
-                             message.match_id, message.seat, message.time_bank_ms,
-                             message.strikes)
+            match.busy = True
+            if isinstance(message, _Pending):
+                try:
+                    await message.awaitable
+                except Exception:
+                    log.exception("match %s: a hook of the bot raised", match.match_id)
+                if message.ends_match:
+                    self._end(match.match_id)
+                    return
+            elif isinstance(message, MatchStart):
+                _log_resumed(message)
                 await self._calls.hook("on_match_start", message)
             elif isinstance(message, RotationRequest | Observation):
                 self._decisions.open(message, received_at)
@@ -159,3 +214,20 @@ class Matches:
         for worker in workers:
             worker.cancel()
         return workers
+
+
+def _hook_of(message: MatchMessage) -> str | None:
+    """The bot's hook a match message calls, if any."""
+    if isinstance(message, AnswerResult):
+        return "on_rejected" if message.rejected else None
+    return _HOOKS.get(type(message))
+
+
+_HOOKS: dict[type, str] = {MatchStart: "on_match_start", PublicEvent: "on_event",
+                           RoundEnded: "on_round_end", MatchEnded: "on_match_end"}
+
+
+def _log_resumed(message: MatchStart) -> None:
+    if message.resumed:
+        log.info("match %s resumed (seat %d, bank %d ms, %d strikes)", message.match_id,
+                 message.seat, message.time_bank_ms, message.strikes)
