@@ -636,6 +636,73 @@ def test_runner_plays_a_match_and_echoes_request_ids() -> None:
     assert bot.calls[3][1] == event
 
 
+class QuickRecorder(Recorder):
+    """A Recorder that says it is quick, so the SDK asks it on the event loop."""
+
+    quick = True
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["threaded", "quick"])
+def test_a_plain_bot_is_asked_in_a_worker_thread_and_a_quick_one_on_the_event_loop(
+        quick: bool) -> None:
+    threads: list[str] = []
+
+    class Where(QuickRecorder if quick else Recorder):  # type: ignore[misc]
+        def act(self, observation: Observation) -> Action:
+            threads.append(threading.current_thread().name)
+            return super().act(observation)  # type: ignore[no-any-return]
+
+    bot = Where()
+    obs = observation(cards(3, 4, 8), cards(2), match_id="m1", request_id=12)
+
+    async def script(conn: Connection) -> None:
+        await conn.handshake()
+        await conn.send(start("m1"), RotationRequest("m1", 11, 0, cards(1, 2), 2000, 0))
+        assert await conn.recv() == RotationChoice("m1", 11, True)
+        await conn.send(obs)
+        assert await conn.recv() == ActionChoice("m1", 12, obs.legal_shows[-1])
+        await conn.send(RoundEnded("m1", 0, RoundEndReason.HAND_EMPTIED), MatchEnded("m1"))
+        assert await conn.drain() == []
+
+    assert asyncio.run(play(FakeArena(script), bot, max_matches=1)) == 1
+    assert bot.kinds() == ["start", "rotation", "act", "round_end", "match_end"]
+    [thread] = threads
+    if quick:
+        assert thread == threading.main_thread().name
+    else:
+        assert thread.startswith("scout-bot")
+
+
+def test_a_quick_bots_hook_that_returns_an_awaitable_is_awaited_before_the_next_message(
+        ) -> None:
+    class Deferring(QuickRecorder):
+        def on_round_end(self, round_ended: RoundEnded) -> Any:
+            self.calls.append(("round_end", round_ended))
+
+            async def later() -> None:
+                await asyncio.sleep(0.05)
+                self.calls.append(("round_end_done", round_ended))
+
+            return later()
+
+    bot = Deferring()
+    first = observation(cards(3, 4, 8), cards(2), match_id="m1", request_id=1)
+    second = observation(cards(5, 6), match_id="m1", request_id=2)
+
+    async def script(conn: Connection) -> None:
+        await conn.handshake()
+        await conn.send(start("m1"), first)
+        assert await conn.recv() == ActionChoice("m1", 1, first.legal_shows[-1])
+        await conn.send(RoundEnded("m1", 0, RoundEndReason.HAND_EMPTIED), second)
+        assert await conn.recv() == ActionChoice("m1", 2, second.legal_shows[-1])
+        await conn.send(RoundEnded("m1", 1, RoundEndReason.HAND_EMPTIED), MatchEnded("m1"))
+        assert await conn.drain() == []
+
+    assert asyncio.run(play(FakeArena(script), bot, max_matches=1)) == 1
+    assert bot.kinds() == ["start", "act", "round_end", "round_end_done", "act", "round_end",
+                           "round_end_done", "match_end"]
+
+
 def test_two_matches_are_played_concurrently() -> None:
     asked = {"a": threading.Event(), "b": threading.Event()}
 
@@ -740,8 +807,11 @@ class ReturnsIllegalShow(Recorder):
 
 @pytest.mark.parametrize(
     ("bot_class", "logged"),
-    [(Raising, "bug in the bot"), (ReturnsNone, "not an Action"),
-     (ReturnsIllegalShow, "not among the legal shows")],
+    [(bot, text) for quick in (False, True)
+     for bot, text in ((Raising, "bug in the bot"), (ReturnsNone, "not an Action"),
+                       (ReturnsIllegalShow, "not among the legal shows"))
+     for bot in ([type(f"Quick{bot.__name__}", (bot,), {"quick": True})] if quick else [bot])],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
 def test_broken_answers_are_replaced_by_the_fallback(
     bot_class: type[Bot], logged: str, caplog: pytest.LogCaptureFixture
