@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,40 @@ def test_a_match_of_absent_bots_is_played_by_the_fallback_and_reported(tmp_path:
     assert record.players == ("b", "a") and record.forfeits == (0, 1)
     assert record.meta_value("key") == "x"
     assert load_record(tmp_path / f"{match_id}.json") == record
+
+
+def test_a_match_whose_record_cannot_be_written_still_ends_and_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+
+    async def main() -> tuple[list[MatchRecord], str, MatchRecord | None, float]:
+        referee = RefereeFacade({"a": "token-a", "b": "token-b"}, records_dir=records,
+                                time_control=TimeControl(50, 100))
+        ended: list[MatchRecord] = []
+        referee.on_match_finished(ended.append)
+        await referee.start()
+        try:
+            records.rmdir()  # as a removed or unwritable records directory would
+            match_id = referee.create_match(["a", "b"], seed=3, absent_ok=True)
+            for _ in range(300):
+                if ended:
+                    break
+                await asyncio.sleep(0.01)
+            assert referee.live_matches() == []
+            kept = await referee._referee.find_record(match_id)
+            url = referee.serve_metrics()
+            page = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+            [failures] = [float(line.split()[1]) for line in page.decode().splitlines()
+                          if line.startswith("scout_record_write_failures_total ")]
+        finally:
+            await referee.stop()
+        return ended, match_id, kept, failures
+
+    with caplog.at_level(logging.ERROR, logger="scout_arena.referee"):
+        ended, match_id, kept, failures = asyncio.run(main())
+    [record] = ended
+    assert record.match_id == match_id and record.status == "finished"
+    assert kept == record  # served from memory
+    assert failures == 1
+    assert f"match {match_id}: its record could not be written" in caplog.text

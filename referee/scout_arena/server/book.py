@@ -99,10 +99,12 @@ class MatchBook(Mapping[str, KnownMatch]):
         """A match that has ended: drop its runner, keep its summary (and maybe its record),
         and forget the oldest beyond the window."""
         self.running.pop(runner.match_id, None)
-        entry = FinishedMatch(runner, keep_record=self.keep_records > 0)
+        windowed = self.keep_records > 0
+        # A record that could not be written stays for as long as its match's summary does.
+        entry = FinishedMatch(runner, keep_record=windowed or not runner.record_stored)
         self.finished[runner.match_id] = entry
         self.finished.move_to_end(runner.match_id)
-        if entry.record is not None:
+        if entry.record is not None and windowed:
             self._with_record.append(entry)
             while len(self._with_record) > self.keep_records:
                 self._with_record.popleft().record = None
@@ -110,7 +112,8 @@ class MatchBook(Mapping[str, KnownMatch]):
             _, old = self.finished.popitem(last=False)
             if old.record is not None:
                 old.record = None
-                self._with_record.remove(old)
+                if windowed:
+                    self._with_record.remove(old)
         return entry
 
 

@@ -201,6 +201,8 @@ class MatchRunner:
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = dict(meta or {})
         self._finishing = False
+        self.record_stored = True
+        """False once writing the record failed (it is then kept in memory, `MatchBook`)."""
 
     # ----- public views -----------------------------------------------------------------
 
@@ -470,8 +472,18 @@ class MatchRunner:
             extra=self.extra_meta)
         self.record = build_record(state, self.names, match_id=self.match_id,
                                    forfeits=forfeits, notes=self.notes, meta=meta)
-        await self.host.store_record(self)
-        # The status changes only once the record is on disk: FINISHED means it can be read.
+        try:
+            await self.host.store_record(self)
+        except Exception:
+            # The match still ends: its seats are freed, the apps get the record, and it is
+            # kept in memory like any finished one. A match left running would hold its bots
+            # and its caller for ever, for a full disk or a removed directory.
+            self.record_stored = False
+            self.metrics.record_write_failures.inc()
+            log.exception("match %s: its record could not be written; the match ends all the "
+                          "same, its record only in memory (fix the records directory)",
+                          self.match_id)
+        # The status changes only once the record is stored: FINISHED means it can be read.
         self.status = status
         self.metrics.matches_finished.labels(status.value).inc()
         # Watchers stop on this flag, set just before the last event is published.
