@@ -440,6 +440,17 @@ class Sample:
     running: int
 
 
+def running_at_once(samples: list[Sample], t0: float, t1: float, asked: int) -> JSON | None:
+    """How many matches really ran at once in the window: matches that end faster than
+    CreateMatch replaces them leave fewer running than ``--matches`` asked for."""
+    window = [s.running for s in samples if t0 <= s.at <= t1]
+    if not window:
+        return None
+    mean = sum(window) / len(window)
+    return {"mean": round(mean, 1), "min": min(window), "max": max(window), "asked": asked,
+            "short": mean < 0.9 * asked}
+
+
 async def sampler(pid: int, keeper: Keeper, samples: list[Sample]) -> None:
     while True:
         status = proc_status_kb(pid)
@@ -667,6 +678,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             "created": keeper.created, "finished_in_window": finished_in_window,
             "finished_total": keeper.finished, "still_running_after_drain": len(keeper.running),
             "finished_per_s": finished_in_window / window,
+            "running_at_once": running_at_once(samples, t0, t1, args.matches),
             "by_status_listmatches": await list_statuses(stub)}
         result["decisions"] = {"count": decisions, "per_s": decisions / window,
                                "rotations": sum(s["rotations"] for s in per_client)}
@@ -717,6 +729,15 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
 # ----- report -----------------------------------------------------------------------------------
 
 
+def _running(at_once: JSON | None) -> str:
+    if not at_once:
+        return "-"
+    text = f"{at_once['mean']:.0f} / {at_once['min']} / {at_once['max']}"
+    if at_once["short"]:
+        text += f" (asked for {at_once['asked']}: creation could not keep up with matches ending)"
+    return text
+
+
 def _ms(summary: JSON, key: str) -> str:
     value = summary.get(key)
     return "-" if value is None or value != value else f"{value:.2f}"
@@ -757,6 +778,8 @@ def report(console: Console, data: JSON) -> None:
                   f"{matches['created']:,} / {matches['finished_in_window']:,} / "
                   f"{matches['finished_total']:,}"),
                  ("matches finished per second", f"{matches['finished_per_s']:.1f}"),
+                 ("matches running at once in the window: mean / min / max (sampled)",
+                  _running(matches.get("running_at_once"))),
                  ("decisions/s (accepted turn answers)", f"{decisions['per_s']:,.0f}"),
                  ("answer -> next request p50 / p99 (lean)" if data.get("lean") else
                   "answer round trip p50 / p99 (write -> AnswerResult)",
