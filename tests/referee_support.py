@@ -110,11 +110,15 @@ def wait_connected(referee: RefereeProcess, names: Sequence[str], timeout: float
 
 
 def create_match(stub: matches_pb2_grpc.MatchesStub, bots: Sequence[str], seed: int,
-                 decision_ms: int = 0, time_bank_ms: int = 0) -> matches_pb2.MatchInfo:
+                 decision_ms: int = 0, time_bank_ms: int | None = None
+                 ) -> matches_pb2.MatchInfo:
+    """``decision_ms`` 0 and ``time_bank_ms`` None take the referee's defaults; a
+    ``time_bank_ms`` of 0 asks for a match with no bank (``no_time_bank``)."""
     request = matches_pb2.CreateMatchRequest(bots=list(bots), seed=seed)
-    if decision_ms or time_bank_ms:
-        request.time_control.CopyFrom(game_pb2.TimeControl(decision_ms=decision_ms,
-                                                           time_bank_ms=time_bank_ms))
+    if decision_ms or time_bank_ms is not None:
+        request.time_control.CopyFrom(game_pb2.TimeControl(
+            decision_ms=decision_ms, time_bank_ms=time_bank_ms or 0,
+            no_time_bank=time_bank_ms == 0))
     info: matches_pb2.MatchInfo = stub.CreateMatch(request, metadata=admin_metadata(), timeout=10)
     return info
 
