@@ -31,9 +31,9 @@ class Bot(ABC):
     """Subclass, set `name`, and write `act` (plain or `async def`).
 
     Every method may be plain or `async def`. Plain methods run in worker threads so a slow
-    bot in one match never stalls the others; async ones run on the event loop and must not
-    block. For each match the SDK calls the hooks and `act`/`choose_rotation` in the order the
-    referee's messages arrived.
+    bot in one match never stalls the others (on the event loop for a `quick` bot); async ones
+    run on the event loop and must not block. For each match the SDK calls the hooks and
+    `act`/`choose_rotation` in the order the referee's messages arrived.
     """
 
     name: str = ""

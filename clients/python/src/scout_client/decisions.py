@@ -227,6 +227,8 @@ class Decisions:
         where = f"match {pending.match_id}, request {pending.request_id}"
         loop = asyncio.get_running_loop()
         if self._no_time_left(pending, request, where):
+            if inspect.iscoroutine(started):
+                started.close()  # never to be awaited: say so, not "never awaited"
             return
         remaining = None if pending.expires_at is None else pending.expires_at - loop.time()
         job = asyncio.ensure_future(
