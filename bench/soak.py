@@ -371,6 +371,9 @@ class Keeper:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     seed: int = 1
     create_concurrency: int = MAX_CREATING
+    create_batch: int = 1
+    """Above 1: matches are made by CreateMatches calls of up to this many, not CreateMatch."""
+    batch_sizes: list[int] = field(default_factory=list)
     in_flight: asyncio.Semaphore = field(init=False)
     """An organiser's client keeps a bounded number of calls open (and backs off on errors)."""
 
@@ -415,7 +418,72 @@ class Keeper:
                 self.on_end(info.match_id)
             return
 
+    async def create_many(self, count: int, replacing: bool = False) -> int:
+        """Up to ``count`` matches (at most ``create_batch``) in one CreateMatches call, from
+        the idle bots there are; how many were made."""
+        tables = min(count, self.create_batch, len(self.idle) // self.players)
+        if tables <= 0:
+            return 0
+        seated = [[self.idle.popleft() for _ in range(self.players)] for _ in range(tables)]
+        requests = []
+        for bots in seated:
+            requests.append(matches_pb2.CreateMatchRequest(bots=bots, seed=self.seed,
+                                                           time_control=self.time_control))
+            self.seed += 1
+        metadata = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+        async with self.in_flight:
+            started = time.perf_counter()
+            try:
+                reply = await self.stub.CreateMatches(
+                    matches_pb2.CreateMatchesRequest(matches=requests), metadata=metadata,
+                    timeout=30)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code().name
+                self.errors[code] += len(seated)
+                self.last_errors[code] = exc.details() or ""
+                for bots in seated:
+                    self.idle.extend(bots)
+                await asyncio.sleep(0.5)
+                return 0
+        latency = round((time.perf_counter() - started) * 1e6)
+        self.create_latencies_us.append(latency)
+        if replacing:
+            self.replace_latencies_us.append(latency)
+        self.batch_sizes.append(tables)
+        made = 0
+        for bots, result in zip(seated, reply.results, strict=True):
+            if result.WhichOneof("outcome") != "match":
+                self.errors[result.error.code] += 1
+                self.last_errors[result.error.code] = result.error.message
+                self.idle.extend(bots)
+                continue
+            made += 1
+            self.created += 1
+            match_id = result.match.match_id
+            self.running[match_id] = bots
+            if match_id in self.early_ends:
+                self.early_ends.discard(match_id)
+                self.on_end(match_id)
+        return made
+
+    async def fill_in_batches(self) -> None:
+        while self.active and len(self.running) < self.target:
+            if not await self.create_many(self.target - len(self.running)):
+                await asyncio.sleep(0.05)
+
+    async def replenish(self) -> None:
+        """Batch mode: tops the running matches up to ``target`` as they end."""
+        while self.active:
+            self.wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), 1.0)
+            while self.active and len(self.running) < self.target and \
+                    len(self.idle) >= self.players:
+                await self.create_many(self.target - len(self.running), replacing=True)
+
     def spawn_create(self) -> None:
+        if self.create_batch > 1:
+            return  # `replenish` tops up
         task = asyncio.get_running_loop().create_task(self.create(replacing=True))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -595,6 +663,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
                               "decision_ms": args.decision_ms,
                               "time_bank_ms": args.time_bank_ms, "bot_procs": procs,
                               "create_concurrency": args.create_concurrency,
+                              "create_batch": args.create_batch,
                               "nofile": nofile}}
     channel = grpc.aio.insecure_channel(address)
     stub = matches_pb2_grpc.MatchesStub(channel)
@@ -632,15 +701,20 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         idle_bots = deque(bot_name(i) for i in range(args.bots))
         keeper = Keeper(stub, idle_bots, args.players, args.matches, game_pb2.TimeControl(
             decision_ms=args.decision_ms, time_bank_ms=args.time_bank_ms),
-            create_concurrency=args.create_concurrency)
+            create_concurrency=args.create_concurrency, create_batch=args.create_batch)
         for client in clients:
             client.on_match_end = keeper.on_end
         sample_task = asyncio.create_task(sampler(referee.pid, keeper, samples))
         cpu0 = process_cpu_s(referee.pid)
         clients_cpu0 = sum(process_cpu_s(c.pid) for c in clients)
         t0 = time.monotonic()
-        fill = [asyncio.create_task(keeper.create()) for _ in range(args.matches)]
-        await asyncio.gather(*fill)
+        if args.create_batch > 1:
+            await keeper.fill_in_batches()
+            replenisher = asyncio.create_task(keeper.replenish())
+            keeper.tasks.add(replenisher)
+        else:
+            fill = [asyncio.create_task(keeper.create()) for _ in range(args.matches)]
+            await asyncio.gather(*fill)
         fill_s = time.monotonic() - t0
         console.print(f"[dim]{keeper.created} matches created in {time.monotonic() - t0:.1f} s"
                       f"; running for {args.seconds:g} s[/]")
@@ -690,6 +764,9 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
                                   "initial_fill_s": fill_s,
                                   "latency_replacing": latency_summary(
                                       keeper.replace_latencies_us),
+                                  "mean_batch": (sum(keeper.batch_sizes)
+                                                 / len(keeper.batch_sizes)
+                                                 if keeper.batch_sizes else None),
                                   "errors": dict(keeper.errors),
                                   "last_errors": keeper.last_errors}
         result["bot_problems"] = dict(problems)
@@ -774,6 +851,8 @@ def report(console: Console, data: JSON) -> None:
         decisions = data["decisions"]
         lat, own = data["latency_answer_round_trip"], data["latency_bot_own"]
         create = data["create_match"]
+        batch = data["setup"].get("create_batch", 1)
+        call = "CreateMatches" if batch > 1 else "CreateMatch"
         rows += [("matches created / finished in window / total",
                   f"{matches['created']:,} / {matches['finished_in_window']:,} / "
                   f"{matches['finished_total']:,}"),
@@ -786,16 +865,18 @@ def report(console: Console, data: JSON) -> None:
                   f"{_ms(lat, 'p50_ms')} / {_ms(lat, 'p99_ms')} ms"),
                  ("bot's own time p50 / p99 (request read -> answer written)",
                   f"{_ms(own, 'p50_ms')} / {_ms(own, 'p99_ms')} ms"),
-                 ("CreateMatch p50 / p99, all",
+                 (f"{call} p50 / p99, all",
                   f"{_ms(create['latency'], 'p50_ms')} / {_ms(create['latency'], 'p99_ms')} ms"),
-                 ("CreateMatch p50 / p99, replacing an ended match",
+                 (f"{call} p50 / p99, replacing ended matches",
                   f"{_ms(create['latency_replacing'], 'p50_ms')} / "
                   f"{_ms(create['latency_replacing'], 'p99_ms')} ms"),
                  ("initial fill (all matches created at once)",
                   f"{create['initial_fill_s']:.1f} s"),
                  ("CreateMatch errors", json.dumps(create["errors"]) or "{}"),
-                 ("CreateMatch calls in flight at most", str(data["setup"].get(
+                 (f"{call} calls in flight at most", str(data["setup"].get(
                      "create_concurrency", MAX_CREATING))),
+                 ("matches per call: asked at most / mean",
+                  f"{batch} / {create.get('mean_batch') or 1:.1f}"),
                  ("referee loop lag p50 / p99 / p99.9 (histogram bound)",
                   " / ".join(f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
                              for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms"))),
@@ -846,6 +927,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connect-timeout", type=float, default=600.0)
     parser.add_argument("--create-concurrency", type=int, default=MAX_CREATING, metavar="N",
                         help=f"CreateMatch calls kept in flight (default {MAX_CREATING})")
+    parser.add_argument("--create-batch", type=int, default=1, metavar="B",
+                        help="make matches with CreateMatches calls of up to B matches "
+                             "(default 1: one CreateMatch call each)")
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and records in DIR")
     parser.add_argument("--full", action="store_true",

@@ -161,6 +161,61 @@ def test_a_create_match_that_reaches_creation_after_its_deadline_makes_no_match(
     asyncio.run(main())
 
 
+def test_a_create_matches_call_that_reaches_creation_after_its_deadline_makes_nothing() -> None:
+    async def main() -> None:
+        referee = BusyReferee(TOKENS)
+        async with serving(referee, ["a", "b", "c", "d"]) as (_, stub, _bots):
+            referee.delay_s = 0.5
+            late = await rpc_error(stub.CreateMatches(matches_pb2.CreateMatchesRequest(matches=[
+                create_request(["a", "b"], time_control=LONG),
+                create_request(["c", "d"], time_control=LONG)]), metadata=ADMIN, timeout=0.2))
+            assert late.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            referee.delay_s = 0.0
+            await asyncio.sleep(1.2)  # the late handler has gone through both requests
+            assert list(referee.matches) == []
+
+    asyncio.run(main())
+
+
+def test_create_matches_makes_each_request_in_order_and_says_why_for_those_it_could_not(
+        ) -> None:
+    async def main() -> None:
+        referee = Referee(TOKENS, default_time_control=QUICK)
+        async with serving(referee, ["a", "b", "c", "d", "e"]) as (_, stub, _bots):
+            asked = matches_pb2.CreateMatchesRequest(matches=[
+                create_request(["a", "b"], seed=1, key="batch-1", time_control=LONG),
+                create_request(["c", "nobody"], time_control=LONG),
+                create_request(["a", "c"], time_control=LONG),  # a's one slot is taken by now
+                create_request(["c", "d"], seed=2, time_control=LONG),
+            ])
+            reply = await stub.CreateMatches(asked, metadata=ADMIN, timeout=5)
+            assert [r.WhichOneof("outcome") for r in reply.results] == [
+                "match", "error", "error", "match"]
+            first, missing, busy, second = reply.results
+            assert list(first.match.bots) == ["a", "b"] and first.match.status == RUNNING
+            assert list(second.match.bots) == ["c", "d"]
+            assert (missing.error.code, busy.error.code) == ("NOT_FOUND", "FAILED_PRECONDITION")
+            assert "nobody" in missing.error.message and "'a'" in busy.error.message
+            made = sorted([first.match.match_id, second.match.match_id])
+            assert sorted(referee.matches) == made
+            # a retry with the key, in a batch or alone, names the first match and makes none
+            again = await stub.CreateMatches(
+                matches_pb2.CreateMatchesRequest(matches=[asked.matches[0]]), metadata=ADMIN,
+                timeout=5)
+            assert again.results[0].match.match_id == first.match.match_id
+            alone = await stub.CreateMatch(asked.matches[0], metadata=ADMIN, timeout=5)
+            assert alone.match_id == first.match.match_id
+            too_many = await rpc_error(stub.CreateMatches(matches_pb2.CreateMatchesRequest(
+                matches=[create_request(["e", "a"])] * 1001), metadata=ADMIN, timeout=5))
+            assert too_many.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "at most 1000" in (too_many.details() or "")
+            no_token = await rpc_error(stub.CreateMatches(asked, timeout=5))
+            assert no_token.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert sorted(referee.matches) == made
+
+    asyncio.run(main())
+
+
 # ----- 1b. idempotency keys ----------------------------------------------------------------------
 
 
@@ -440,7 +495,8 @@ def test_hostile_values_to_every_matches_rpc_end_with_a_documented_status_and_no
                    metadata=[("authorization", ADMIN_TOKEN)])
             not_utf8 = b"\x0a\x02\xff\xfe"  # field 1 (a string) of bytes that are not UTF-8
             truncated = b"\x0a\x05ab"
-            for method, stream in (("CreateMatch", False), ("GetMatch", False),
+            for method, stream in (("CreateMatch", False), ("CreateMatches", False),
+                                   ("GetMatch", False),
                                    ("GetRecord", False), ("WatchMatch", True)):
                 for label, data in (("not UTF-8", not_utf8), ("truncated", truncated)):
                     calls.append((f"{method} {label}", bad.INVALID_ARGUMENT,

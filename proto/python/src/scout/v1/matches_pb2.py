@@ -26,7 +26,7 @@ from scout.v1 import arena_pb2 as scout_dot_v1_dot_arena__pb2
 from scout.v1 import game_pb2 as scout_dot_v1_dot_game__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scout/v1/matches.proto\x12\x08scout.v1\x1a\x14scout/v1/arena.proto\x1a\x13scout/v1/game.proto\"\x84\x01\n\x12\x43reateMatchRequest\x12\x0c\n\x04\x62ots\x18\x01 \x03(\t\x12\x11\n\x04seed\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12+\n\x0ctime_control\x18\x03 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\tB\x07\n\x05_seed\"\xda\x01\n\tMatchInfo\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12%\n\x06status\x18\x02 \x01(\x0e\x32\x15.scout.v1.MatchStatus\x12\x0c\n\x04\x62ots\x18\x03 \x03(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\x12+\n\x0ctime_control\x18\x05 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x13\n\x0bround_index\x18\x06 \x01(\x05\x12\x0e\n\x06totals\x18\x07 \x03(\x05\x12\r\n\x05ranks\x18\x08 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\t \x03(\x05\"#\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"$\n\x10GetRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"(\n\x11GetRecordResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\"%\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"\xfd\x01\n\x0eSpectatorEvent\x12)\n\nmatch_info\x18\x01 \x01(\x0b\x32\x13.scout.v1.MatchInfoH\x00\x12/\n\rround_started\x18\x02 \x01(\x0b\x32\x16.scout.v1.RoundStartedH\x00\x12-\n\x0cpublic_event\x18\x03 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x04 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x05 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x42\x06\n\x04\x62ody\"`\n\x0cRoundStarted\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12\x15\n\rstarting_seat\x18\x03 \x01(\x05\x12\x12\n\nhand_sizes\x18\x04 \x03(\x05\"J\n\x12ListMatchesRequest\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.scout.v1.MatchStatus\x12\r\n\x05limit\x18\x02 \x01(\x05\";\n\x13ListMatchesResponse\x12$\n\x07matches\x18\x01 \x03(\x0b\x32\x13.scout.v1.MatchInfo*z\n\x0bMatchStatus\x12\x1c\n\x18MATCH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MATCH_STATUS_RUNNING\x10\x01\x12\x19\n\x15MATCH_STATUS_FINISHED\x10\x02\x12\x18\n\x14MATCH_STATUS_ABORTED\x10\x03\x32\xe0\x02\n\x07Matches\x12@\n\x0b\x43reateMatch\x12\x1c.scout.v1.CreateMatchRequest\x1a\x13.scout.v1.MatchInfo\x12:\n\x08GetMatch\x12\x19.scout.v1.GetMatchRequest\x1a\x13.scout.v1.MatchInfo\x12\x44\n\tGetRecord\x12\x1a.scout.v1.GetRecordRequest\x1a\x1b.scout.v1.GetRecordResponse\x12\x45\n\nWatchMatch\x12\x1b.scout.v1.WatchMatchRequest\x1a\x18.scout.v1.SpectatorEvent0\x01\x12J\n\x0bListMatches\x12\x1c.scout.v1.ListMatchesRequest\x1a\x1d.scout.v1.ListMatchesResponseBW\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16scout/v1/matches.proto\x12\x08scout.v1\x1a\x14scout/v1/arena.proto\x1a\x13scout/v1/game.proto\"\x84\x01\n\x12\x43reateMatchRequest\x12\x0c\n\x04\x62ots\x18\x01 \x03(\t\x12\x11\n\x04seed\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12+\n\x0ctime_control\x18\x03 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\tB\x07\n\x05_seed\"E\n\x14\x43reateMatchesRequest\x12-\n\x07matches\x18\x01 \x03(\x0b\x32\x1c.scout.v1.CreateMatchRequest\"E\n\x15\x43reateMatchesResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.scout.v1.CreateMatchResult\"q\n\x11\x43reateMatchResult\x12$\n\x05match\x18\x01 \x01(\x0b\x32\x13.scout.v1.MatchInfoH\x00\x12+\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1a.scout.v1.CreateMatchErrorH\x00\x42\t\n\x07outcome\"1\n\x10\x43reateMatchError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xda\x01\n\tMatchInfo\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12%\n\x06status\x18\x02 \x01(\x0e\x32\x15.scout.v1.MatchStatus\x12\x0c\n\x04\x62ots\x18\x03 \x03(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\x12+\n\x0ctime_control\x18\x05 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x13\n\x0bround_index\x18\x06 \x01(\x05\x12\x0e\n\x06totals\x18\x07 \x03(\x05\x12\r\n\x05ranks\x18\x08 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\t \x03(\x05\"#\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"$\n\x10GetRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"(\n\x11GetRecordResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\"%\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"\xfd\x01\n\x0eSpectatorEvent\x12)\n\nmatch_info\x18\x01 \x01(\x0b\x32\x13.scout.v1.MatchInfoH\x00\x12/\n\rround_started\x18\x02 \x01(\x0b\x32\x16.scout.v1.RoundStartedH\x00\x12-\n\x0cpublic_event\x18\x03 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x04 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x05 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x42\x06\n\x04\x62ody\"`\n\x0cRoundStarted\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12\x15\n\rstarting_seat\x18\x03 \x01(\x05\x12\x12\n\nhand_sizes\x18\x04 \x03(\x05\"J\n\x12ListMatchesRequest\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.scout.v1.MatchStatus\x12\r\n\x05limit\x18\x02 \x01(\x05\";\n\x13ListMatchesResponse\x12$\n\x07matches\x18\x01 \x03(\x0b\x32\x13.scout.v1.MatchInfo*z\n\x0bMatchStatus\x12\x1c\n\x18MATCH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14MATCH_STATUS_RUNNING\x10\x01\x12\x19\n\x15MATCH_STATUS_FINISHED\x10\x02\x12\x18\n\x14MATCH_STATUS_ABORTED\x10\x03\x32\xb2\x03\n\x07Matches\x12@\n\x0b\x43reateMatch\x12\x1c.scout.v1.CreateMatchRequest\x1a\x13.scout.v1.MatchInfo\x12P\n\rCreateMatches\x12\x1e.scout.v1.CreateMatchesRequest\x1a\x1f.scout.v1.CreateMatchesResponse\x12:\n\x08GetMatch\x12\x19.scout.v1.GetMatchRequest\x1a\x13.scout.v1.MatchInfo\x12\x44\n\tGetRecord\x12\x1a.scout.v1.GetRecordRequest\x1a\x1b.scout.v1.GetRecordResponse\x12\x45\n\nWatchMatch\x12\x1b.scout.v1.WatchMatchRequest\x1a\x18.scout.v1.SpectatorEvent0\x01\x12J\n\x0bListMatches\x12\x1c.scout.v1.ListMatchesRequest\x1a\x1d.scout.v1.ListMatchesResponseBW\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,28 +34,36 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scout.v1.matches_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027org.scoutarena.scout.v1P\001Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1'
-  _globals['_MATCHSTATUS']._serialized_start=1082
-  _globals['_MATCHSTATUS']._serialized_end=1204
+  _globals['_MATCHSTATUS']._serialized_start=1390
+  _globals['_MATCHSTATUS']._serialized_end=1512
   _globals['_CREATEMATCHREQUEST']._serialized_start=80
   _globals['_CREATEMATCHREQUEST']._serialized_end=212
-  _globals['_MATCHINFO']._serialized_start=215
-  _globals['_MATCHINFO']._serialized_end=433
-  _globals['_GETMATCHREQUEST']._serialized_start=435
-  _globals['_GETMATCHREQUEST']._serialized_end=470
-  _globals['_GETRECORDREQUEST']._serialized_start=472
-  _globals['_GETRECORDREQUEST']._serialized_end=508
-  _globals['_GETRECORDRESPONSE']._serialized_start=510
-  _globals['_GETRECORDRESPONSE']._serialized_end=550
-  _globals['_WATCHMATCHREQUEST']._serialized_start=552
-  _globals['_WATCHMATCHREQUEST']._serialized_end=589
-  _globals['_SPECTATOREVENT']._serialized_start=592
-  _globals['_SPECTATOREVENT']._serialized_end=845
-  _globals['_ROUNDSTARTED']._serialized_start=847
-  _globals['_ROUNDSTARTED']._serialized_end=943
-  _globals['_LISTMATCHESREQUEST']._serialized_start=945
-  _globals['_LISTMATCHESREQUEST']._serialized_end=1019
-  _globals['_LISTMATCHESRESPONSE']._serialized_start=1021
-  _globals['_LISTMATCHESRESPONSE']._serialized_end=1080
-  _globals['_MATCHES']._serialized_start=1207
-  _globals['_MATCHES']._serialized_end=1559
+  _globals['_CREATEMATCHESREQUEST']._serialized_start=214
+  _globals['_CREATEMATCHESREQUEST']._serialized_end=283
+  _globals['_CREATEMATCHESRESPONSE']._serialized_start=285
+  _globals['_CREATEMATCHESRESPONSE']._serialized_end=354
+  _globals['_CREATEMATCHRESULT']._serialized_start=356
+  _globals['_CREATEMATCHRESULT']._serialized_end=469
+  _globals['_CREATEMATCHERROR']._serialized_start=471
+  _globals['_CREATEMATCHERROR']._serialized_end=520
+  _globals['_MATCHINFO']._serialized_start=523
+  _globals['_MATCHINFO']._serialized_end=741
+  _globals['_GETMATCHREQUEST']._serialized_start=743
+  _globals['_GETMATCHREQUEST']._serialized_end=778
+  _globals['_GETRECORDREQUEST']._serialized_start=780
+  _globals['_GETRECORDREQUEST']._serialized_end=816
+  _globals['_GETRECORDRESPONSE']._serialized_start=818
+  _globals['_GETRECORDRESPONSE']._serialized_end=858
+  _globals['_WATCHMATCHREQUEST']._serialized_start=860
+  _globals['_WATCHMATCHREQUEST']._serialized_end=897
+  _globals['_SPECTATOREVENT']._serialized_start=900
+  _globals['_SPECTATOREVENT']._serialized_end=1153
+  _globals['_ROUNDSTARTED']._serialized_start=1155
+  _globals['_ROUNDSTARTED']._serialized_end=1251
+  _globals['_LISTMATCHESREQUEST']._serialized_start=1253
+  _globals['_LISTMATCHESREQUEST']._serialized_end=1327
+  _globals['_LISTMATCHESRESPONSE']._serialized_start=1329
+  _globals['_LISTMATCHESRESPONSE']._serialized_end=1388
+  _globals['_MATCHES']._serialized_start=1515
+  _globals['_MATCHES']._serialized_end=1949
 # @@protoc_insertion_point(module_scope)

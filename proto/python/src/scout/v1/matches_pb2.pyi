@@ -95,6 +95,112 @@ class CreateMatchRequest(_message.Message):
 Global___CreateMatchRequest: _TypeAlias = CreateMatchRequest  # noqa: Y015
 
 @_typing.final
+class CreateMatchesRequest(_message.Message):
+    """Ask for many matches at once."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCHES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateMatchRequest]:
+        """Each as a CreateMatch request (its deadline is the call's). At most 1000."""
+
+    def __init__(
+        self,
+        *,
+        matches: _abc.Iterable[Global___CreateMatchRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["matches", b"matches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMatchesRequest: _TypeAlias = CreateMatchesRequest  # noqa: Y015
+
+@_typing.final
+class CreateMatchesResponse(_message.Message):
+    """What became of each request of a CreateMatches call, in the order asked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateMatchResult]:
+        """One per request."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___CreateMatchResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMatchesResponse: _TypeAlias = CreateMatchesResponse  # noqa: Y015
+
+@_typing.final
+class CreateMatchResult(_message.Message):
+    """The match one request made (or an earlier call made, for its idempotency key), or why none."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match(self) -> Global___MatchInfo:
+        """The match, as CreateMatch would answer."""
+
+    @_builtins.property
+    def error(self) -> Global___CreateMatchError:
+        """Why no match was made."""
+
+    def __init__(
+        self,
+        *,
+        match: Global___MatchInfo | None = ...,
+        error: Global___CreateMatchError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "match", b"match", "outcome", b"outcome"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "match", b"match", "outcome", b"outcome"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_outcome: _TypeAlias = _typing.Literal["match", "error"]  # noqa: Y015
+    _WhichOneofArgType_outcome: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_outcome) -> _WhichOneofReturnType_outcome | None: ...
+
+Global___CreateMatchResult: _TypeAlias = CreateMatchResult  # noqa: Y015
+
+@_typing.final
+class CreateMatchError(_message.Message):
+    """A request of a CreateMatches call that made no match."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """The gRPC status name CreateMatch would have ended with, e.g. "FAILED_PRECONDITION"."""
+    message: _builtins.str
+    """What went wrong, as CreateMatch would have said it."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMatchError: _TypeAlias = CreateMatchError  # noqa: Y015
+
+@_typing.final
 class MatchInfo(_message.Message):
     """A match's status."""
 

@@ -40,6 +40,11 @@ class MatchesStub:
                 request_serializer=scout_dot_v1_dot_matches__pb2.CreateMatchRequest.SerializeToString,
                 response_deserializer=scout_dot_v1_dot_matches__pb2.MatchInfo.FromString,
                 _registered_method=True)
+        self.CreateMatches = channel.unary_unary(
+                '/scout.v1.Matches/CreateMatches',
+                request_serializer=scout_dot_v1_dot_matches__pb2.CreateMatchesRequest.SerializeToString,
+                response_deserializer=scout_dot_v1_dot_matches__pb2.CreateMatchesResponse.FromString,
+                _registered_method=True)
         self.GetMatch = channel.unary_unary(
                 '/scout.v1.Matches/GetMatch',
                 request_serializer=scout_dot_v1_dot_matches__pb2.GetMatchRequest.SerializeToString,
@@ -68,6 +73,14 @@ class MatchesServicer:
 
     def CreateMatch(self, request, context):
         """Create a match between connected bots; it starts at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateMatches(self, request, context):
+        """Create many matches in one call (at most 1000), each as CreateMatch would, in order; one
+        result per request, a match or the error CreateMatch would have ended with.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -108,6 +121,11 @@ def add_MatchesServicer_to_server(servicer, server):
                     servicer.CreateMatch,
                     request_deserializer=scout_dot_v1_dot_matches__pb2.CreateMatchRequest.FromString,
                     response_serializer=scout_dot_v1_dot_matches__pb2.MatchInfo.SerializeToString,
+            ),
+            'CreateMatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMatches,
+                    request_deserializer=scout_dot_v1_dot_matches__pb2.CreateMatchesRequest.FromString,
+                    response_serializer=scout_dot_v1_dot_matches__pb2.CreateMatchesResponse.SerializeToString,
             ),
             'GetMatch': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMatch,
@@ -158,6 +176,33 @@ class Matches:
             '/scout.v1.Matches/CreateMatch',
             scout_dot_v1_dot_matches__pb2.CreateMatchRequest.SerializeToString,
             scout_dot_v1_dot_matches__pb2.MatchInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/scout.v1.Matches/CreateMatches',
+            scout_dot_v1_dot_matches__pb2.CreateMatchesRequest.SerializeToString,
+            scout_dot_v1_dot_matches__pb2.CreateMatchesResponse.FromString,
             options,
             channel_credentials,
             insecure,

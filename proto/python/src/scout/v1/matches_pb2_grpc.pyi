@@ -35,6 +35,10 @@ class MatchesStub:
     def __new__(cls, channel: _aio.Channel) -> MatchesAsyncStub: ...
     CreateMatch: _grpc.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchRequest, _matches_pb2.MatchInfo]
     """Create a match between connected bots; it starts at once."""
+    CreateMatches: _grpc.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchesRequest, _matches_pb2.CreateMatchesResponse]
+    """Create many matches in one call (at most 1000), each as CreateMatch would, in order; one
+    result per request, a match or the error CreateMatch would have ended with.
+    """
     GetMatch: _grpc.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchInfo]
     """One match's status."""
     GetRecord: _grpc.UnaryUnaryMultiCallable[_matches_pb2.GetRecordRequest, _matches_pb2.GetRecordResponse]
@@ -51,6 +55,10 @@ class MatchesAsyncStub(MatchesStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateMatch: _aio.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchRequest, _matches_pb2.MatchInfo]  # type: ignore[assignment]
     """Create a match between connected bots; it starts at once."""
+    CreateMatches: _aio.UnaryUnaryMultiCallable[_matches_pb2.CreateMatchesRequest, _matches_pb2.CreateMatchesResponse]  # type: ignore[assignment]
+    """Create many matches in one call (at most 1000), each as CreateMatch would, in order; one
+    result per request, a match or the error CreateMatch would have ended with.
+    """
     GetMatch: _aio.UnaryUnaryMultiCallable[_matches_pb2.GetMatchRequest, _matches_pb2.MatchInfo]  # type: ignore[assignment]
     """One match's status."""
     GetRecord: _aio.UnaryUnaryMultiCallable[_matches_pb2.GetRecordRequest, _matches_pb2.GetRecordResponse]  # type: ignore[assignment]
@@ -70,6 +78,16 @@ class MatchesServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_matches_pb2.MatchInfo, _abc.Awaitable[_matches_pb2.MatchInfo]]:
         """Create a match between connected bots; it starts at once."""
+
+    @_abc_1.abstractmethod
+    def CreateMatches(
+        self,
+        request: _matches_pb2.CreateMatchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_matches_pb2.CreateMatchesResponse, _abc.Awaitable[_matches_pb2.CreateMatchesResponse]]:
+        """Create many matches in one call (at most 1000), each as CreateMatch would, in order; one
+        result per request, a match or the error CreateMatch would have ended with.
+        """
 
     @_abc_1.abstractmethod
     def GetMatch(
