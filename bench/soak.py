@@ -36,8 +36,9 @@ Reported:
   ActionChoice to its reading the AnswerResult for it; and the bot's own time, from reading the
   DecisionRequest to writing the answer (in a busy client process this is mostly event-loop
   queueing, and it counts against the bot's clock too);
-* time-bank draws, time losses (timeouts) and forfeits, from the finished records' ``meta.seats``
-  and ``notes``;
+* time-bank draws, time losses (timeouts) and forfeits, from every record's ``meta.seats`` and
+  ``notes`` (finished matches and those aborted at the stop: the longest matches are the ones
+  still running then);
 * CreateMatch latency p50/p99 and its errors by status; matches by final status (ListMatches);
 * health at the end; the referee's CPU share; anything the referee logged as an error.
 """
@@ -532,7 +533,9 @@ async def sampler(pid: int, keeper: Keeper, samples: list[Sample]) -> None:
 
 
 def read_records(folder: Path, bank_ms: int) -> JSON:
-    """Time-bank draws, time losses and forfeits over every finished record."""
+    """Time-bank draws, time losses and forfeits over every record: the finished ones and
+    those aborted when the referee stopped. Both count: the longest matches are the ones still
+    running at the stop, and their seats' clocks were kept as strictly until then."""
     figures: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
@@ -545,9 +548,8 @@ def read_records(folder: Path, bank_ms: int) -> JSON:
             continue
         meta = record.get("meta", {})
         statuses[str(meta.get("status"))] += 1
-        if not record.get("finished"):
-            continue
-        figures["finished_records"] += 1
+        if record.get("finished"):
+            figures["finished_records"] += 1
         figures["actions"] += sum(len(r.get("actions", [])) for r in record.get("rounds", []))
         for seat in meta.get("seats", []):
             figures["seats"] += 1
@@ -887,8 +889,10 @@ def report(console: Console, data: JSON) -> None:
                  ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}")]
     records = data.get("records", {})
     if records:
-        rows += [("finished records read", f"{records.get('finished_records', 0):,}"),
-                 ("seats that drew on the time bank",
+        rows += [("records read: finished / all",
+                  f"{records.get('finished_records', 0):,} / "
+                  f"{sum(records.get('records_by_status', {}).values()):,}"),
+                 ("seats that drew on the time bank (all records)",
                   f"{records.get('seats_that_drew_on_the_bank', 0):,} of "
                   f"{records.get('seats', 0):,} (total "
                   f"{records['bank_drawn_ms']['total'] / 1000:.1f} s, max "
