@@ -172,6 +172,8 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
     def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str) -> None:
         self.registry = registry
         self.events = events
+        self._settling: set[asyncio.Future[tuple[bool, str]]] = set()
+        """Reports being settled; kept so that one outliving its stream is not collected."""
         self.token = token
 
     async def Attach(
@@ -272,8 +274,15 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
                 record_json = _decode_record(ended.record_json_gzip)
             except ValueError as exc:
                 failure = f"its record could not be read: {exc}"
-        rated, note = await self.events.node_match_ended(node, ended.match_id, record_json,
-                                                         failure)
+        # Settled whatever becomes of this stream: grpc cancels the handler when the node's
+        # connection drops (a node killed just after it reported), and a settle cut off
+        # between its database write and the ladder's in-memory ratings would leave the two
+        # apart, and every later rating of those bots wrong.
+        settle = asyncio.ensure_future(
+            self.events.node_match_ended(node, ended.match_id, record_json, failure))
+        self._settling.add(settle)
+        settle.add_done_callback(self._settling.discard)
+        rated, note = await asyncio.shield(settle)
         node.matches.discard(ended.match_id)
         node.send(nodes_pb2.LadderMessage(stored=nodes_pb2.ResultStored(
             match_id=ended.match_id, rated=rated, note=note)))
