@@ -126,15 +126,7 @@ class Matches:
         if hook is not None and calls.overrides(hook) and not calls.inline(
                 getattr(calls.bot, hook)):
             return False
-        if isinstance(message, RotationRequest | Observation):
-            self._decisions.open(message, received_at)
-            return True
-        if isinstance(message, AnswerResult):
-            self._decisions.settle(message)
-        elif isinstance(message, MatchStart):
-            _log_resumed(message)
-        elif isinstance(message, RoundEnded):
-            self._decisions.close_match(match.match_id)
+        self._take(match, message, received_at)
         left = calls.hook_now(hook, message) if hook is not None else None
         ends = isinstance(message, MatchEnded)
         if left is not None:  # the worker awaits it (and ends the match) before what follows
@@ -189,24 +181,26 @@ class Matches:
                 if message.ends_match:
                     self._end(match.match_id)
                     return
-            elif isinstance(message, MatchStart):
-                _log_resumed(message)
-                await self._calls.hook("on_match_start", message)
-            elif isinstance(message, RotationRequest | Observation):
-                self._decisions.open(message, received_at)
-            elif isinstance(message, AnswerResult):
-                self._decisions.settle(message)
-                if message.rejected:
-                    await self._calls.hook("on_rejected", message)
-            elif isinstance(message, PublicEvent):
-                await self._calls.hook("on_event", message)
-            elif isinstance(message, RoundEnded):
-                self._decisions.close_match(match.match_id)
-                await self._calls.hook("on_round_end", message)
-            elif isinstance(message, MatchEnded):
-                await self._calls.hook("on_match_end", message)
+                continue
+            self._take(match, message, received_at)
+            hook = _hook_of(message)
+            if hook is not None:
+                await self._calls.hook(hook, message)
+            if isinstance(message, MatchEnded):
                 self._end(match.match_id)
                 return
+
+    def _take(self, match: _Match, message: MatchMessage, received_at: float) -> None:
+        """What handling ``message`` does before its hook (if any), with no await: the same
+        whether it is handled as it arrives or by the match's worker."""
+        if isinstance(message, RotationRequest | Observation):
+            self._decisions.open(message, received_at)
+        elif isinstance(message, AnswerResult):
+            self._decisions.settle(message)
+        elif isinstance(message, MatchStart):
+            _log_resumed(message)
+        elif isinstance(message, RoundEnded):
+            self._decisions.close_match(match.match_id)
 
     def cancel(self) -> list[asyncio.Task[None]]:
         """Cancel every match's worker; returns them for the caller to await."""
