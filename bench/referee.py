@@ -68,7 +68,7 @@ from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.engine import Phase, State
 from scout_arena.server import convert
 from scout_arena.server.eventloop import ENV_VAR, loop_factory
-from trivial_bot import EOF, JSON, Recorder, serve_commands, turnarounds_us
+from trivial_bot import BUNDLED, EOF, JSON, Recorder, serve_commands, turnarounds_us
 
 BENCH_DIR = Path(__file__).resolve().parent
 BOT_SCRIPT = BENCH_DIR / "trivial_bot.py"
@@ -502,8 +502,8 @@ class RefereeSession:
             "matches_ended_in_window": ended1 - ended0,
             "mean_running_matches": (area1 - area0) / wall,
             "decisions_per_match": decisions / (ended1 - ended0) if ended1 > ended0 else None,
-            "messages_to_bots_per_decision": sum(fresh.values())
-            / max(1, fresh.get("decision_request", 0)),
+            "messages_to_bots_per_decision": messages_per_request(fresh),
+            "bundled_share": bundled_share(fresh),
             "messages_received_by_kind": fresh,
             "problems": problems,
             "create_match_failures": keeper.failures,
@@ -521,6 +521,22 @@ class RefereeSession:
                       f"{result['decisions_per_s']:,.0f} decisions/s (setup {setup_s:.1f} s, "
                       f"pause {teardown_s:.1f} s)[/]")
         return result
+
+
+def messages_per_request(received: dict[str, int]) -> float:
+    """Messages on the wire to the bots (a RefereeBundle is one) per DecisionRequest (alone or
+    in a bundle)."""
+    wire = sum(v for k, v in received.items() if not k.startswith(BUNDLED))
+    requests = received.get("decision_request", 0) + received.get(
+        BUNDLED + "decision_request", 0)
+    return wire / max(1, requests)
+
+
+def bundled_share(received: dict[str, int]) -> float:
+    """The share of the messages to the bots that came inside a bundle."""
+    inner = sum(v for k, v in received.items() if k.startswith(BUNDLED))
+    alone = sum(v for k, v in received.items() if not k.startswith(BUNDLED) and k != "bundle")
+    return inner / max(1, inner + alone)
 
 
 # ----- raw ping-pong phase ----------------------------------------------------------------
@@ -811,7 +827,8 @@ def report(console: Console, data: JSON) -> None:
         ref, raw = level["refereed"], level["raw"]
         console.print(
             f"[dim]  {level['concurrency']:>3} matches: "
-            f"{ref['messages_to_bots_per_decision']:.2f} messages to bots per decision, "
+            f"{ref['messages_to_bots_per_decision']:.2f} messages to bots per decision "
+            f"({100 * ref['bundled_share']:.0f} % of what they carry in bundles), "
             f"{ref['rotations_per_s']:,.0f} rotations/s, {ref['matches_ended_in_window']} "
             f"ended in the window, mean running {ref['mean_running_matches']:.1f}; "
             f"CPU per decision, referee + bots {level['cpu_per_decision_us']:,.0f} µs vs raw "

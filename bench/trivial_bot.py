@@ -45,6 +45,9 @@ from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2
 from scout_arena.server.eventloop import run as run_on_loop
 
 JSON = dict[str, Any]
+BUNDLED = "bundled:"
+"""Prefix of the received counts of messages that came inside a RefereeBundle (the bundle
+itself is counted as one ``bundle``)."""
 EOF: object = getattr(grpc.aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
 CLIENT_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
@@ -120,10 +123,13 @@ def turnarounds_us(per_bot: Any) -> list[int]:
 class TrivialBot:
     """One Play stream; answers every request at once."""
 
-    def __init__(self, name: str, report_ends: bool, lean: bool = True) -> None:
+    def __init__(self, name: str, report_ends: bool, lean: bool = True,
+                 bundles: bool = True) -> None:
         self.name = name
         self.report_ends = report_ends
         self.lean = lean
+        self.bundles = bundles
+        """Hello.accepts_bundles, and the answers to one bundle go back as one BotBundle."""
         self.answer_log = TurnLog()
         """Lean: (match, request id) of every decision answered, by the time it was written."""
         self.request_log = TurnLog()
@@ -162,7 +168,8 @@ class TrivialBot:
                              wait_for_ready=True)
             await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
                 bot_name=self.name, bot_version="bench-trivial", protocol_version=1,
-                max_concurrent_matches=max_matches, lean=self.lean)))
+                max_concurrent_matches=max_matches, lean=self.lean,
+                accepts_bundles=self.bundles)))
             welcome = await call.read()
             if welcome is EOF or not isinstance(welcome, arena_pb2.RefereeMessage) \
                     or welcome.WhichOneof("body") != "welcome":
@@ -174,19 +181,30 @@ class TrivialBot:
 
     async def _answer(self, key: tuple[str, int], decision: bool,
                       answer: arena_pb2.BotMessage) -> None:
+        await self._answer_all([(key, decision, answer)])
+
+    async def _answer_all(self, answers: list[tuple[tuple[str, int], bool,
+                                                    arena_pb2.BotMessage]]) -> None:
+        """Write ``answers`` (one BotBundle when there are several and the bot bundles)."""
         if self.paused:
-            self.held.append((key, decision, answer))
+            self.held.extend(answers)
             return
         assert self.call is not None
         async with self.write_lock:
             now = time.monotonic()
-            if not self.lean:
-                self.pending[key] = (now, decision)
-            elif decision:
-                self.answer_log.add(now, key)
+            for key, decision, _ in answers:
+                if not self.lean:
+                    self.pending[key] = (now, decision)
+                elif decision:
+                    self.answer_log.add(now, key)
+                else:
+                    self.rotations.add(now, 0.0)
+            if len(answers) == 1 or not self.bundles:
+                for _, _, answer in answers:
+                    await self.call.write(answer)
             else:
-                self.rotations.add(now, 0.0)
-            await self.call.write(answer)
+                await self.call.write(arena_pb2.BotMessage(bundle=arena_pb2.BotBundle(
+                    messages=[answer for _, _, answer in answers])))
 
     async def command(self, words: list[str]) -> None:
         """``pause`` / ``resume`` (see the module docstring)."""
@@ -195,8 +213,8 @@ class TrivialBot:
         elif words[0] == "resume":
             self.paused = False
             held, self.held = self.held, []
-            for key, decision, answer in held:
-                await self._answer(key, decision, answer)
+            if held:
+                await self._answer_all(held)
         else:
             return
         sys.stdout.write("P\n")
@@ -214,12 +232,23 @@ class TrivialBot:
             kind = read.WhichOneof("body")
             assert kind is not None
             received[kind] += 1
-            await self._handle(read, kind)
+            answers: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]] = []
+            if kind == "bundle":
+                for inner in read.bundle.messages:
+                    inner_kind = inner.WhichOneof("body")
+                    assert inner_kind is not None
+                    received[BUNDLED + inner_kind] += 1
+                    self._handle(inner, inner_kind, answers)
+            else:
+                self._handle(read, kind, answers)
+            if answers:
+                await self._answer_all(answers)
 
-    async def _handle(self, message: arena_pb2.RefereeMessage, kind: str) -> None:
+    def _handle(self, message: arena_pb2.RefereeMessage, kind: str,
+                answers: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]]) -> None:
         pending = self.pending
         monotonic = time.monotonic
-        respond = self._answer
+        respond = answers.append
         accepted = arena_pb2.ANSWER_STATUS_ACCEPTED
         if kind == "decision_request":
             request = message.decision_request
@@ -233,12 +262,12 @@ class TrivialBot:
                 action = game_pb2.Action(scout=game_pb2.Scout(end=game_pb2.END_LEFT))
             answer = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
                 match_id=request.match_id, request_id=request.request_id, action=action))
-            await respond((request.match_id, request.request_id), True, answer)
+            respond(((request.match_id, request.request_id), True, answer))
         elif kind == "rotation_request":
             rotation = message.rotation_request
             answer = arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
                 match_id=rotation.match_id, request_id=rotation.request_id, rotate=False))
-            await respond((rotation.match_id, rotation.request_id), False, answer)
+            respond(((rotation.match_id, rotation.request_id), False, answer))
         elif kind == "answer_result":
             now = monotonic()
             result = message.answer_result
@@ -259,7 +288,8 @@ class TrivialBot:
 
 
 async def run(args: argparse.Namespace) -> int:
-    bot = TrivialBot(args.name, args.report_ends, lean=not args.full)
+    bot = TrivialBot(args.name, args.report_ends, lean=not args.full,
+                     bundles=not args.no_bundles)
     player = asyncio.create_task(bot.play(args.address, args.token, args.max_matches))
     commands = asyncio.create_task(serve_commands(bot.stats, bot.command))
     done, _ = await asyncio.wait({player, commands}, return_when=asyncio.FIRST_COMPLETED)
@@ -281,6 +311,8 @@ def main() -> int:
                         help="max_concurrent_matches in Hello (the referee caps it at 1000)")
     parser.add_argument("--full", action="store_true",
                         help="ask for PublicEvents and every AnswerResult (not lean)")
+    parser.add_argument("--no-bundles", action="store_true",
+                        help="one message each way per request (no Hello.accepts_bundles)")
     parser.add_argument("--report-ends", action="store_true",
                         help="print E on stdout for every MatchEnded")
     return run_on_loop(run(parser.parse_args()))  # $SCOUT_EVENT_LOOP picks the loop

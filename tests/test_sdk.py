@@ -10,7 +10,7 @@ import random
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -490,17 +490,28 @@ class Connection:
     def __init__(self, context: Any) -> None:
         self.context = context
         self.metadata = dict(context.invocation_metadata() or ())
+        self.unread: deque[BotMessage | None] = deque()
+        self.bundles = 0
+        """BotBundles received so far (their messages come out of `recv` one by one)."""
 
     async def recv(self, timeout: float = 5.0) -> BotMessage | None:
+        if self.unread:
+            return self.unread.popleft()
         raw = await asyncio.wait_for(self.context.read(), timeout)
         if raw is aio.EOF:
             return None
-        return testing.bot_message_from_proto(raw)
+        if raw.WhichOneof("body") == "bundle":
+            self.bundles += 1
+        self.unread.extend(testing.bot_messages_from_proto(raw))
+        return self.unread.popleft()
 
     async def send(self, *messages: RefereeMessage) -> float:
         for message in messages:
             await self.context.write(testing.referee_message_to_proto(message))
         return time.monotonic()
+
+    async def send_bundle(self, *messages: RefereeMessage) -> None:
+        await self.context.write(testing.referee_bundle_to_proto(messages))
 
     async def handshake(self, resumed: bool = False) -> Hello:
         hello = await self.recv()
@@ -701,6 +712,43 @@ def test_a_quick_bots_hook_that_returns_an_awaitable_is_awaited_before_the_next_
     assert asyncio.run(play(FakeArena(script), bot, max_matches=1)) == 1
     assert bot.kinds() == ["start", "act", "round_end", "round_end_done", "act", "round_end",
                            "round_end_done", "match_end"]
+
+
+def test_a_referee_bundle_is_read_as_its_messages_in_order_and_the_answers_go_back_bundled(
+        ) -> None:
+    bot = QuickRecorder()
+    first = observation(cards(3, 4, 8), cards(2), match_id="m1", request_id=3)
+    second = observation(cards(5, 6), match_id="m2", request_id=4)
+    hellos: list[Hello] = []
+    bundles: list[int] = []
+
+    async def script(conn: Connection) -> None:
+        hellos.append(await conn.handshake())
+        await conn.send_bundle(start("m1"), start("m2"), first, second)
+        assert [await conn.recv(), await conn.recv()] == [
+            ActionChoice("m1", 3, first.legal_shows[-1]),
+            ActionChoice("m2", 4, second.legal_shows[-1])]
+        bundles.append(conn.bundles)
+        await conn.send_bundle(RoundEnded("m1", 0, RoundEndReason.HAND_EMPTIED),
+                               MatchEnded("m1"), MatchEnded("m2"))
+        assert await conn.drain() == []
+
+    played = asyncio.run(play(FakeArena(script), bot, max_concurrent_matches=2, max_matches=2))
+    assert played == 2
+    assert hellos[0].accepts_bundles
+    assert convert.bot_message_to_proto(hellos[0]).hello.accepts_bundles
+    assert bot.kinds() == ["start", "start", "act", "act", "round_end", "match_end",
+                           "match_end"]
+    assert bundles == [1]  # both answers were ready together: one BotBundle
+
+
+def test_bot_messages_go_alone_or_as_one_bundle_in_order() -> None:
+    one = ActionChoice("m", 1, Show(0, 1))
+    two = RotationChoice("m", 2, True)
+    assert convert.bot_messages_to_proto([one]) == convert.bot_message_to_proto(one)
+    wire = convert.bot_messages_to_proto([one, two])
+    assert wire.WhichOneof("body") == "bundle"
+    assert testing.bot_messages_from_proto(wire) == [one, two]
 
 
 def test_two_matches_are_played_concurrently() -> None:

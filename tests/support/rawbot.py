@@ -125,6 +125,9 @@ class PlayCall:
         else:
             self.call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=metadata)
         self.messages: list[arena_pb2.RefereeMessage] = []
+        """Every message received, a RefereeBundle's one by one in its place."""
+        self.bundle_sizes: list[int] = []
+        """How many messages each RefereeBundle received held."""
         self.unreadable: list[bytes] = []
         self.ended = False
         self.code: grpc.StatusCode | None = None
@@ -149,7 +152,11 @@ class PlayCall:
                 else:
                     assert isinstance(data, arena_pb2.RefereeMessage)
                     message = data
-                self.messages.append(message)
+                if message.WhichOneof("body") == "bundle":
+                    self.bundle_sizes.append(len(message.bundle.messages))
+                    self.messages.extend(message.bundle.messages)
+                else:
+                    self.messages.append(message)
                 self._notify()
         except grpc.aio.AioRpcError:
             pass

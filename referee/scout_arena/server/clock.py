@@ -1,8 +1,10 @@
 """Time control: what a match grants per decision and per match, and each seat's bank.
 
-A request's clock starts when the stream's writer hands it to the transport (not when the
-match queues it: time a request spends queued inside the referee is the referee's, counted in
-``referee_ms``, never the bot's) and stops when the answer is read off the stream, so a slow
+A request's clock starts once the stream's writer has handed it to the transport, i.e. once the
+write carrying it has completed (not when the match queues it, nor when the write begins: time
+a request spends queued inside the referee, its gRPC included, is the referee's, counted in
+``referee_ms``, never the bot's; on a busy referee the completion is seen as late as an answer
+is read, so the two lags cancel) and stops when the answer is read off the stream, so a slow
 network costs the bot, never the other seats. Answering within the decision time is free;
 beyond it the overrun comes out of the seat's bank, and a request still unanswered when both
 are spent times out.
@@ -87,7 +89,7 @@ class SeatClock:
         self.start()
         credit = max(0.0, min(loop_lag, received_at - self.sent_at))
         self.referee_ms += credit * 1000
-        taken = received_at - credit - self.sent_at
+        taken = max(0.0, received_at - credit - self.sent_at)
         overrun = taken * 1000 - self.decision_ms
         if overrun > 0:
             self.bank_ms = max(0.0, self.bank_ms - overrun)

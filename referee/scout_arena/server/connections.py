@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,25 +44,27 @@ class BotConnection:
         self.session_id = session_id
         self.max_matches = max_matches
         self.version = version
-        self.outbox: asyncio.Queue[bytes | Handoff | None] = asyncio.Queue()
+        self.outbox = Outbox()
         self.superseded = False
         self.lean = False
         """Hello.lean: this stream goes without PublicEvents and AnswerResult{ACCEPTED}."""
+        self.accepts_bundles = False
+        """Hello.accepts_bundles: the writer may send what is queued as one RefereeBundle."""
         self.handler_task: asyncio.Task[Any] | None = None
         self.said_goodbye = False
         """The writer has sent a Goodbye: the handler ends the call with OK."""
 
     def send(self, message: bytes | Handoff) -> None:
-        self.outbox.put_nowait(message)
+        self.outbox.put(message)
 
     def close(self) -> None:
         """Let the writer stop after what is already queued."""
-        self.outbox.put_nowait(None)
+        self.outbox.put(None)
 
     def say_goodbye(self, message: bytes) -> None:
         """Queue a Goodbye as the stream's last message; once the writer has sent it, the
         handler ends the call (see `ArenaServicer.Play`)."""
-        self.outbox.put_nowait(GoodbyeMessage(message))
+        self.outbox.put(GoodbyeMessage(message))
 
 
 class GoodbyeMessage(bytes):
@@ -69,14 +72,69 @@ class GoodbyeMessage(bytes):
 
 
 class Handoff:
-    """A serialized request in an outbox: the writer calls ``on_write`` just before it hands
-    ``data`` to the transport, which starts the request's clock (`SeatClock.start`)."""
+    """A serialized request in an outbox: the writer calls ``on_write`` once the transport has
+    taken ``data`` (its write completed), which starts the request's clock (`SeatClock.start`)."""
 
     __slots__ = ("data", "on_write")
 
     def __init__(self, data: bytes, on_write: Callable[[], None]) -> None:
         self.data = data
         self.on_write = on_write
+
+
+OutboxItem = bytes | Handoff | None
+"""A serialized message, a request (`Handoff`), a Goodbye (`GoodbyeMessage`), or None: stop."""
+
+
+class Outbox:
+    """What the referee has queued for one stream, in order. The writer takes what has piled
+    up while its last write was in flight in one go (`take`), so a stream that accepts bundles
+    gets it in one message; a Goodbye or the stop (None) always comes alone."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[OutboxItem] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: OutboxItem) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def take(self, most: int = 1, most_bytes: int = 0) -> list[OutboxItem]:
+        """The next item; with ``most`` > 1, every message queued behind it as well, up to
+        ``most`` of them and (past the first) ``most_bytes`` of data, stopping before a Goodbye
+        or the stop."""
+        items = self._items
+        while not items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        first = items.popleft()
+        taken = [first]
+        if most <= 1 or first is None or isinstance(first, GoodbyeMessage):
+            return taken
+        size = _size(first)
+        while items and len(taken) < most:
+            item = items[0]
+            if item is None or isinstance(item, GoodbyeMessage):
+                break
+            size += _size(item)
+            if size > most_bytes:
+                break
+            taken.append(items.popleft())
+        return taken
+
+
+def _size(item: bytes | Handoff) -> int:
+    return len(item.data) if isinstance(item, Handoff) else len(item)
 
 
 @dataclass(eq=False)

@@ -408,7 +408,48 @@ class ProtobufWire:
 
 # ----- answers from bots ------------------------------------------------------------------
 
-def read_answer(message: arena_pb2.BotMessage
+MAX_BUNDLE_MESSAGES = 1000
+"""The most messages one bundle may hold, either way (PROTOCOL.md §3.6.2)."""
+MAX_BUNDLE_BYTES = 1 << 20
+"""The referee's bundles stay under this size, far below a client's 4 MiB receive limit."""
+_BUNDLE_TAG = bytes([(13 << 3) | 2])  # RefereeMessage.bundle, length-delimited
+_BUNDLE_ITEM_TAG = bytes([(1 << 3) | 2])  # RefereeBundle.messages, length-delimited
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def bundle_bytes(messages: Sequence[bytes]) -> bytes:
+    """The serialized RefereeMessage{bundle} holding ``messages`` (each a serialized
+    RefereeMessage) in order, built from their bytes without parsing them again."""
+    body = b"".join(b"".join((_BUNDLE_ITEM_TAG, _varint(len(message)), message))
+                    for message in messages)
+    return b"".join((_BUNDLE_TAG, _varint(len(body)), body))
+
+
+def read_answers(message: arena_pb2.BotMessage
+                 ) -> list[RotationAnswer | ActionAnswer | arena_pb2.RefereeMessage]:
+    """What a message from a bot says, in order: one `read_answer` for a single message, one
+    per message of a BotBundle (a Hello or a bundle inside one is answered with a ProtocolError
+    in its place, and a bundle of more than `MAX_BUNDLE_MESSAGES` with one error alone)."""
+    if message.WhichOneof("body") != "bundle":
+        return [read_answer(message)]
+    inner = message.bundle.messages
+    if len(inner) > MAX_BUNDLE_MESSAGES:
+        return [arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
+            code=arena_pb2.ERROR_CODE_BAD_MESSAGE,
+            message=f"a BotBundle holds at most {MAX_BUNDLE_MESSAGES} messages, this one "
+                    f"{len(inner)}: none of them was read"))]
+    return [read_answer(each, in_bundle=True) for each in inner]
+
+
+def read_answer(message: arena_pb2.BotMessage, in_bundle: bool = False
                 ) -> RotationAnswer | ActionAnswer | arena_pb2.RefereeMessage:
     """A bot's answer, or the ProtocolError to send back when the message is not an answer."""
     kind = message.WhichOneof("body")
@@ -422,8 +463,13 @@ def read_answer(message: arena_pb2.BotMessage
     if kind == "rotation":
         rotation = message.rotation
         return RotationAnswer(rotation.match_id, rotation.request_id, rotation.rotate)
-    text = ("Hello is sent once, first" if kind == "hello"
-            else "a BotMessage needs a body: rotation or action")
+    if kind == "hello":
+        text = "Hello is sent once, first, on its own"
+    elif kind == "bundle":
+        text = ("a BotBundle inside a BotBundle is not read: put every message in one bundle"
+                if in_bundle else "a BotBundle is read by read_answers")
+    else:
+        text = "a BotMessage needs a body: rotation, action or bundle"
     return arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
         code=arena_pb2.ERROR_CODE_BAD_MESSAGE, message=text))
 

@@ -1,7 +1,7 @@
 """How far behind the referee's event loop runs: the part of an answer's time that was the
 referee's on the way in.
 
-The fair clock (`clock`) starts a request's time when its writer hands it to the transport, so
+The fair clock (`clock`) starts a request's time once its writer has handed it to the transport, so
 time a request waits inside the referee is never the bot's. An answer has the same problem the
 other way: it reaches the transport, then waits for the loop to read it, and a loop that is busy
 (a burst of matches, a slow callback) reads it late. That wait is the referee's too. The loop

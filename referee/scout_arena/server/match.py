@@ -152,7 +152,7 @@ class Seat:
             waiter.set_result(None)
 
     def send_request(self, message: bytes, request_id: int) -> None:
-        """A request, whose clock starts when the stream's writer hands it to the transport;
+        """A request, whose clock starts once the stream's writer has handed it to the transport;
         at once when there is no stream to carry it (a disconnected seat's time runs on)."""
         connection = self.bot.connection
         if connection is not None and not self.absent:

@@ -31,11 +31,14 @@ from ..record import record_to_json
 from .book import KnownMatch
 from .connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, tokens_equal
 from .convert import (
+    MAX_BUNDLE_BYTES,
+    MAX_BUNDLE_MESSAGES,
     PROTOCOL_VERSION,
     ProtobufWire,
+    bundle_bytes,
     match_info,
     match_status_from_pb,
-    read_answer,
+    read_answers,
     spectator_event,
     time_control_from_pb,
 )
@@ -259,6 +262,7 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                                    hello.bot_version)
         connection.handler_task = asyncio.current_task()
         connection.lean = hello.lean
+        connection.accepts_bundles = hello.accepts_bundles
         self.referee.attach(connection)
         log.info("bot %s connected (session %s)", bot.name, connection.session_id)
         stopping = asyncio.Event()
@@ -278,11 +282,11 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                     unreadable = message
                     break
                 assert isinstance(message, arena_pb2.BotMessage)
-                answer = read_answer(message)
-                if isinstance(answer, arena_pb2.RefereeMessage):
-                    connection.send(answer.SerializeToString())
-                else:
-                    self.referee.route(connection, answer, received_at)
+                for answer in read_answers(message):
+                    if isinstance(answer, arena_pb2.RefereeMessage):
+                        connection.send(answer.SerializeToString())
+                    else:
+                        self.referee.route(connection, answer, received_at)
         except asyncio.CancelledError:
             # Superseded (ends ABORTED below), or the writer has sent a Goodbye (ends OK).
             if not (connection.superseded or connection.said_goodbye):
@@ -304,21 +308,31 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
     @staticmethod
     async def _write(connection: BotConnection, context: Context,
                      stopping: asyncio.Event) -> None:
+        """Drain the outbox. To a stream that accepts bundles, what piled up while the last
+        write was in flight goes as one RefereeBundle: no message waits for a bundle to fill.
+        A request's clock starts once its write has completed (`Handoff`)."""
         outbox = connection.outbox
+        most = MAX_BUNDLE_MESSAGES if connection.accepts_bundles else 1
         while True:
-            message = await outbox.get()
-            if message is None or stopping.is_set():
+            items = await outbox.take(most, MAX_BUNDLE_BYTES)
+            first = items[0]
+            if first is None or stopping.is_set():
                 return
-            if isinstance(message, GoodbyeMessage):
-                await ArenaServicer._say_goodbye(connection, context, message)
+            if isinstance(first, GoodbyeMessage):
+                await ArenaServicer._say_goodbye(connection, context, first)
                 return
-            if isinstance(message, Handoff):
-                if ArenaServicer.handoff_delay_s > 0:  # tests only: a referee slow to hand off
-                    await asyncio.sleep(ArenaServicer.handoff_delay_s)
-                message.on_write()  # the request's clock starts as the transport takes it
-                await context.write(message.data)
-                continue
-            await context.write(message)
+            if ArenaServicer.handoff_delay_s > 0 and any(  # tests only: slow to hand off
+                    isinstance(item, Handoff) for item in items):
+                await asyncio.sleep(ArenaServicer.handoff_delay_s)
+            if len(items) == 1:
+                await context.write(first.data if isinstance(first, Handoff) else first)
+            else:
+                await context.write(bundle_bytes(
+                    [item.data if isinstance(item, Handoff) else cast(bytes, item)
+                     for item in items]))
+            for item in items:
+                if isinstance(item, Handoff):
+                    item.on_write()
 
     @staticmethod
     async def _say_goodbye(connection: BotConnection, context: Context,

@@ -231,9 +231,24 @@ class Outbox:
 async def _outgoing(
     queue: asyncio.Queue[BotMessage | None],
 ) -> AsyncIterator[arena_pb2.BotMessage]:
-    """The request stream: everything put in `queue`, until None half-closes the stream."""
+    """The request stream: everything put in `queue`, until None half-closes the stream.
+    Answers that piled up while the last write was in flight go as one BotBundle (PROTOCOL.md
+    §3.6.2); nothing waits for a bundle to fill, and the Hello always goes alone."""
     while (message := await queue.get()) is not None:
-        yield convert.bot_message_to_proto(message)
+        if queue.empty() or isinstance(message, Hello):
+            yield convert.bot_message_to_proto(message)
+            continue
+        batch: list[BotMessage] = [message]
+        closing = False
+        while not queue.empty() and len(batch) < convert.MAX_BUNDLE_MESSAGES:
+            more = queue.get_nowait()
+            if more is None:
+                closing = True
+                break
+            batch.append(more)
+        yield convert.bot_messages_to_proto(batch)
+        if closing:
+            return
 
 
 async def _no_hook(goodbye: Goodbye) -> None:
@@ -389,14 +404,16 @@ class Connection:
         async for received in call:
             received_at = loop.time()
             try:
-                message = convert.referee_message_from_proto(received, histories)
+                messages = convert.referee_messages_from_proto(received, histories)
             except ValueError as error:
                 log.warning("ignoring an unreadable message from the referee: %s", error)
                 continue
-            if message is None:
-                log.warning("ignoring a message from the referee with no body this SDK knows")
-                continue
-            self._receive(message, received_at)
+            for message in messages:
+                if message is None:
+                    log.warning("ignoring a message from the referee with no body this SDK "
+                                "knows")
+                    continue
+                self._receive(message, received_at)
 
     def _receive(self, message: RefereeMessage, received_at: float) -> None:
         if isinstance(message, Welcome):

@@ -359,6 +359,17 @@ def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
     )
 
 
+def referee_messages_from_proto(message: arena_pb2.RefereeMessage,
+                                histories: RoundHistories | None = None
+                                ) -> list[RefereeMessage | None]:
+    """What a message from the referee carries, in order: its one body, or every message of a
+    RefereeBundle (PROTOCOL.md §3.6.2). None in place of a body this SDK does not know (a
+    bundle inside a bundle, which no referee sends, is one)."""
+    if message.WhichOneof("body") != "bundle":
+        return [referee_message_from_proto(message, histories)]
+    return [referee_message_from_proto(inner, histories) for inner in message.bundle.messages]
+
+
 def referee_message_from_proto(message: arena_pb2.RefereeMessage,
                                histories: RoundHistories | None = None
                                ) -> RefereeMessage | None:
@@ -408,6 +419,7 @@ def bot_message_to_proto(message: BotMessage) -> arena_pb2.BotMessage:
                 protocol_version=message.protocol_version,
                 max_concurrent_matches=message.max_concurrent_matches,
                 lean=message.lean,
+                accepts_bundles=message.accepts_bundles,
             )
         )
     if isinstance(message, RotationChoice):
@@ -420,3 +432,16 @@ def bot_message_to_proto(message: BotMessage) -> arena_pb2.BotMessage:
     if message.action is not None:
         choice.action.CopyFrom(action_to_proto(message.action))
     return arena_pb2.BotMessage(action=choice)
+
+
+MAX_BUNDLE_MESSAGES = 1000
+"""The most messages a BotBundle may hold (PROTOCOL.md §3.6.2)."""
+
+
+def bot_messages_to_proto(messages: Sequence[BotMessage]) -> arena_pb2.BotMessage:
+    """One message for the wire: the message itself when there is one, else a BotBundle of
+    them in order (at most `MAX_BUNDLE_MESSAGES`, never a Hello: the caller's to keep)."""
+    if len(messages) == 1:
+        return bot_message_to_proto(messages[0])
+    return arena_pb2.BotMessage(bundle=arena_pb2.BotBundle(
+        messages=[bot_message_to_proto(message) for message in messages]))

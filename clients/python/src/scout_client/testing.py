@@ -54,6 +54,8 @@ __all__ = [
     "action_from_proto",
     "answer_result_to_proto",
     "bot_message_from_proto",
+    "bot_messages_from_proto",
+    "referee_bundle_to_proto",
     "card_to_proto",
     "decision_request_to_proto",
     "goodbye_to_proto",
@@ -277,7 +279,7 @@ def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:
     if body == "hello":
         h = message.hello
         return Hello(h.bot_name, h.bot_version, h.protocol_version, h.max_concurrent_matches,
-                     h.lean)
+                     h.lean, h.accepts_bundles)
     if body == "rotation":
         r = message.rotation
         return RotationChoice(r.match_id, r.request_id, r.rotate)
@@ -286,3 +288,18 @@ def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:
         action = action_from_proto(a.action) if a.HasField("action") else None
         return ActionChoice(a.match_id, a.request_id, action)
     return None
+
+
+def bot_messages_from_proto(message: arena_pb2.BotMessage) -> list[BotMessage | None]:
+    """What a bot's message carries, in order: its one body, or every message of a BotBundle
+    (`bot_message_from_proto` of each)."""
+    if message.WhichOneof("body") != "bundle":
+        return [bot_message_from_proto(message)]
+    return [bot_message_from_proto(inner) for inner in message.bundle.messages]
+
+
+def referee_bundle_to_proto(messages: Iterable[RefereeMessage]) -> arena_pb2.RefereeMessage:
+    """A RefereeBundle of ``messages`` in order, as a referee sends to a stream whose Hello
+    set accepts_bundles (PROTOCOL.md §3.6.2)."""
+    return arena_pb2.RefereeMessage(bundle=arena_pb2.RefereeBundle(
+        messages=[referee_message_to_proto(message) for message in messages]))

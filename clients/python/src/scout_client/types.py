@@ -272,13 +272,15 @@ RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye | A
 class Hello:
     """The first message of every stream. `lean` asks for a lean stream (PROTOCOL.md §3.6.1):
     no PublicEvent and no AnswerResult for an accepted answer; the next request's observation
-    says what happened. The SDK asks for one unless the bot needs the events."""
+    says what happened. The SDK asks for one unless the bot needs the events.
+    `accepts_bundles`: the SDK reads RefereeBundles (PROTOCOL.md §3.6.2), so it always says so."""
 
     bot_name: str
     bot_version: str
     protocol_version: int = PROTOCOL_VERSION
     max_concurrent_matches: int = 1
     lean: bool = True
+    accepts_bundles: bool = True
 
 
 @dataclass(frozen=True, slots=True)

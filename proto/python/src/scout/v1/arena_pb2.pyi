@@ -129,6 +129,7 @@ class BotMessage(_message.Message):
     HELLO_FIELD_NUMBER: _builtins.int
     ROTATION_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
+    BUNDLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """The first message of every stream."""
@@ -141,22 +142,51 @@ class BotMessage(_message.Message):
     def action(self) -> Global___ActionChoice:
         """Answer to a DecisionRequest."""
 
+    @_builtins.property
+    def bundle(self) -> Global___BotBundle:
+        """Several answers in one message, read in order as if each came on its own (§3.6.2)."""
+
     def __init__(
         self,
         *,
         hello: Global___Hello | None = ...,
         rotation: Global___RotationChoice | None = ...,
         action: Global___ActionChoice | None = ...,
+        bundle: Global___BotBundle | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "body", b"body", "hello", b"hello", "rotation", b"rotation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "body", b"body", "bundle", b"bundle", "hello", b"hello", "rotation", b"rotation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "body", b"body", "hello", b"hello", "rotation", b"rotation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "body", b"body", "bundle", b"bundle", "hello", b"hello", "rotation", b"rotation"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["hello", "rotation", "action"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["hello", "rotation", "action", "bundle"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
 Global___BotMessage: _TypeAlias = BotMessage  # noqa: Y015
+
+@_typing.final
+class BotBundle(_message.Message):
+    """Messages a bot sends together: any but Hello and another bundle, at most 1000."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___BotMessage]:
+        """The messages, in the order the referee reads them."""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___BotMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BotBundle: _TypeAlias = BotBundle  # noqa: Y015
 
 @_typing.final
 class Hello(_message.Message):
@@ -169,6 +199,7 @@ class Hello(_message.Message):
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     MAX_CONCURRENT_MATCHES_FIELD_NUMBER: _builtins.int
     LEAN_FIELD_NUMBER: _builtins.int
+    ACCEPTS_BUNDLES_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The bot's display name."""
     bot_version: _builtins.str
@@ -183,6 +214,10 @@ class Hello(_message.Message):
     with its next request (the observation's round history). Rejections, timeouts, round and
     match ends are still sent at once. False (the default) keeps every message.
     """
+    accepts_bundles: _builtins.bool
+    """The bot reads RefereeMessage.bundle: the referee may then send what it has queued for this
+    stream in one message (§3.6.2). False (the default): one message each.
+    """
     def __init__(
         self,
         *,
@@ -191,10 +226,11 @@ class Hello(_message.Message):
         protocol_version: _builtins.int = ...,
         max_concurrent_matches: _builtins.int = ...,
         lean: _builtins.bool = ...,
+        accepts_bundles: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_version", b"bot_version", "lean", b"lean", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_bundles", b"accepts_bundles", "bot_name", b"bot_name", "bot_version", b"bot_version", "lean", b"lean", "max_concurrent_matches", b"max_concurrent_matches", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -279,6 +315,7 @@ class RefereeMessage(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     GOODBYE_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    BUNDLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -323,6 +360,10 @@ class RefereeMessage(_message.Message):
     def assignment(self) -> Global___MatchAssignment:
         """Play a match on another referee node: open a Play stream there (PROTOCOL.md §3.8)."""
 
+    @_builtins.property
+    def bundle(self) -> Global___RefereeBundle:
+        """Several messages in one, to a stream whose Hello set accepts_bundles (§3.6.2)."""
+
     def __init__(
         self,
         *,
@@ -337,16 +378,41 @@ class RefereeMessage(_message.Message):
         error: Global___ProtocolError | None = ...,
         goodbye: Global___Goodbye | None = ...,
         assignment: Global___MatchAssignment | None = ...,
+        bundle: Global___RefereeBundle | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye", "assignment"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye", "assignment", "bundle"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
 Global___RefereeMessage: _TypeAlias = RefereeMessage  # noqa: Y015
+
+@_typing.final
+class RefereeBundle(_message.Message):
+    """Messages the referee sends together, in order: never Welcome, Goodbye or another bundle."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___RefereeMessage]:
+        """The messages, in the order they were queued; read each as if it came on its own."""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___RefereeMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefereeBundle: _TypeAlias = RefereeBundle  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
