@@ -18,6 +18,8 @@
 // waits for ACCEPTED: an answered request stays open until a verdict closes it (TIMED_OUT) or the
 // match moves on (its next request, its RoundEnded, its MatchEnded); a rejection (ILLEGAL,
 // MALFORMED) keeps it open.
+// Hello also sets accepts_bundles (PROTOCOL.md §3.6.2): a RefereeBundle is unpacked by dispatch(),
+// each inner message taking the path it would take alone, with the bundle's arrival time.
 // A stream the referee ends on purpose carries a Goodbye last (PROTOCOL.md §10.1); on the main
 // stream it overrides the status the call ends with: reconnect: false ends run() with 0,
 // reconnect: true reconnects after retry_after_ms plus jitter, without growing the backoff. A node
@@ -625,6 +627,18 @@ void Client::Impl::dispatch(const std::shared_ptr<Link>& link, v1::RefereeMessag
         case v1::RefereeMessage::kRoundEnded:
         case v1::RefereeMessage::kMatchEnded:
             route(link, std::move(message), received);
+            break;
+        case v1::RefereeMessage::kBundle:
+            // Several queued messages in one (Hello.accepts_bundles, PROTOCOL.md §3.6.2): each
+            // is handled, in order, exactly as if it had come alone, at the bundle's arrival.
+            for (auto& inner : *message.mutable_bundle()->mutable_messages()) {
+                if (inner.has_bundle()) {
+                    log_warning("ignoring a bundle nested in a bundle from ", link->name(), " (",
+                                inner.bundle().messages_size(), " message(s))");
+                    continue;
+                }
+                dispatch(link, std::move(inner), received);
+            }
             break;
         default:
             // A newer referee may send message kinds this kit does not know: ignore them.

@@ -180,6 +180,7 @@ v1::BotMessage hello_message(const Options& options) {
     hello->set_protocol_version(kProtocolVersion);
     hello->set_max_concurrent_matches(static_cast<std::uint32_t>(std::max(1, options.concurrency)));
     hello->set_lean(!options.public_events);
+    hello->set_accepts_bundles(true);  // the client unpacks RefereeMessage.bundle (§3.6.2)
     return message;
 }
 

@@ -364,8 +364,10 @@ TEST(hello_is_lean_unless_public_events) {
     CHECK_EQ(hello.hello().protocol_version(), 1u);
     CHECK_EQ(hello.hello().max_concurrent_matches(), 3u);
     CHECK_EQ(hello.hello().bot_name(), std::string("me"));
+    CHECK(hello.hello().accepts_bundles());
     options.public_events = true;
     CHECK(!scout::hello_message(options).hello().lean());
+    CHECK(scout::hello_message(options).hello().accepts_bundles());  // always
 
     const auto base = std::map<std::string, std::string>{{"SCOUT_ADDRESS", "h:1"},
                                                          {"SCOUT_TOKEN", "t"}};
@@ -382,7 +384,8 @@ TEST(hello_is_lean_unless_public_events) {
 
 // --- node streams (PROTOCOL.md §3.8) -------------------------------------------------------------
 
-/// A main referee for one bot stream: welcomes it, then sends the MatchAssignments it is told to.
+/// A main referee for one bot stream: welcomes it, then sends the messages it is told to (e.g.
+/// MatchAssignments), and records the Hello and what the bot sends after it.
 class FakeMain final : public v1::Arena::Service {
 public:
     FakeMain() {
@@ -402,9 +405,30 @@ public:
         a->set_match_id(match_id);
         a->set_address(address);
         a->set_ticket(ticket);
+        send(std::move(message));
+    }
+
+    void send(v1::RefereeMessage message) {
         std::lock_guard lock(mutex_);
         outbox_.push_back(std::move(message));
         cv_.notify_all();
+    }
+
+    /// The Hello of the last stream.
+    v1::Hello hello() {
+        std::lock_guard lock(mutex_);
+        return hello_;
+    }
+
+    /// Everything the bot sent after its Hello, over all streams, in arrival order.
+    std::vector<v1::BotMessage> received() {
+        std::lock_guard lock(mutex_);
+        return received_;
+    }
+
+    bool wait_received(std::size_t count, std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        return cv_.wait_for(lock, timeout, [&] { return received_.size() >= count; });
     }
 
     bool wait_welcomed(std::chrono::milliseconds timeout) {
@@ -435,13 +459,17 @@ public:
         bool done = false;
         {
             std::lock_guard lock(mutex_);
+            hello_ = hello.hello();
             ++streams_;
             ++open_;
         }
         cv_.notify_all();
         std::thread reader([&] {
-            v1::BotMessage ignored;
-            while (stream->Read(&ignored)) {
+            v1::BotMessage message;
+            while (stream->Read(&message)) {
+                std::lock_guard lock(mutex_);
+                received_.push_back(message);
+                cv_.notify_all();
             }
             std::lock_guard lock(mutex_);
             done = true;
@@ -470,6 +498,8 @@ private:
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<v1::RefereeMessage> outbox_;
+    v1::Hello hello_;
+    std::vector<v1::BotMessage> received_;
     int streams_ = 0;
     int open_ = 0;
 };
@@ -596,6 +626,212 @@ TEST(an_unreachable_node_is_given_up_after_the_timeout) {
     const std::string log = captured.text();
     captured.restore();
     std::cerr << log;
+}
+
+// --- bundles (Hello.accepts_bundles, PROTOCOL.md §3.6.2) -----------------------------------------
+
+/// What the bots of one client were called with, per match, in order.
+class CallLog {
+public:
+    void add(const std::string& match_id, const std::string& call) {
+        std::lock_guard lock(mutex_);
+        calls_[match_id].push_back(call);
+    }
+    std::map<std::string, std::vector<std::string>> calls() {
+        std::lock_guard lock(mutex_);
+        return calls_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<std::string, std::vector<std::string>> calls_;
+};
+
+/// Records every call; rotates, and plays the first legal Show.
+class RecordingBot final : public scout::Bot {
+public:
+    explicit RecordingBot(std::shared_ptr<CallLog> log) : log_(std::move(log)) {}
+    v1::Action act(const v1::DecisionRequest& request) override {
+        log_->add(request.match_id(), "act " + std::to_string(request.request_id()));
+        return scout::fallback_action(request);
+    }
+    bool rotate(const v1::RotationRequest& request) override {
+        log_->add(request.match_id(), "rotate " + std::to_string(request.request_id()));
+        return true;
+    }
+    void on_match_start(const v1::MatchStart& start) override {
+        log_->add(start.match_id(), "start seat " + std::to_string(start.seat()));
+    }
+    void on_round_end(const v1::RoundEnded& ended) override {
+        log_->add(ended.match_id(), "round end");
+    }
+    void on_match_end(const v1::MatchEnded& ended) override {
+        log_->add(ended.match_id(), "match end");
+    }
+
+private:
+    std::shared_ptr<CallLog> log_;
+};
+
+v1::RefereeMessage match_start_message(const std::string& match_id, int seat) {
+    v1::RefereeMessage m;
+    auto* start = m.mutable_match_start();
+    start->set_match_id(match_id);
+    start->set_seat(static_cast<std::uint32_t>(seat));
+    start->set_num_players(3);
+    start->set_num_rounds(3);
+    return m;
+}
+
+v1::RefereeMessage rotation_request_message(const std::string& match_id, std::uint64_t id) {
+    v1::RefereeMessage m;
+    auto* r = m.mutable_rotation_request();
+    r->set_match_id(match_id);
+    r->set_request_id(id);
+    r->set_deadline_ms(10'000);
+    return m;
+}
+
+v1::RefereeMessage decision_request_message(const std::string& match_id, std::uint64_t id) {
+    v1::RefereeMessage m;
+    *m.mutable_decision_request() = request({4, 5, 6}, {show(1, 1), show(0, 2)});
+    m.mutable_decision_request()->set_match_id(match_id);
+    m.mutable_decision_request()->set_request_id(id);
+    m.mutable_decision_request()->set_deadline_ms(10'000);
+    return m;
+}
+
+v1::RefereeMessage round_ended_message(const std::string& match_id) {
+    v1::RefereeMessage m;
+    m.mutable_round_ended()->set_match_id(match_id);
+    return m;
+}
+
+v1::RefereeMessage match_ended_message(const std::string& match_id) {
+    v1::RefereeMessage m;
+    m.mutable_match_ended()->set_match_id(match_id);
+    return m;
+}
+
+v1::RefereeMessage bundle_of(std::vector<v1::RefereeMessage> messages) {
+    v1::RefereeMessage m;
+    for (auto& message : messages) *m.mutable_bundle()->add_messages() = std::move(message);
+    return m;
+}
+
+/// One bot's answer, as "<match> rotation <id> <rotate>" or "<match> action <id> <action>".
+std::string describe_answer(const v1::BotMessage& m) {
+    if (m.has_rotation()) {
+        return m.rotation().match_id() + " rotation " + std::to_string(m.rotation().request_id()) +
+               (m.rotation().rotate() ? " rotate" : " keep");
+    }
+    if (m.has_action()) {
+        return m.action().match_id() + " action " + std::to_string(m.action().request_id()) +
+               " " + scout::describe(m.action().action());
+    }
+    return "other";
+}
+
+struct BundleRun {
+    v1::Hello hello;
+    std::map<std::string, std::vector<std::string>> calls;    // per match: the bot's calls
+    std::map<std::string, std::vector<std::string>> answers;  // per match: what reached the referee
+    std::size_t answer_count = 0;
+    std::string log;
+    int exit_code = -1;
+};
+
+/// Plays two matches against a FakeMain, in three steps (each waits for the bot's answers to the
+/// previous one, as a referee would): the starts and first requests of both matches, the next
+/// request of each, then a RoundEnded and both ends. With `bundled` each step goes as one RefereeBundle (the
+/// second one also carries a nested bundle, which must be ignored); else message by message.
+BundleRun play_two_matches(bool bundled) {
+    FakeMain fake;
+    scout::Options options;
+    options.address = fake.address();
+    options.token = "t";
+    options.log_level = scout::LogLevel::Info;
+    auto calls = std::make_shared<CallLog>();
+    scout::Client client(options, [calls] { return std::make_unique<RecordingBot>(calls); });
+    CapturedStderr captured;
+    BundleRun run;
+    std::thread runner([&] { run.exit_code = client.run(); });
+    CHECK(fake.wait_welcomed(5s));
+
+    const auto step = [&](std::vector<v1::RefereeMessage> messages, bool nest) {
+        if (!bundled) {
+            for (auto& message : messages) fake.send(std::move(message));
+            return;
+        }
+        if (nest) {  // a request that must not be seen: the whole nested bundle is dropped
+            messages.insert(messages.begin() + 1,
+                            bundle_of({decision_request_message("m-b", 99),
+                                       round_ended_message("m-a")}));
+        }
+        fake.send(bundle_of(std::move(messages)));
+    };
+    step({match_start_message("m-a", 0), rotation_request_message("m-a", 1),
+          match_start_message("m-b", 2), decision_request_message("m-b", 1)},
+         false);
+    CHECK(fake.wait_received(2, 5s));
+    step({decision_request_message("m-a", 2), decision_request_message("m-b", 2)}, true);
+    CHECK(fake.wait_received(4, 5s));
+    step({round_ended_message("m-b"), match_ended_message("m-a"), match_ended_message("m-b")},
+         false);
+    CHECK(eventually(
+        [&] {
+            auto c = calls->calls();
+            return !c["m-a"].empty() && c["m-a"].back() == "match end" && !c["m-b"].empty() &&
+                   c["m-b"].back() == "match end";
+        },
+        5s));
+    std::this_thread::sleep_for(200ms);  // nothing else may come: e.g. an answer to request 99
+
+    client.stop();
+    runner.join();
+    run.hello = fake.hello();
+    run.calls = calls->calls();
+    const auto received = fake.received();
+    run.answer_count = received.size();
+    for (const auto& m : received) {
+        const std::string& match_id = m.has_rotation() ? m.rotation().match_id()
+                                                       : m.action().match_id();
+        run.answers[match_id].push_back(describe_answer(m));
+    }
+    run.log = captured.text();
+    return run;
+}
+
+TEST(bundles_are_handled_like_messages_sent_alone) {
+    const BundleRun alone = play_two_matches(/*bundled=*/false);
+    const BundleRun bundled = play_two_matches(/*bundled=*/true);
+
+    // Hello always says the kit reads bundles.
+    CHECK(alone.hello.accepts_bundles());
+    CHECK(bundled.hello.accepts_bundles());
+
+    // Alone: each match's messages reach its bot in order, and each request is answered.
+    const std::map<std::string, std::vector<std::string>> calls{
+        {"m-a", {"start seat 0", "rotate 1", "act 2", "match end"}},
+        {"m-b", {"start seat 2", "act 1", "act 2", "round end", "match end"}}};
+    const std::map<std::string, std::vector<std::string>> answers{
+        {"m-a", {"m-a rotation 1 rotate", "m-a action 2 show(1,1)"}},
+        {"m-b", {"m-b action 1 show(1,1)", "m-b action 2 show(1,1)"}}};
+    CHECK(alone.calls == calls);
+    CHECK(alone.answers == answers);
+    CHECK_EQ(alone.answer_count, std::size_t{4});
+    CHECK_EQ(alone.exit_code, 0);
+
+    // Bundled: exactly the same, and the nested bundle (request 99, a RoundEnded) is ignored.
+    CHECK(bundled.calls == alone.calls);
+    CHECK(bundled.answers == alone.answers);
+    CHECK_EQ(bundled.answer_count, std::size_t{4});
+    CHECK_EQ(bundled.exit_code, 0);
+    CHECK_EQ(count_of(bundled.log, "ignoring a bundle nested in a bundle"), std::size_t{1});
+    CHECK_EQ(count_of(alone.log, "ignoring a bundle nested in a bundle"), std::size_t{0});
+    if (bundled.calls != alone.calls || bundled.answers != alone.answers) {
+        std::cerr << "alone log:\n" << alone.log << "bundled log:\n" << bundled.log;
+    }
 }
 
 // --- the example strategy ------------------------------------------------------------------------

@@ -44,8 +44,10 @@ class FakeReferee {
       },
     });
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, port) =>
-        e ? reject(e) : resolve(port),
+      this.server.bindAsync(
+        `127.0.0.1:${port}`,
+        grpc.ServerCredentials.createInsecure(),
+        (e, port) => (e ? reject(e) : resolve(port)),
       ),
     );
   }
@@ -152,7 +154,7 @@ function rotationRequest(requestId: string): RefereeMessage {
 }
 
 /** A turn on hand 9 2 3 4 where the bot shows 1+3 and the fallback is 0+1. */
-function turn(requestId: string): RefereeMessage {
+function turn(requestId: string, matchId = "m-1"): RefereeMessage {
   const request = decision({
     hand: [9, 2, 3, 4],
     legalShows: [
@@ -160,7 +162,20 @@ function turn(requestId: string): RefereeMessage {
       { start: 1, length: 3 },
     ],
   });
-  return { decisionRequest: { ...request, requestId, deadlineMs: 2000, timeBankMs: 0 } };
+  return {
+    decisionRequest: {
+      ...request,
+      matchId,
+      observation: { ...request.observation, matchId },
+      requestId,
+      deadlineMs: 2000,
+      timeBankMs: 0,
+    },
+  };
+}
+
+function matchStart(matchId: string): RefereeMessage {
+  return { matchStart: { matchId, seat: 0, numPlayers: 2, numRounds: 2 } };
 }
 
 const MINE = { kind: "show", show: { start: 1, length: 3 } };
@@ -187,6 +202,7 @@ describe("runBot against a fake referee", () => {
         assert.equal(hello.hello?.protocolVersion, 1);
         assert.equal(hello.hello?.maxConcurrentMatches, 3);
         assert.equal(hello.hello?.lean, true, "a lean stream by default");
+        assert.equal(hello.hello?.acceptsBundles, true, "the kit reads bundles");
         call.write({ welcome: { protocolVersion: 1, botName: "kit", sessionId: "s" } });
         call.write({ decisionRequest: turn });
         resolve(await next(call));
@@ -362,6 +378,103 @@ describe("runBot against a fake referee", () => {
     assert.deepEqual(seen[5]?.rotation, { matchId: "m-1", requestId: "4", rotate: true });
     assert.equal(seen[6], undefined, `unexpected ${JSON.stringify(seen[6])}`);
     assert.equal(asked, 2);
+  });
+
+  for (const [name, bot, options] of [
+    ["lean", { chooseAction }, {}],
+    ["full stream", { chooseAction, onPublicEvent: () => undefined }, {}],
+  ] as const) {
+    it(`sets Hello.accepts_bundles = true (${name})`, async () => {
+      const stop = new AbortController();
+      const hello = new Promise<BotMessage__Output>((resolve) => {
+        referee.script = async (call) => resolve(await next(call));
+      });
+      const run = runBot(bot, referee.options(stop, options));
+      assert.equal((await hello).hello?.acceptsBundles, true);
+      stop.abort();
+      await run;
+    });
+  }
+
+  it("handles a bundle's messages in order, as if each had come alone", async () => {
+    // The same messages, once one by one and once in bundles (with a nested bundle, which the
+    // kit ignores): the bot is asked the same things in the same order, and answers the same.
+    const groups: RefereeMessage[][] = [
+      [matchStart("m-1"), rotationRequest("1")],
+      [matchStart("m-2"), turn("2", "m-1"), turn("5", "m-2")],
+      [{ roundEnded: { matchId: "m-1", roundIndex: 0 } }, rotationRequest("3"), turn("6", "m-2")],
+    ];
+    async function play(bundled: boolean): Promise<{
+      seen: (BotMessage__Output | undefined)[];
+      asked: string[];
+      lines: string[];
+    }> {
+      const stop = new AbortController();
+      const asked: string[] = [];
+      const lines: string[] = [];
+      const bot: Bot = {
+        chooseAction: (request) => {
+          asked.push(`${request.matchId}/${request.requestId}`);
+          return chooseAction(request);
+        },
+        chooseRotation: (request) => {
+          asked.push(`${request.matchId}/${request.requestId}`);
+          return true;
+        },
+      };
+      const seen: (BotMessage__Output | undefined)[] = [];
+      const done = new Promise<void>((resolve) => {
+        referee.script = async (call) => {
+          const bot = inbox(call);
+          seen.push(await bot.next()); // Hello
+          call.write(WELCOME);
+          for (const group of groups) {
+            if (bundled) {
+              const nested: RefereeMessage = { bundle: { messages: [turn("9", "m-1")] } };
+              call.write({ bundle: { messages: [nested, ...group] } });
+            } else {
+              for (const message of group) call.write(message);
+            }
+            // Every request of the group that stays open is answered.
+            const open = group.filter((m) => m.rotationRequest || m.decisionRequest).length;
+            for (let i = 0; i < open; i++) seen.push(await bot.next());
+          }
+          seen.push(await bot.next(300)); // nothing more (the nested turn 9 is not answered)
+          resolve();
+        };
+      });
+      const run = runBot(bot, referee.options(stop, { logger: recorder(lines) }));
+      await done;
+      stop.abort();
+      await run;
+      return { seen, asked, lines };
+    }
+    const alone = await play(false);
+    const bundled = await play(true);
+    const expected = [
+      { rotation: { matchId: "m-1", requestId: "1", rotate: true } },
+      { action: { matchId: "m-1", requestId: "2", action: MINE } },
+      { action: { matchId: "m-2", requestId: "5", action: MINE } },
+      { rotation: { matchId: "m-1", requestId: "3", rotate: true } },
+      { action: { matchId: "m-2", requestId: "6", action: MINE } },
+    ];
+    for (const { seen } of [alone, bundled]) {
+      assert.equal(seen[0]?.hello?.acceptsBundles, true);
+      assert.deepEqual(
+        seen
+          .slice(1, -1)
+          .map((m) => (m?.rotation ? { rotation: m.rotation } : { action: m?.action })),
+        expected,
+      );
+      assert.equal(seen.at(-1), undefined, `unexpected ${JSON.stringify(seen.at(-1))}`);
+    }
+    assert.deepEqual(bundled.seen, alone.seen, "bundled or alone, the same answers");
+    const order = ["m-1/1", "m-1/2", "m-2/5", "m-1/3", "m-2/6"];
+    assert.deepEqual(alone.asked, order);
+    assert.deepEqual(bundled.asked, order);
+    const nested = bundled.lines.filter((line) => line.includes("nested in a bundle"));
+    assert.equal(nested.length, groups.length, "each nested bundle is logged and ignored");
+    assert.equal(alone.lines.filter((line) => line.includes("nested")).length, 0);
   });
 
   it("resyncs a lean stream after a reconnect, resending the lost answer", async () => {
@@ -635,9 +748,7 @@ describe("runBot with match assignments (PROTOCOL.md §3.8)", () => {
     );
     const elapsed = performance.now() - lostAt;
     assert.ok(elapsed >= GIVE_UP_MS - 20, `gave up ${elapsed} ms after the node went down`);
-    const attempts = lines.filter((line) =>
-      line.startsWith(`opening a stream to node ${address}`),
-    );
+    const attempts = lines.filter((line) => line.startsWith(`opening a stream to node ${address}`));
     assert.ok(attempts.length >= 3, `${attempts.length} opening(s): retried before giving up`);
     stop.abort();
     await run;

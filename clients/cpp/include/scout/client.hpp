@@ -66,7 +66,8 @@ ParsedOptions parse_options(const std::vector<std::string>& args,
 std::string usage(const std::string& program);
 
 /// The Hello the client opens every stream with: lean (no PublicEvent, no AnswerResult for an
-/// accepted answer) unless options.public_events.
+/// accepted answer) unless options.public_events; it always sets accepts_bundles (the client
+/// unpacks a RefereeBundle and handles its messages one by one, in order).
 v1::BotMessage hello_message(const Options& options);
 
 /// The bot's logic. The kit creates one Bot per match (so per-match state needs no locking)

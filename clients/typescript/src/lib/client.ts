@@ -17,6 +17,10 @@
 // (TIMED_OUT, STALE) or the match moves on (its next request, its RoundEnded, its MatchEnded); a
 // rejection (ILLEGAL, MALFORMED) keeps it open.
 //
+// The kit also always sets Hello.accepts_bundles (§3.6.2): the referee may then send what it has
+// queued in one RefereeBundle, whose messages are handled one by one, in order, exactly as if
+// each had come on its own (at the bundle's arrival time). Answers are still sent one by one.
+//
 // A ladder with referee nodes may send a MatchAssignment on the main stream (PROTOCOL.md §3.8):
 // the match is played on a stream to the node, opened with the assignment's ticket unless one is
 // open (or opening) there already, and handled exactly like the main stream; every request is
@@ -469,6 +473,8 @@ class Runner {
           protocolVersion: PROTOCOL_VERSION,
           maxConcurrentMatches: Math.max(1, this.options.concurrency ?? 8),
           lean: !this.publicEvents,
+          // Always: receive() unpacks a RefereeBundle into its messages (§3.6.2).
+          acceptsBundles: true,
         },
       });
     });
@@ -588,7 +594,30 @@ class Runner {
 
   // --- incoming messages -----------------------------------------------------------------------
 
+  /**
+   * One message read from the stream. A RefereeBundle (sent only because Hello set
+   * accepts_bundles, §3.6.2) is unpacked: each inner message, in order, takes the same path as a
+   * message that came on its own, with the bundle's arrival time as its own. The referee never
+   * nests bundles; one nested anyway is ignored.
+   */
   private receive(link: Link, message: RefereeMessage, receivedAt: number): void {
+    if (message.body !== "bundle") {
+      this.handle(link, message, receivedAt);
+      return;
+    }
+    const inner = message.bundle?.messages ?? [];
+    this.log.debug(`${link.tag}a bundle of ${inner.length} message(s)`);
+    for (const item of inner) {
+      if (item.body === "bundle") {
+        this.log.warn(`${link.tag}ignoring a bundle nested in a bundle`);
+        continue;
+      }
+      this.handle(link, item, receivedAt);
+    }
+  }
+
+  /** One message (never a bundle); a failure to handle it is logged, not thrown. */
+  private handle(link: Link, message: RefereeMessage, receivedAt: number): void {
     try {
       this.dispatch(link, message, receivedAt);
     } catch (error) {
