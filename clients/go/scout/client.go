@@ -325,6 +325,8 @@ func newClient(cfg Config, bot Bot) *client {
 			ProtocolVersion:      ProtocolVersion,
 			MaxConcurrentMatches: uint32(cfg.MaxConcurrentMatches),
 			Lean:                 !cfg.PublicEvents,
+			// The reader unpacks RefereeMessage.bundle (dispatch), so the referee may bundle.
+			AcceptsBundles: true,
 		}}},
 		nodes:    make(map[string]*link),
 		tickets:  make(ticketBook),
@@ -573,9 +575,21 @@ func (c *client) read(stream grpc.BidiStreamingClient[scoutv1.BotMessage, scoutv
 	}
 }
 
+// dispatch handles one message from s's stream, which arrived at at. A bundle (PROTOCOL.md
+// §3.6.2, sent because Hello says accepts_bundles) is unpacked: each inner message, in order,
+// goes through dispatch as if it had come on its own, with the bundle's arrival time.
 func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time) {
 	var matchID string
 	switch body := msg.GetBody().(type) {
+	case *scoutv1.RefereeMessage_Bundle:
+		for _, inner := range body.Bundle.GetMessages() {
+			if _, nested := inner.GetBody().(*scoutv1.RefereeMessage_Bundle); nested {
+				s.link.log.Warn("ignoring a bundle inside a bundle (the protocol forbids it)")
+				continue
+			}
+			c.dispatch(s, inner, at)
+		}
+		return
 	case *scoutv1.RefereeMessage_Welcome:
 		c.onWelcome(s, body.Welcome)
 		return

@@ -327,6 +327,7 @@ func TestIllegalAnswerGetsTheFallback(t *testing.T) {
 	}
 }
 
+// The Hello also always sets accepts_bundles: the client unpacks RefereeMessage.bundle.
 func TestHelloAsksForALeanStreamUnlessPublicEvents(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
@@ -347,8 +348,8 @@ func TestHelloAsksForALeanStreamUnlessPublicEvents(t *testing.T) {
 			})
 			select {
 			case hello := <-hellos:
-				if hello == nil || hello.GetLean() != tt.wantLean {
-					t.Errorf("Hello %v; want lean %t", hello, tt.wantLean)
+				if hello == nil || hello.GetLean() != tt.wantLean || !hello.GetAcceptsBundles() {
+					t.Errorf("Hello %v; want lean %t and accepts_bundles", hello, tt.wantLean)
 				}
 			case <-time.After(3 * time.Second):
 				t.Fatal("no Hello")
