@@ -21,6 +21,13 @@
 //! ...) or the match moves on (its next request, its `RoundEnded`, its `MatchEnded`); a
 //! rejection (`ILLEGAL`, `MALFORMED`) keeps it open.
 //!
+//! The client also says it reads bundles (`Hello.accepts_bundles`, PROTOCOL.md §3.6.2): the
+//! referee may then send what it has queued for the stream as one `RefereeBundle`. The reader
+//! unpacks it and handles each inner message, in order, exactly as if it had come on its own,
+//! with the bundle's arrival time as the inner messages' (their deadlines count from it). A
+//! bundle inside a bundle (which the referee never sends) is ignored with a log line. The
+//! client sends no bundles itself: every answer is a message of its own.
+//!
 //! A stream the referee ends on purpose carries a `Goodbye` last (PROTOCOL.md §10.1), which
 //! overrides the status the call ends with: `reconnect: false` ends [`run`] with `Ok`;
 //! `reconnect: true` reconnects after `retry_after_ms` plus a little jitter
@@ -64,7 +71,7 @@ use crate::proto::bot_message::Body as Outgoing;
 use crate::proto::referee_message::Body as Incoming;
 use crate::proto::{
     ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Goodbye, Hello,
-    MatchAssignment, MatchEnded, RotationChoice, RotationRequest, Welcome,
+    MatchAssignment, MatchEnded, RefereeMessage, RotationChoice, RotationRequest, Welcome,
 };
 
 /// The protocol version this client speaks.
@@ -347,6 +354,8 @@ impl<B: Bot> Runner<B> {
             protocol_version: PROTOCOL_VERSION,
             max_concurrent_matches: config.max_concurrent_matches.max(1),
             lean: !(config.public_events || bot.wants_public_events()),
+            // The reader unpacks `RefereeMessage.bundle` (see `Runner::receive`).
+            accepts_bundles: true,
             ..Default::default()
         };
         let max_matches = config.max_matches;
@@ -457,12 +466,7 @@ impl<B: Bot> Runner<B> {
                 message = incoming.message() => message,
             };
             match message {
-                Ok(Some(message)) => match message.body {
-                    Some(body) => self.dispatch(body, Instant::now()),
-                    None => {
-                        warn!("ignoring a message from the referee with no body this client knows")
-                    }
-                },
+                Ok(Some(message)) => self.receive(message, Instant::now()),
                 Ok(None) => return SessionEnd::Lost("the referee ended the stream".into()),
                 Err(status) => return self.ended_with(status),
             }
@@ -494,9 +498,52 @@ impl<B: Bot> Runner<B> {
         }
     }
 
+    /// Whether the stream is read no further: the referee said `Goodbye` (it ends the call
+    /// next), or `max_matches` matches have ended.
+    fn stops_reading(&self) -> bool {
+        self.goodbye.is_some() || self.max_matches_reached()
+    }
+
+    /// One message read off the stream at `received`. A bundle (PROTOCOL.md §3.6.2) is
+    /// unpacked: each inner message, in order, goes the way a message sent on its own goes, with
+    /// the bundle's arrival time, and those after one that stops the reading are dropped as
+    /// they would be unread.
+    fn receive(&mut self, message: RefereeMessage, received: Instant) {
+        match message.body {
+            Some(Incoming::Bundle(bundle)) => {
+                let count = bundle.messages.len();
+                for (index, inner) in bundle.messages.into_iter().enumerate() {
+                    if self.stops_reading() {
+                        debug!(
+                            "{}: not reading the last {} message(s) of a bundle",
+                            self.route,
+                            count - index
+                        );
+                        break;
+                    }
+                    self.receive_one(inner, received);
+                }
+            }
+            body => self.receive_one(RefereeMessage { body }, received),
+        }
+    }
+
+    /// One message on its own, or one of a bundle's.
+    fn receive_one(&mut self, message: RefereeMessage, received: Instant) {
+        match message.body {
+            Some(body) => self.dispatch(body, received),
+            None => warn!("ignoring a message from the referee with no body this client knows"),
+        }
+    }
+
     fn dispatch(&mut self, body: Incoming, received: Instant) {
         match &body {
             Incoming::Welcome(welcome) => return self.on_welcome(welcome),
+            Incoming::Bundle(_) => {
+                // `receive` unpacks the bundles read off the stream: this one was in a bundle.
+                warn!("ignoring a bundle inside a bundle from {}", self.route);
+                return;
+            }
             Incoming::Goodbye(goodbye) => return self.on_goodbye(goodbye.clone()),
             Incoming::Assignment(assignment) => return self.on_assignment(assignment),
             Incoming::Error(error) => {
@@ -871,15 +918,15 @@ async fn play_match<B: Bot>(
                 shared.forget_match(&match_id);
                 return;
             }
-            // Welcome, Goodbye, MatchAssignment and ProtocolError are the reader's; nothing
-            // else reaches here.
+            // Welcome, Goodbye, MatchAssignment, ProtocolError and bundles are the reader's;
+            // nothing else reaches here.
             _ => {}
         }
     }
 }
 
 /// The match a message is about; `None` for the connection's own messages (Welcome, Goodbye,
-/// MatchAssignment, ProtocolError) and for bodies this client does not handle.
+/// MatchAssignment, ProtocolError, bundles) and for bodies this client does not handle.
 fn match_id_of(body: &Incoming) -> Option<&str> {
     match body {
         Incoming::MatchStart(m) => Some(&m.match_id),
@@ -1670,6 +1717,199 @@ mod tests {
         );
     }
 
+    /// Records, in order, the hooks and requests it gets: `start m1`, `rotate m1 1`, ...
+    #[derive(Default)]
+    struct RecordingBot {
+        log: Mutex<Vec<String>>,
+    }
+
+    impl RecordingBot {
+        fn note(&self, entry: String) {
+            lock(&self.log).push(entry);
+        }
+
+        /// The entries about `match_id`, in order.
+        fn of(&self, match_id: &str) -> Vec<String> {
+            let tag = format!(" {match_id}");
+            lock(&self.log)
+                .iter()
+                .filter(|entry| entry.contains(&tag))
+                .cloned()
+                .collect()
+        }
+    }
+
+    impl Bot for RecordingBot {
+        fn decide(&self, request: &DecisionRequest) -> Action {
+            self.note(format!(
+                "decide {} {}",
+                request.match_id, request.request_id
+            ));
+            request.legal_shows[1].into()
+        }
+        fn choose_rotation(&self, request: &RotationRequest) -> bool {
+            self.note(format!(
+                "rotate {} {}",
+                request.match_id, request.request_id
+            ));
+            true
+        }
+        fn on_match_start(&self, start: &MatchStart) {
+            self.note(format!("start {}", start.match_id));
+        }
+        fn on_match_end(&self, end: &MatchEnded) {
+            self.note(format!("end {}", end.match_id));
+        }
+    }
+
+    fn message(body: Incoming) -> RefereeMessage {
+        RefereeMessage { body: Some(body) }
+    }
+
+    fn bundle(messages: Vec<RefereeMessage>) -> RefereeMessage {
+        message(Incoming::Bundle(crate::proto::RefereeBundle { messages }))
+    }
+
+    /// The match and request an answer is for.
+    fn answered(message: &BotMessage) -> (String, u64) {
+        match &message.body {
+            Some(Outgoing::Rotation(choice)) => (choice.match_id.clone(), choice.request_id),
+            Some(Outgoing::Action(choice)) => (choice.match_id.clone(), choice.request_id),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    /// Feeds `steps` to a fresh main-stream runner, each step's messages one by one or, when
+    /// `bundled`, as one bundle that ends with `nested` (a bundle in the bundle), and returns
+    /// each step's answers (sorted by match: different matches answer concurrently) once
+    /// `expected[i]` of them came and no more followed, and the runner.
+    async fn feed(
+        steps: &[Vec<RefereeMessage>],
+        expected: &[usize],
+        bundled: bool,
+        nested: &RefereeMessage,
+    ) -> (Vec<Vec<BotMessage>>, Runner<RecordingBot>) {
+        let mut runner = Runner::new(config(), Arc::new(RecordingBot::default()));
+        let (_guard, mut outbox) = connect(&runner.shared, 1);
+        let mut answers = Vec::new();
+        for (step, &count) in steps.iter().zip(expected) {
+            if bundled {
+                let mut messages = step.clone();
+                messages.push(nested.clone());
+                runner.receive(bundle(messages), Instant::now());
+            } else {
+                for single in step {
+                    runner.receive(single.clone(), Instant::now());
+                }
+            }
+            let mut got = Vec::new();
+            for _ in 0..count {
+                got.push(next(&mut outbox, 1000).await);
+            }
+            assert!(
+                timeout(Duration::from_millis(150), outbox.recv())
+                    .await
+                    .is_err(),
+                "no answer beyond the {count} expected"
+            );
+            got.sort_by_key(answered);
+            answers.push(got);
+        }
+        (answers, runner)
+    }
+
+    #[tokio::test]
+    async fn a_bundle_is_handled_as_its_messages_sent_alone() {
+        let start = |match_id: &str| {
+            message(Incoming::MatchStart(MatchStart {
+                match_id: match_id.into(),
+                num_players: 2,
+                ..Default::default()
+            }))
+        };
+        let rotation = RotationRequest {
+            match_id: "m1".into(),
+            request_id: 1,
+            deadline_ms: 2000,
+            ..Default::default()
+        };
+        let decide = |match_id: &str, request_id| {
+            let mut request = decision(request_id, 2000);
+            request.match_id = match_id.into();
+            message(Incoming::DecisionRequest(request))
+        };
+        let end = |match_id: &str| {
+            message(Incoming::MatchEnded(MatchEnded {
+                match_id: match_id.into(),
+                ..Default::default()
+            }))
+        };
+        let steps = [
+            // Two matches start, each with a request.
+            vec![
+                start("m1"),
+                message(Incoming::RotationRequest(rotation.clone())),
+                start("m2"),
+                decide("m2", 5),
+            ],
+            // m2 ends, so its request after the end is ignored; m1 moves on.
+            vec![end("m2"), decide("m2", 6), decide("m1", 2)],
+        ];
+        let expected = [2, 1];
+        // Only in the bundles, and ignored there: a bundle inside a bundle.
+        let nested = bundle(vec![decide("m1", 9), decide("m3", 1)]);
+        let (alone, alone_runner) = feed(&steps, &expected, false, &nested).await;
+        let (bundled, runner) = feed(&steps, &expected, true, &nested).await;
+        assert_eq!(bundled, alone);
+        let mut m2_answer = decision(5, 2000);
+        m2_answer.match_id = "m2".into();
+        assert_eq!(
+            bundled[0],
+            vec![
+                rotation_answer(&rotation, true),
+                decision_answer(&m2_answer, SHOW_TWO.into())
+            ]
+        );
+        assert_eq!(shown(&bundled[1][0]), (2, SHOW_TWO));
+        assert_eq!(answered(&bundled[1][0]).0, "m1");
+        // Each match saw its messages in the order of the bundle, as when they came alone.
+        let bot = &runner.shared.bot;
+        assert_eq!(bot.of("m1"), ["start m1", "rotate m1 1", "decide m1 2"]);
+        assert_eq!(bot.of("m2"), ["start m2", "decide m2 5", "end m2"]);
+        for match_id in ["m1", "m2"] {
+            assert_eq!(bot.of(match_id), alone_runner.shared.bot.of(match_id));
+        }
+        assert!(bot.of("m3").is_empty());
+        assert_eq!(runner.shared.finished(), 1);
+        assert_eq!(alone_runner.shared.finished(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_bundles_requests_count_from_the_bundles_arrival() {
+        // The bot never answers in time: the fallback is due shortly before deadline_ms after
+        // the bundle arrived, not after the moment its request was taken out of it.
+        let mut runner = Runner::new(config(), Arc::new(TestBot::new(1000)));
+        let (_guard, mut outbox) = connect(&runner.shared, 1);
+        let start = MatchStart {
+            match_id: "m1".into(),
+            num_players: 2,
+            ..Default::default()
+        };
+        let arrived = Instant::now() - Duration::from_millis(300);
+        runner.receive(
+            bundle(vec![
+                message(Incoming::MatchStart(start)),
+                message(Incoming::DecisionRequest(decision(4, 400))),
+            ]),
+            arrived,
+        );
+        let unpacked = Instant::now();
+        assert_eq!(shown(&next(&mut outbox, 1000).await), (4, SHOW_ONE));
+        assert!(arrived.elapsed() >= Duration::from_millis(380));
+        let waited = unpacked.elapsed();
+        assert!(waited < Duration::from_millis(250), "{waited:?}");
+    }
+
     #[test]
     fn hello_asks_for_a_lean_stream_unless_events_are_wanted() {
         struct Watcher;
@@ -1681,11 +1921,20 @@ mod tests {
                 true
             }
         }
-        assert!(Runner::new(config(), Arc::new(TestBot::new(0))).hello.lean);
+        let lean = Runner::new(config(), Arc::new(TestBot::new(0)))
+            .hello
+            .clone();
+        assert!(lean.lean);
         let mut full = config();
         full.public_events = true;
-        assert!(!Runner::new(full, Arc::new(TestBot::new(0))).hello.lean);
-        assert!(!Runner::new(config(), Arc::new(Watcher)).hello.lean);
+        let full = Runner::new(full, Arc::new(TestBot::new(0))).hello.clone();
+        assert!(!full.lean);
+        let watcher = Runner::new(config(), Arc::new(Watcher)).hello.clone();
+        assert!(!watcher.lean);
+        // Bundles are accepted, lean or not.
+        for hello in [lean, full, watcher] {
+            assert!(hello.accepts_bundles, "{hello:?}");
+        }
     }
 
     #[tokio::test]
