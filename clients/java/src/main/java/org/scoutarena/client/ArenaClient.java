@@ -78,6 +78,12 @@ import org.scoutarena.scout.v1.Welcome;
  * closes it ({@code TIMED_OUT}) or the match moves on (its next request, its {@code RoundEnded},
  * its {@code MatchEnded}); a rejection ({@code ILLEGAL}, {@code MALFORMED}) keeps it open.
  *
+ * <p>The {@code Hello} also sets {@code accepts_bundles} (PROTOCOL.md §3.6.2): the referee may
+ * then send several queued messages in one {@code RefereeMessage.bundle}. The reader unpacks it
+ * and handles each inner message, in order, exactly as if it had come alone, with the bundle's
+ * arrival time as its own; a bundle inside a bundle is ignored (and logged). The client sends no
+ * {@code BotMessage.bundle}: every answer goes out on its own.
+ *
  * <p>A main stream the referee ends on purpose carries a {@code Goodbye} last (PROTOCOL.md §10.1),
  * which overrides the status the call ends with: {@code reconnect: false} makes {@link #run()}
  * return normally; {@code reconnect: true} reconnects after {@code retry_after_ms} plus a little
@@ -204,6 +210,7 @@ public final class ArenaClient {
         .setProtocolVersion(PROTOCOL_VERSION)
         .setMaxConcurrentMatches(config.concurrency())
         .setLean(!(config.publicEvents() || bot.wantsPublicEvents()))
+        .setAcceptsBundles(true) // onNext unpacks RefereeMessage.bundle (PROTOCOL.md §3.6.2)
         .build();
     this.maxMatches = config.maxMatches();
     this.safetyMarginMs = config.safetyMarginMs();
@@ -462,6 +469,9 @@ public final class ArenaClient {
       }
       case MATCH_ENDED -> onMatchEnded(from.link, message.getMatchEnded());
       case ASSIGNMENT -> onAssignment(message.getAssignment());
+      // Session.onNext unpacks a bundle, so one here was inside another: never sent (§3.6.2).
+      case BUNDLE -> log.warning("ignoring a bundle inside a bundle from " + from.link.label
+          + " (" + message.getBundle().getMessagesCount() + " message(s))");
       // A body added to the protocol after this kit was built: ignore it (PROTOCOL.md §14).
       default -> log.fine("ignoring a referee message with a body this kit does not know");
     }
@@ -1098,9 +1108,24 @@ public final class ArenaClient {
       closed = true;
     }
 
+    /**
+     * A message from the referee. A bundle (PROTOCOL.md §3.6.2) is unpacked here: each inner
+     * message, in order, takes the path a message sent alone takes, with the bundle's arrival
+     * time as its own (its deadline counts from there).
+     */
     @Override
     public void onNext(RefereeMessage message) {
       long receivedAt = System.nanoTime();
+      if (message.hasBundle()) {
+        for (RefereeMessage inner : message.getBundle().getMessagesList()) {
+          handle(inner, receivedAt);
+        }
+      } else {
+        handle(message, receivedAt);
+      }
+    }
+
+    private void handle(RefereeMessage message, long receivedAt) {
       try {
         receive(this, message, receivedAt);
       } catch (RuntimeException e) {

@@ -63,6 +63,7 @@ import org.scoutarena.scout.v1.MatchAssignment;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
 import org.scoutarena.scout.v1.Observation;
+import org.scoutarena.scout.v1.RefereeBundle;
 import org.scoutarena.scout.v1.RefereeMessage;
 import org.scoutarena.scout.v1.RotationRequest;
 import org.scoutarena.scout.v1.RoundEnded;
@@ -245,6 +246,7 @@ class ArenaClientTest {
     assertEquals(1, hello.getHello().getProtocolVersion());
     assertEquals(3, hello.getHello().getMaxConcurrentMatches());
     assertTrue(hello.getHello().getLean(), "a lean stream by default");
+    assertTrue(hello.getHello().getAcceptsBundles(), "the kit reads bundles");
     stream.send(welcome(false));
     // A body from a newer protocol revision: ignored.
     stream.send(RefereeMessage.newBuilder().setUnknownFields(UnknownFieldSet.newBuilder()
@@ -332,7 +334,9 @@ class ArenaClientTest {
     Future<Integer> flagged = play(bot(Moves::fallback), "good", "--public-events");
     Stream first = streams.poll(5, TimeUnit.SECONDS);
     assertNotNull(first);
-    assertFalse(first.next().getHello().getLean(), "--public-events: the full stream");
+    BotMessage flaggedHello = first.next();
+    assertFalse(flaggedHello.getHello().getLean(), "--public-events: the full stream");
+    assertTrue(flaggedHello.getHello().getAcceptsBundles(), "bundles on a full stream too");
     flagged.cancel(true);
     first.out().onError(Status.UNAVAILABLE.asRuntimeException());
 
@@ -442,6 +446,134 @@ class ArenaClientTest {
     assertEquals(2, calls.get());
     assertFalse(run.isDone());
     run.cancel(true);
+  }
+
+  private static RefereeMessage bundle(RefereeMessage... messages) {
+    return RefereeMessage.newBuilder().setBundle(RefereeBundle.newBuilder()
+        .addAllMessages(List.of(messages))).build();
+  }
+
+  /** The next {@code count} answers, keyed "match/request". */
+  private static Map<String, BotMessage> answers(Stream stream, int count) throws Exception {
+    Map<String, BotMessage> byRequest = new java.util.TreeMap<>();
+    for (int i = 0; i < count; i++) {
+      BotMessage answer = stream.next();
+      String key = answer.hasRotation()
+          ? answer.getRotation().getMatchId() + "/" + answer.getRotation().getRequestId()
+          : answer.getAction().getMatchId() + "/" + answer.getAction().getRequestId();
+      assertNull(byRequest.put(key, answer), "answered twice: " + key);
+    }
+    return byRequest;
+  }
+
+  @Test
+  void handlesEachMessageOfABundleAsIfItCameAlone() throws Exception {
+    // What the bot sees, per match, in order: the same as for the messages sent one by one.
+    Map<String, List<String>> seen = new ConcurrentHashMap<>();
+    ScoutBot recorder = new ScoutBot() {
+      private void note(String matchId, String what) {
+        seen.computeIfAbsent(matchId, id -> new CopyOnWriteArrayList<>()).add(what);
+      }
+
+      @Override
+      public void onMatchStart(MatchStart start) {
+        note(start.getMatchId(), "start");
+      }
+
+      @Override
+      public boolean chooseRotation(RotationRequest request) {
+        note(request.getMatchId(), "rotation " + request.getRequestId());
+        return true;
+      }
+
+      @Override
+      public Action act(DecisionRequest request) {
+        note(request.getMatchId(), "act " + request.getRequestId());
+        return Moves.show(0, 2);
+      }
+
+      @Override
+      public void onRoundEnd(RoundEnded roundEnded) {
+        note(roundEnded.getMatchId(), "round end");
+      }
+    };
+    BlockingQueue<String> warnings = new LinkedBlockingQueue<>();
+    Handler capture = new Handler() {
+      @Override
+      public void publish(LogRecord record) {
+        warnings.add(record.getMessage());
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    Logger clientLog = Logger.getLogger(ArenaClient.class.getName());
+    clientLog.addHandler(capture);
+    try {
+      Future<Integer> run = play(recorder, "good", "--max-matches", "2");
+      Stream stream = streams.poll(5, TimeUnit.SECONDS);
+      assertNotNull(stream);
+      BotMessage hello = stream.next();
+      assertTrue(hello.getHello().getAcceptsBundles(), "Hello says the kit reads bundles");
+      stream.send(welcome(false));
+
+      // MatchStart + RotationRequest of two matches in one message: each request answered.
+      stream.send(bundle(matchStart("m-1", false), rotationRequest("m-1", 1),
+          matchStart("m-2", false), rotationRequest("m-2", 1)));
+      Map<String, BotMessage> rotations = answers(stream, 2);
+      assertEquals(Set.of("m-1/1", "m-2/1"), rotations.keySet());
+      assertTrue(rotations.get("m-1/1").getRotation().getRotate());
+      assertTrue(rotations.get("m-2/1").getRotation().getRotate());
+
+      // DecisionRequests of two matches in one message: both answered, as if sent alone.
+      stream.send(bundle(wrap(decision("m-1", 2, 2000, 0)), wrap(decision("m-2", 2, 2000, 0))));
+      Map<String, BotMessage> actions = answers(stream, 2);
+      assertEquals(Set.of("m-1/2", "m-2/2"), actions.keySet());
+      assertEquals(Moves.show(0, 2), actions.get("m-1/2").getAction().getAction());
+      assertEquals(Moves.show(0, 2), actions.get("m-2/2").getAction().getAction());
+
+      // An inner message is routed like a lone one: a verdict closes or reopens its request.
+      stream.send(bundle(result("m-1", 2, AnswerStatus.ANSWER_STATUS_ILLEGAL)));
+      BotMessage retry = stream.next();
+      assertEquals(2, retry.getAction().getRequestId());
+      assertEquals("m-1", retry.getAction().getMatchId());
+      assertEquals(Moves.show(0, 1), retry.getAction().getAction(), "the fallback");
+
+      // A bundle inside a bundle is ignored (with a log line); its neighbours are not.
+      stream.send(bundle(bundle(wrap(decision("m-1", 3, 2000, 0))),
+          wrap(decision("m-2", 3, 2000, 0))));
+      BotMessage third = stream.next();
+      assertEquals("m-2", third.getAction().getMatchId());
+      assertEquals(3, third.getAction().getRequestId());
+      assertNull(stream.in().poll(300, TimeUnit.MILLISECONDS), "the nested request is ignored");
+      String nested = null;
+      for (String message : warnings) {
+        if (message.contains("bundle inside a bundle")) {
+          nested = message;
+        }
+      }
+      assertNotNull(nested, "a nested bundle is logged");
+      stream.send(bundle()); // an empty bundle: nothing to do
+
+      // A round's end and the next round's rotation in one message, in that order.
+      stream.send(bundle(roundEnded("m-1"), rotationRequest("m-1", 4)));
+      BotMessage fourth = stream.next();
+      assertEquals("m-1", fourth.getRotation().getMatchId());
+      assertEquals(4, fourth.getRotation().getRequestId());
+
+      // The ends of both matches in one message: run() counts both and returns.
+      stream.send(bundle(matchEnded("m-1"), matchEnded("m-2")));
+      assertEquals(2, run.get(5, TimeUnit.SECONDS));
+      assertNull(stream.in().poll(300, TimeUnit.MILLISECONDS), "nothing else is sent");
+      assertEquals(List.of("start", "rotation 1", "act 2", "round end", "rotation 4"),
+          seen.get("m-1"));
+      assertEquals(List.of("start", "rotation 1", "act 2", "act 3"), seen.get("m-2"));
+    } finally {
+      clientLog.removeHandler(capture);
+    }
   }
 
   private static RefereeMessage goodbye(GoodbyeReason reason, boolean reconnect, int retryMs) {
