@@ -133,8 +133,14 @@ class Observation:
         return legal_shows(self.hand.faces, group_key([c.face for c in self.active_set])
                            if self.active_set else NO_ACTIVE_SET)
 
+    def can_scout(self) -> bool:
+        """Whether the seat may Scout at all: there is an active set, and in 2-player matches
+        the seat has a Scout chip left. The legal Scouts then depend only on the sizes."""
+        return bool(self.active_set) and not (
+            self.num_players == 2 and self.scout_chips[self.seat] == 0)
+
     def legal_scouts(self) -> list[Scout]:
-        if not self.active_set or (self.num_players == 2 and self.scout_chips[self.seat] == 0):
+        if not self.can_scout():
             return []
         return legal_scouts(len(self.hand), len(self.active_set))
 

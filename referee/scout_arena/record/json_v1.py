@@ -179,10 +179,13 @@ def record_from_json(obj: Any) -> MatchRecord:
 
 
 def dump_record(record: MatchRecord, path: str | Path) -> None:
-    """Write atomically (temp file + rename), so a reader never sees half a record."""
+    """Write atomically (temp file + rename), so a reader never sees half a record. Compact:
+    `json`'s C encoder only serves unindented output, and an indented record cost a referee
+    ~6 ms of the interpreter per finished match, held against its event loop."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(record_to_json(record), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(record_to_json(record), separators=(",", ":")) + "\n",
+                   encoding="utf-8")
     tmp.replace(target)
 
 

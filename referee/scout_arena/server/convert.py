@@ -12,7 +12,7 @@ once and reused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import assert_never
+from typing import Any, assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
 
@@ -216,22 +216,64 @@ def history_entry_bytes(action: game_pb2.PublicAction) -> bytes:
     return _HISTORY_TAG + varint(len(data)) + data
 
 
+_LEGAL_SHOW_TAG = b"\x22"  # DecisionRequest.legal_shows = 4
+_LEGAL_SCOUT_TAG = b"\x2a"  # DecisionRequest.legal_scouts = 5
+_SHOW_ENTRIES: dict[tuple[int, int], bytes] = {}
+_SCOUT_ENTRIES: dict[tuple[int, int], bytes] = {}
+
+
+def _entry(tag: bytes, message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return tag + varint(len(data)) + data
+
+
+def _legal_shows_bytes(shows: Sequence[Show]) -> bytes:
+    """The serialized ``legal_shows`` entries: each (start, length) is serialized once."""
+    entries = _SHOW_ENTRIES
+    parts = []
+    for show in shows:
+        entry = entries.get(show)
+        if entry is None:
+            entry = _entry(_LEGAL_SHOW_TAG, show_to_pb(show))
+            if len(entries) < 4096:
+                entries[(show.start, show.length)] = entry
+        parts.append(entry)
+    return b"".join(parts)
+
+
+def _legal_scouts_bytes(obs: Observation) -> bytes:
+    """The serialized ``legal_scouts`` entries: they depend only on the hand's and the active
+    set's sizes (`legal_scouts_to_pb`), so each shape is serialized once."""
+    if not obs.can_scout():
+        return b""
+    key = (len(obs.hand), len(obs.active_set))
+    entry = _SCOUT_ENTRIES.get(key)
+    if entry is None:
+        entry = b"".join(_entry(_LEGAL_SCOUT_TAG, scout) for scout in legal_scouts_to_pb(obs))
+        if len(_SCOUT_ENTRIES) < 4096:
+            _SCOUT_ENTRIES[key] = entry
+    return entry
+
+
 def decision_request_bytes(obs: Observation, match_id: str, request_id: int, deadline_ms: int,
                            time_bank_ms: int, history: bytes) -> bytes:
     """The serialized RefereeMessage of `decision_request`, with the round's history spliced in
     as bytes kept since the round began: the history grows with every action and copying it
-    into every request as messages was the largest cost of asking for a decision."""
+    into every request as messages was the largest cost of asking for a decision. The legal
+    lists are spliced in from bytes made once per Show and per shape of Scouts."""
     observation = observation_to_pb(obs, match_id, ()).SerializeToString() + history
-    request = arena_pb2.DecisionRequest(
-        match_id=match_id,
-        request_id=request_id,
-        legal_shows=[show_to_pb(s) for s in obs.legal_shows()],
-        legal_scouts=legal_scouts_to_pb(obs),
-        scout_and_show_available=obs.can_scout_and_show(),
-        deadline_ms=deadline_ms,
-        time_bank_ms=time_bank_ms,
-    ).SerializeToString() + _OBSERVATION_TAG + varint(len(observation)) + observation
-    return _DECISION_REQUEST_TAG + varint(len(request)) + request
+    request = b"".join((
+        arena_pb2.DecisionRequest(
+            match_id=match_id,
+            request_id=request_id,
+            scout_and_show_available=obs.can_scout_and_show(),
+            deadline_ms=deadline_ms,
+            time_bank_ms=time_bank_ms,
+        ).SerializeToString(),
+        _legal_shows_bytes(obs.legal_shows()),
+        _legal_scouts_bytes(obs),
+        _OBSERVATION_TAG, varint(len(observation)), observation))
+    return b"".join((_DECISION_REQUEST_TAG, varint(len(request)), request))
 
 
 def rotation_request(match_id: str, request_id: int, round_index: int, hand: Sequence[Card],
