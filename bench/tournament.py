@@ -1,7 +1,13 @@
 """Tournament benchmark: matches per minute with the bundled greedy bots at concurrency 1-8.
 
 Side by side in the same run, at concurrency 8: the same greedy bots asked in worker threads
-(``Bot.quick`` off, as the SDK asks any plain bot), the baseline of the SDK's inline path.
+(``Bot.quick`` off, as the SDK asks any plain bot), the baseline of the SDK's inline path; and
+the code of an earlier commit (``--baseline REV``, by default the one issue 12 measured at 295
+matches/min, "today's" speed its target doubles): its tree is exported with ``git archive`` into
+a cache folder with a virtualenv of its own (built once), and its own ``bench/tournament.py``
+level 8 alternates with ours, ``--pairs`` times, each in a fresh process. The machine's speed
+drifts by tens of percent between runs, so the figure to read is the median of the per-pair
+ratios, not either absolute rate (``--no-baseline`` skips it).
 
 Also the share of CPU time spent in the referee versus the bot processes. Run as
 ``.venv/bin/python bench/tournament.py --json bench/results/tournament.json`` (``--quick`` for a
@@ -18,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import platform
 import resource
 import shlex
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +52,12 @@ def cpu(who: int) -> float:
 
 THREADED = Path(__file__).resolve().parent / "bots" / "threaded_greedy.py"
 HEADLINE = 8
+REPO = Path(__file__).resolve().parent.parent
+BASELINE_REV = "ed9892f"
+"""The last commit of stop 8, whose bench issue 12 quotes (295 matches/min at concurrency 8)."""
+TARGET_SPEEDUP = 2.0
+LEVEL_SCRIPT = ("import json, sys; sys.path.insert(0, 'bench'); import tournament; "
+                "print(json.dumps(tournament.run_level({level}, {games})))")
 
 
 def greedy_bots(threaded: bool) -> tuple[BotSpec, ...]:
@@ -80,12 +95,71 @@ def run_level(concurrency: int, games: int, threaded: bool = False) -> JSON:
     }
 
 
+def baseline_tree(rev: str) -> Path:
+    """A checkout of ``rev`` with its own virtualenv, made once in the temp folder."""
+    sha = subprocess.run(["git", "rev-parse", "--short=12", rev], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    root = Path(tempfile.gettempdir()) / f"scout-arena-baseline-{sha}"
+    python = root / ".venv" / "bin" / "python"
+    if (root / ".ready").exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", sha], cwd=REPO, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(root / ".venv")], check=True)
+    editable = [arg for path in ("proto/python", "clients/python", ".")
+                if (root / path / "pyproject.toml").exists() for arg in ("-e", path)]
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *editable], cwd=root,
+                   check=True)
+    (root / ".ready").touch()
+    return root
+
+
+def level_in(root: Path, python: Path, level: int, games: int) -> JSON:
+    """One level of ``root``'s own bench/tournament.py, in a process of ``python``."""
+    done = subprocess.run([str(python), "-c", LEVEL_SCRIPT.format(level=level, games=games)],
+                          cwd=root, check=True, capture_output=True, text=True, timeout=900)
+    result: JSON = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def against_baseline(rev: str, pairs: int, games: int) -> JSON:
+    """Our level 8 and ``rev``'s, alternating, each in a fresh process."""
+    root = baseline_tree(rev)
+    rows = []
+    for _ in range(pairs):
+        old = level_in(root, root / ".venv" / "bin" / "python", HEADLINE, games)
+        new = level_in(REPO, Path(sys.executable), HEADLINE, games)
+        rows.append({"baseline": old["matches_per_min"], "ours": new["matches_per_min"],
+                     "ratio": round(new["matches_per_min"] / old["matches_per_min"], 3)})
+    ratios = [row["ratio"] for row in rows]
+    return {"rev": rev, "pairs": rows, "median_ratio": statistics.median(ratios),
+            "median_baseline": statistics.median(r["baseline"] for r in rows),
+            "median_ours": statistics.median(r["ours"] for r in rows),
+            "target": TARGET_SPEEDUP}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", type=Path, default=Path("bench/results/tournament.json"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--baseline", default=BASELINE_REV, metavar="REV",
+                        help=f"the commit to compare with (default {BASELINE_REV})")
+    parser.add_argument("--pairs", type=int, default=4,
+                        help="baseline/ours runs of level 8, alternating (default 4)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the comparison with the baseline commit")
+    parser.add_argument("--baseline-only", action="store_true",
+                        help="only the comparison with the baseline commit")
     args = parser.parse_args()
     games = 3 if args.quick else 12
+    if args.baseline_only:
+        only = against_baseline(args.baseline, args.pairs, games)
+        print_baseline(only)
+        write_json(args.json, {"machine": platform.platform(), "quick": args.quick,
+                               "baseline": only})
+        return
     rows = [run_level(level, games) for level in LEVELS]
     base = rows[0]["matches_per_min"]
     threaded = run_level(HEADLINE, games, threaded=True)
@@ -107,8 +181,29 @@ def main() -> None:
         f"Same run, concurrency {HEADLINE}, the greedy bots asked in worker threads (Bot.quick "
         f"off, the SDK's path for plain bots): {threaded['matches_per_min']:.0f} matches/min, "
         f"bots CPU {threaded['bots_cpu_s']:.2f} s; the quick bots play {ratio:.2f}x as fast.")
+    compared = None if args.no_baseline else against_baseline(args.baseline, args.pairs, games)
+    if compared is not None:
+        print_baseline(compared)
     write_json(args.json, {"machine": platform.platform(), "quick": args.quick, "levels": rows,
-                           "threaded_baseline": threaded, "quick_vs_threaded": round(ratio, 3)})
+                           "threaded_baseline": threaded, "quick_vs_threaded": round(ratio, 3),
+                           "baseline": compared})
+
+
+def print_baseline(compared: JSON) -> None:
+    table = Table(title=f"Concurrency {HEADLINE}: this tree against {compared['rev']}, "
+                        f"alternating runs")
+    for column in ("pair", f"{compared['rev']} matches/min", "ours matches/min", "ours / base"):
+        table.add_column(column, justify="right")
+    for index, row in enumerate(compared["pairs"], 1):
+        table.add_row(str(index), f"{row['baseline']:.0f}", f"{row['ours']:.0f}",
+                      f"{row['ratio']:.2f}x")
+    console = Console(width=140)
+    console.print(table)
+    verdict = "MET" if compared["median_ratio"] >= compared["target"] else "NOT MET"
+    console.print(f"median ratio {compared['median_ratio']:.2f}x (target "
+                  f"{compared['target']:.1f}x: {verdict}); medians "
+                  f"{compared['median_baseline']:.0f} vs {compared['median_ours']:.0f} "
+                  f"matches/min")
 
 
 if __name__ == "__main__":
