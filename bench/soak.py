@@ -68,6 +68,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
+from scout_arena.server.gcpolicy import tune_gc
 from trivial_bot import EOF, JSON, Recorder, TurnLog, serve_commands, turnarounds_us
 
 from referee import Child, environment, free_port, latency_summary, process_cpu_s, spawn
@@ -289,6 +290,10 @@ class SoakClient:
         if self.ready_sent or len(self.connect_times) + self.failed < len(self.bots):
             return
         self.ready_sent = True
+        # A bot that answers at once cannot stop for seconds to collect garbage: every bot of
+        # the process would miss its clock together. The referee's own policy (freeze what is
+        # connected, rare full collections) keeps the harness's collections short.
+        tune_gc()
         times = sorted(self.connect_times)
         figures = {"connected": len(times), "failed": self.failed,
                    "all_s": time.monotonic() - self.started,
@@ -539,6 +544,7 @@ def read_records(folder: Path, bank_ms: int) -> JSON:
     figures: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
+    drew_by_status: Counter[str] = Counter()
     bank_used: list[int] = []
     for path in folder.glob("*.json"):
         try:
@@ -556,6 +562,7 @@ def read_records(folder: Path, bank_ms: int) -> JSON:
             used = bank_ms - int(seat.get("time_bank_ms", bank_ms))
             if used > 0:
                 figures["seats_that_drew_on_the_bank"] += 1
+                drew_by_status[str(meta.get("status"))] += 1
                 bank_used.append(used)
             figures["timeouts"] += int(seat.get("timeouts", 0))
             figures["strikes"] += int(seat.get("strikes", 0))
@@ -566,6 +573,7 @@ def read_records(folder: Path, bank_ms: int) -> JSON:
             notes[str(note.get("kind"))] += 1
     bank_used.sort()
     return {**figures, "notes_by_kind": dict(notes), "records_by_status": dict(statuses),
+            "drew_on_the_bank_by_status": dict(drew_by_status),
             "bank_drawn_ms": {"total": sum(bank_used),
                               "p50": bank_used[len(bank_used) // 2] if bank_used else 0,
                               "max": bank_used[-1] if bank_used else 0}}
@@ -602,6 +610,31 @@ def rss_figures(samples: list[Sample], idle_kb: int, hwm_kb: int, window_end: fl
             "rss_mb_last": last.rss_kb / 1024, "finished_last": last.finished,
             "kb_per_match": (last.rss_kb - after_1000.rss_kb)
             / (last.finished - after_1000.finished)}
+    return out
+
+
+def gc_pauses(url: str) -> JSON:
+    """The referee's garbage collections by generation (scout_gc_pause_seconds): how many, their
+    total seconds, and the upper bound of the longest one's bucket."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out: dict[str, JSON] = {}
+    last: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("scout_gc_pause_seconds"):
+            continue
+        generation = line.split('generation="', 1)[1].split('"', 1)[0]
+        value = float(line.rsplit(" ", 1)[1])
+        entry = out.setdefault(generation, {"count": 0, "total_s": 0.0, "max_le_s": 0.0})
+        if line.startswith("scout_gc_pause_seconds_bucket"):
+            bound_text = line.split('le="', 1)[1].split('"', 1)[0]
+            bound = math.inf if bound_text == "+Inf" else float(bound_text)
+            if value > last.get(generation, 0.0):
+                entry["max_le_s"] = bound
+            last[generation] = value
+        elif line.startswith("scout_gc_pause_seconds_count"):
+            entry["count"] = int(value)
+        elif line.startswith("scout_gc_pause_seconds_sum"):
+            entry["total_s"] = value
     return out
 
 
@@ -743,6 +776,12 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             samples.append(Sample(time.monotonic(), status["VmRSS"], keeper.finished, 0))
         result["health_at_end"] = await health(address)
         result["loop_lag"] = await asyncio.to_thread(loop_lag_quantiles, metrics_url)
+        result["gc_pauses"] = await asyncio.to_thread(gc_pauses, metrics_url)
+        # The referee stops (aborting what still runs) before the clients are asked for their
+        # figures: serializing those keeps a client process busy for seconds, and the matches
+        # still running would charge that to its bots' banks.
+        listed = await list_statuses(stub)
+        await stop_referee(referee, result)
         per_client = await asyncio.gather(*(c.stats(t0, t1) for c in clients))
         window = t1 - t0
         decisions = sum(s["decisions"] for s in per_client)
@@ -758,7 +797,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             "finished_total": keeper.finished, "still_running_after_drain": len(keeper.running),
             "finished_per_s": finished_in_window / window,
             "running_at_once": running_at_once(samples, t0, t1, args.matches),
-            "by_status_listmatches": await list_statuses(stub)}
+            "by_status_listmatches": listed}
         result["decisions"] = {"count": decisions, "per_s": decisions / window,
                                "rotations": sum(s["rotations"] for s in per_client)}
         result["latency_answer_round_trip"] = latency_summary(
@@ -787,18 +826,12 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             sample_task.cancel()
         if keeper is not None:
             keeper.active = False
+        # The referee stops first, while every bot still answers at once: the matches it
+        # aborts then end as they were played. (Bots quitting first would stop answering one
+        # process at a time, and the seats still waiting on them would draw on their banks.)
+        await stop_referee(referee, result)
         for client in clients:
             await client.stop("quit", timeout=30)
-        stop_started = time.monotonic()
-        if referee.process.returncode is None:
-            referee.process.terminate()
-            try:
-                await asyncio.wait_for(referee.process.wait(), 60)
-            except TimeoutError:
-                referee.process.kill()
-                await referee.process.wait()
-        result["referee_stop_s"] = time.monotonic() - stop_started
-        result["referee_exit"] = referee.process.returncode
         if referee.pump is not None:
             referee.pump.cancel()
         await channel.close(None)
@@ -806,6 +839,21 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
     result["referee_log_problems"] = log_problems(work / "referee.log")
     result["elapsed_s"] = time.monotonic() - started
     return result
+
+
+async def stop_referee(referee: Child, result: JSON) -> None:
+    """SIGTERM (running matches are aborted, their records written), once."""
+    if referee.process.returncode is not None:
+        return
+    stop_started = time.monotonic()
+    referee.process.terminate()
+    try:
+        await asyncio.wait_for(referee.process.wait(), 60)
+    except TimeoutError:
+        referee.process.kill()
+        await referee.process.wait()
+    result["referee_stop_s"] = time.monotonic() - stop_started
+    result["referee_exit"] = referee.process.returncode
 
 
 # ----- report -----------------------------------------------------------------------------------
@@ -885,6 +933,10 @@ def report(console: Console, data: JSON) -> None:
                  ("referee loop lag p50 / p99 / p99.9 (histogram bound)",
                   " / ".join(f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
                              for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms"))),
+                 ("referee full garbage collections: count / total / longest (bucket)",
+                  " / ".join((f"{g.get('count', 0)}", f"{g.get('total_s', 0.0):.2f} s",
+                              f"<= {g.get('max_le_s', 0.0):g} s"))
+                  if (g := data.get("gc_pauses", {}).get("2")) else "none"),
                  ("referee CPU share in window", f"{data['cpu_share']['referee']:.0%}"),
                  ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}")]
     records = data.get("records", {})
@@ -896,7 +948,8 @@ def report(console: Console, data: JSON) -> None:
                   f"{records.get('seats_that_drew_on_the_bank', 0):,} of "
                   f"{records.get('seats', 0):,} (total "
                   f"{records['bank_drawn_ms']['total'] / 1000:.1f} s, max "
-                  f"{records['bank_drawn_ms']['max']} ms)"),
+                  f"{records['bank_drawn_ms']['max']} ms; by record status "
+                  f"{json.dumps(records.get('drew_on_the_bank_by_status', {}))})"),
                  ("time losses (timeouts) / forfeited seats",
                   f"{records.get('timeouts', 0):,} / {records.get('forfeited_seats', 0):,}"),
                  ("record notes by kind", json.dumps(records.get("notes_by_kind", {})))]

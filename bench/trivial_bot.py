@@ -143,6 +143,8 @@ class TrivialBot:
         self.paused = False
         self.held: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]] = []
         self.write_lock = asyncio.Lock()
+        self.outgoing: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]] = []
+        self.writer: asyncio.Future[None] | None = None
         self.call: grpc.aio.StreamStreamCall[arena_pb2.BotMessage,
                                              arena_pb2.RefereeMessage] | None = None
 
@@ -242,7 +244,20 @@ class TrivialBot:
             else:
                 self._handle(read, kind, answers)
             if answers:
-                await self._answer_all(answers)
+                self._queue(answers)
+
+    def _queue(self, answers: list[tuple[tuple[str, int], bool,
+                                         arena_pb2.BotMessage]]) -> None:
+        """Hand ``answers`` to the writer task and go on reading, as the SDK does: the answers
+        that pile up while a write is in flight go out together in the next one."""
+        self.outgoing.extend(answers)
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.ensure_future(self._write_queued())
+
+    async def _write_queued(self) -> None:
+        while self.outgoing:
+            answers, self.outgoing = self.outgoing, []
+            await self._answer_all(answers)
 
     def _handle(self, message: arena_pb2.RefereeMessage, kind: str,
                 answers: list[tuple[tuple[str, int], bool, arena_pb2.BotMessage]]) -> None:

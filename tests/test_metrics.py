@@ -3,6 +3,7 @@ and `ladder serve --metrics-port 0`, real bots, /metrics scraped over HTTP on 12
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import re
@@ -27,6 +28,7 @@ from referee_support import (
     wait_finished,
 )
 from scout.v1 import matches_pb2
+from scout_arena.server.gcpolicy import watch_gc_pauses
 from scout_arena.server.metrics import RefereeMetrics
 
 pytestmark = pytest.mark.timeout(120)
@@ -215,3 +217,27 @@ def test_a_ladder_with_local_nodes_counts_them_in_its_metrics(tmp_path: Path) ->
         assert value(scrape(url), "scout_ladder_node_matches") == 0
     finally:
         assert stop(process, timeout=60) == 0, (tmp_path / "ladder.log").read_text()
+
+
+def test_every_garbage_collection_is_timed_by_generation() -> None:
+    """`watch_gc_pauses` (which `referee serve` points at scout_gc_pause_seconds): a full
+    collection stops every match at once, so the operator sees each one and how long it was."""
+    metrics = RefereeMetrics()
+    seen: list[tuple[int, float]] = []
+
+    def observe(generation: int, seconds: float) -> None:
+        seen.append((generation, seconds))
+        metrics.gc_pauses.labels(str(generation)).observe(seconds)
+
+    stop_watching = watch_gc_pauses(observe)
+    try:
+        gc.collect(2)
+        gc.collect(0)
+    finally:
+        stop_watching()
+    assert [g for g, _ in seen[-2:]] == [2, 0] and all(s >= 0 for _, s in seen)
+    count = len(seen)
+    gc.collect()
+    assert len(seen) == count  # no longer watched
+    assert metrics.registry.get_sample_value("scout_gc_pause_seconds_count",
+                                             {"generation": "2"}) >= 1

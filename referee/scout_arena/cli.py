@@ -214,7 +214,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import logging
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
-    from .server.gcpolicy import tune_gc
+    from .server.gcpolicy import tune_gc, watch_gc_pauses
     from .server.metrics import MetricsServer, serve_metrics
     from .server.node import NodeLink
     from .server.service import admin_token_problem
@@ -254,6 +254,9 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                 raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                                  f"{args.metrics_port}: {exc}") from None
         tune_gc()
+        pauses = referee.metrics.gc_pauses
+        watch_gc_pauses(lambda generation, seconds: pauses.labels(str(generation))
+                        .observe(seconds))
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()

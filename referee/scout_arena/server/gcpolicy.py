@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import functools
 import gc
+import time
+from collections.abc import Callable
+from typing import Any
 
 FULL_COLLECTION_THRESHOLD = 1000
 """Collections of generation 1 between two full collections (CPython's default: 10)."""
@@ -37,3 +40,19 @@ def tune_gc() -> None:
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_THRESHOLD)
+
+
+def watch_gc_pauses(observe: Callable[[int, float], None]) -> Callable[[], None]:
+    """Call ``observe(generation, seconds)`` after every collection of this process (a full
+    collection stops the event loop, and every bot's clock is then the referee's problem);
+    returns what stops the watching."""
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            observe(int(info.get("generation", 0)), time.perf_counter() - started[0])
+
+    gc.callbacks.append(callback)
+    return lambda: gc.callbacks.remove(callback)

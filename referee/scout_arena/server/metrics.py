@@ -71,6 +71,10 @@ class RefereeMetrics:
             "scout_event_loop_lag_seconds", "How late the referee's event loop ran, sampled "
             "every 5 ms while matches run: the time the referee itself adds to every message "
             "(credited back to the bots' clocks).", buckets=LOOP_LAG_BUCKETS_S, registry=registry)
+        self.gc_pauses = Histogram(
+            "scout_gc_pause_seconds", "How long each cyclic garbage collection stopped the "
+            "process, by generation (a full, generation 2, collection stops every match).",
+            ["generation"], buckets=LOOP_LAG_BUCKETS_S, registry=registry)
         self.record_write_failures = Counter(
             "scout_record_write_failures", "Ended matches whose record could not be written "
             "to the records directory (the match ends all the same; see the log).",
