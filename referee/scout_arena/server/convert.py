@@ -458,21 +458,12 @@ _BUNDLE_TAG = bytes([(13 << 3) | 2])  # RefereeMessage.bundle, length-delimited
 _BUNDLE_ITEM_TAG = bytes([(1 << 3) | 2])  # RefereeBundle.messages, length-delimited
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def bundle_bytes(messages: Sequence[bytes]) -> bytes:
     """The serialized RefereeMessage{bundle} holding ``messages`` (each a serialized
     RefereeMessage) in order, built from their bytes without parsing them again."""
-    body = b"".join(b"".join((_BUNDLE_ITEM_TAG, _varint(len(message)), message))
+    body = b"".join(b"".join((_BUNDLE_ITEM_TAG, varint(len(message)), message))
                     for message in messages)
-    return b"".join((_BUNDLE_TAG, _varint(len(body)), body))
+    return b"".join((_BUNDLE_TAG, varint(len(body)), body))
 
 
 def read_answers(message: arena_pb2.BotMessage
