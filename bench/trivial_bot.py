@@ -181,10 +181,6 @@ class TrivialBot:
             sys.stdout.flush()
             await self._loop(call)
 
-    async def _answer(self, key: tuple[str, int], decision: bool,
-                      answer: arena_pb2.BotMessage) -> None:
-        await self._answer_all([(key, decision, answer)])
-
     async def _answer_all(self, answers: list[tuple[tuple[str, int], bool,
                                                     arena_pb2.BotMessage]]) -> None:
         """Write ``answers`` (one BotBundle when there are several and the bot bundles)."""

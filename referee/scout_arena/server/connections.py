@@ -133,8 +133,13 @@ class Outbox:
         return taken
 
 
+def payload(item: bytes | Handoff) -> bytes:
+    """The serialized message an outbox item carries (a request's own, for a `Handoff`)."""
+    return item.data if isinstance(item, Handoff) else item
+
+
 def _size(item: bytes | Handoff) -> int:
-    return len(item.data) if isinstance(item, Handoff) else len(item)
+    return len(payload(item))
 
 
 @dataclass(eq=False)

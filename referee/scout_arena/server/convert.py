@@ -12,7 +12,7 @@ once and reused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, assert_never
+from typing import assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
 
@@ -210,21 +210,21 @@ _OBSERVATION_TAG = b"\x1a"  # DecisionRequest.observation = 3
 _DECISION_REQUEST_TAG = b"\x22"  # RefereeMessage.decision_request = 4
 
 
+def length_delimited(tag: bytes, data: bytes) -> bytes:
+    """One serialized length-delimited field (``tag`` already holds its number and wire type):
+    how the referee splices messages it has as bytes into the ones it sends."""
+    return b"".join((tag, varint(len(data)), data))
+
+
 def history_entry_bytes(action: game_pb2.PublicAction) -> bytes:
     """One serialized ``Observation.history`` entry; the referee appends one per action."""
-    data = action.SerializeToString()
-    return _HISTORY_TAG + varint(len(data)) + data
+    return length_delimited(_HISTORY_TAG, action.SerializeToString())
 
 
 _LEGAL_SHOW_TAG = b"\x22"  # DecisionRequest.legal_shows = 4
 _LEGAL_SCOUT_TAG = b"\x2a"  # DecisionRequest.legal_scouts = 5
 _SHOW_ENTRIES: dict[tuple[int, int], bytes] = {}
 _SCOUT_ENTRIES: dict[tuple[int, int], bytes] = {}
-
-
-def _entry(tag: bytes, message: Any) -> bytes:
-    data: bytes = message.SerializeToString()
-    return tag + varint(len(data)) + data
 
 
 def _legal_shows_bytes(shows: Sequence[Show]) -> bytes:
@@ -234,9 +234,9 @@ def _legal_shows_bytes(shows: Sequence[Show]) -> bytes:
     for show in shows:
         entry = entries.get(show)
         if entry is None:
-            entry = _entry(_LEGAL_SHOW_TAG, show_to_pb(show))
+            entry = length_delimited(_LEGAL_SHOW_TAG, show_to_pb(show).SerializeToString())
             if len(entries) < 4096:
-                entries[(show.start, show.length)] = entry
+                entries[show] = entry
         parts.append(entry)
     return b"".join(parts)
 
@@ -249,7 +249,8 @@ def _legal_scouts_bytes(obs: Observation) -> bytes:
     key = (len(obs.hand), len(obs.active_set))
     entry = _SCOUT_ENTRIES.get(key)
     if entry is None:
-        entry = b"".join(_entry(_LEGAL_SCOUT_TAG, scout) for scout in legal_scouts_to_pb(obs))
+        entry = b"".join(length_delimited(_LEGAL_SCOUT_TAG, scout.SerializeToString())
+                         for scout in legal_scouts_to_pb(obs))
         if len(_SCOUT_ENTRIES) < 4096:
             _SCOUT_ENTRIES[key] = entry
     return entry
@@ -272,8 +273,8 @@ def decision_request_bytes(obs: Observation, match_id: str, request_id: int, dea
         ).SerializeToString(),
         _legal_shows_bytes(obs.legal_shows()),
         _legal_scouts_bytes(obs),
-        _OBSERVATION_TAG, varint(len(observation)), observation))
-    return b"".join((_DECISION_REQUEST_TAG, varint(len(request)), request))
+        length_delimited(_OBSERVATION_TAG, observation)))
+    return length_delimited(_DECISION_REQUEST_TAG, request)
 
 
 def rotation_request(match_id: str, request_id: int, round_index: int, hand: Sequence[Card],
@@ -461,9 +462,8 @@ _BUNDLE_ITEM_TAG = bytes([(1 << 3) | 2])  # RefereeBundle.messages, length-delim
 def bundle_bytes(messages: Sequence[bytes]) -> bytes:
     """The serialized RefereeMessage{bundle} holding ``messages`` (each a serialized
     RefereeMessage) in order, built from their bytes without parsing them again."""
-    body = b"".join(b"".join((_BUNDLE_ITEM_TAG, varint(len(message)), message))
-                    for message in messages)
-    return b"".join((_BUNDLE_TAG, varint(len(body)), body))
+    body = b"".join(length_delimited(_BUNDLE_ITEM_TAG, message) for message in messages)
+    return length_delimited(_BUNDLE_TAG, body)
 
 
 def read_answers(message: arena_pb2.BotMessage

@@ -29,7 +29,14 @@ from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 
 from ..record import record_to_json
 from .book import KnownMatch
-from .connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, tokens_equal
+from .connections import (
+    BotConnection,
+    BotEntry,
+    GoodbyeMessage,
+    Handoff,
+    payload,
+    tokens_equal,
+)
 from .convert import (
     MAX_BUNDLE_BYTES,
     MAX_BUNDLE_MESSAGES,
@@ -325,11 +332,10 @@ class ArenaServicer(arena_pb2_grpc.ArenaServicer):
                     isinstance(item, Handoff) for item in items):
                 await asyncio.sleep(ArenaServicer.handoff_delay_s)
             if len(items) == 1:
-                await context.write(first.data if isinstance(first, Handoff) else first)
+                await context.write(payload(first))
             else:
-                await context.write(bundle_bytes(
-                    [item.data if isinstance(item, Handoff) else cast(bytes, item)
-                     for item in items]))
+                await context.write(bundle_bytes([payload(cast(bytes | Handoff, item))
+                                                  for item in items]))
             for item in items:
                 if isinstance(item, Handoff):
                     item.on_write()
