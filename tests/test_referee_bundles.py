@@ -16,7 +16,15 @@ from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, Outbox
 from scout_arena.server.convert import MAX_BUNDLE_MESSAGES, bundle_bytes
 from scout_arena.server.service import ArenaServicer
-from support.rawbot import RawBot, body, hello, kind_of, legal_answer, rotation_choice
+from support.rawbot import (
+    RawBot,
+    body,
+    greeted,
+    hello,
+    kind_of,
+    legal_answer,
+    rotation_choice,
+)
 
 TOKENS = {name: f"token-{name}" for name in ("a", "b")}
 T = TypeVar("T")
@@ -38,13 +46,8 @@ async def serving() -> AsyncIterator[tuple[Referee, RefereeServer]]:
 
 
 async def connect(server: RefereeServer, name: str, bundles: bool) -> RawBot:
-    bot = RawBot(server.address, TOKENS[name])
-    message = hello(name, max_matches=8)
-    message.hello.lean = True
-    message.hello.accepts_bundles = bundles
-    await bot.send(message)
-    await bot.expect("welcome")
-    return bot
+    return await greeted(server.address, TOKENS[name], name, lean=True, bundles=bundles,
+                         max_matches=8)
 
 
 def bundle(*messages: arena_pb2.BotMessage) -> arena_pb2.BotMessage:

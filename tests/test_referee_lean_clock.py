@@ -26,6 +26,7 @@ from support.rawbot import (
     RawBot,
     action_choice,
     body,
+    greeted,
     hello,
     kind_of,
     legal_answer,
@@ -54,12 +55,7 @@ async def serving(tc: TimeControl | None = None
 
 
 async def connect(server: RefereeServer, name: str, lean: bool) -> RawBot:
-    bot = RawBot(server.address, TOKENS[name])
-    message = hello(name, max_matches=4)
-    message.hello.lean = lean
-    await bot.send(message)
-    await bot.expect("welcome")
-    return bot
+    return await greeted(server.address, TOKENS[name], name, lean=lean)
 
 
 def about(message: arena_pb2.RefereeMessage, match_id: str) -> bool:

@@ -338,3 +338,16 @@ async def rejected(address: str, token: str | None, *messages: arena_pb2.BotMess
         return bot.messages, code, details
     finally:
         await bot.close()
+
+
+async def greeted(address: str, token: str, name: str, *, lean: bool, bundles: bool = False,
+                  max_matches: int = 4) -> RawBot:
+    """A `RawBot` that has said Hello (with ``lean`` and ``accepts_bundles`` as given) and got
+    its Welcome."""
+    bot = RawBot(address, token)
+    message = hello(name, max_matches=max_matches)
+    message.hello.lean = lean
+    message.hello.accepts_bundles = bundles
+    await bot.send(message)
+    await bot.expect("welcome")
+    return bot
