@@ -29,6 +29,7 @@ from .record.json_v1 import note_json
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
 from .server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
+from .server.turns import DEFAULT_PASS_BUDGET_MS
 
 
 def _add_event_loop(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +51,16 @@ def _seed(text: str) -> int:
     value = int(text, 0)
     if not 0 <= value < 1 << 64:
         raise argparse.ArgumentTypeError("a seed is an unsigned 64-bit integer")
+    return value
+
+
+def _pass_budget_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of milliseconds: {text!r}") from None
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError("a pass budget is more than 0 and at most 1000 ms")
     return value
 
 
@@ -240,7 +251,8 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         referee = Referee(_tokens(args), records_dir=records,
                           default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
-                          reconnect_grace_s=args.reconnect_grace)
+                          reconnect_grace_s=args.reconnect_grace,
+                          pass_budget_ms=args.pass_budget_ms)
         server = RefereeServer(referee, host=args.host, port=args.port,
                                admin_token=args.admin_token, tls=tls,
                                max_streams_per_connection=args.max_streams_per_connection,
@@ -472,6 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-streams-per-token", type=int, default=MAX_STREAMS_PER_TOKEN,
                        metavar="N",
                        help="Play streams one bot token may have open at once")
+    serve.add_argument("--pass-budget-ms", type=_pass_budget_ms, default=DEFAULT_PASS_BUDGET_MS,
+                       metavar="MS",
+                       help="how much of one event-loop pass match turns may take; the rest "
+                            "wait for the next, so other calls are not held up (default "
+                            f"{DEFAULT_PASS_BUDGET_MS:g}; docs/deploy.md#under-load)")
     serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "
                             "they reconnect")

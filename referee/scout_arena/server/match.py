@@ -53,6 +53,7 @@ from .events import (
     Verdict,
 )
 from .metrics import RefereeMetrics
+from .turns import TurnGate
 
 log = logging.getLogger("scout_arena.referee")
 
@@ -69,6 +70,7 @@ class MatchHost(Protocol):
 
     max_strikes: int
     metrics: RefereeMetrics
+    turns: TurnGate
 
     async def store_record(self, match: MatchRunner) -> None: ...
 
@@ -322,9 +324,12 @@ class MatchRunner:
         seat.clock.queue()
         seat.open = OpenRequest(request_id, event)
         seat.send_request(message, request_id)
+        turns = self.host.turns
         try:
             while True:
                 item = await seat.next_answer()
+                if not turns.admit():
+                    await turns.wait()
                 if item is _TIMEOUT:
                     seat.clock.ran_out()
                     seat.timeouts += 1

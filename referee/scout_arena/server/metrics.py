@@ -79,6 +79,13 @@ class RefereeMetrics:
             "scout_record_write_failures", "Ended matches whose record could not be written "
             "to the records directory (the match ends all the same; see the log).",
             registry=registry)
+        self.deferred_turns = Counter(
+            "scout_deferred_turns", "Match turns that waited for a later pass of the event "
+            "loop, which lets a bounded number of turns into each pass so that other calls "
+            "are not held up (their bots' clocks were already stopped).", registry=registry)
+        self.waiting_turns = Gauge(
+            "scout_waiting_turns", "Match turns waiting for a pass of the event loop now.",
+            registry=registry)
         self.forfeits = Counter(
             "scout_forfeits", "Seats that forfeited (strikes, a disconnection past the "
             "grace, or absent when the match began).", registry=registry)

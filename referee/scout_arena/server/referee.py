@@ -37,6 +37,7 @@ from .looplag import LoopLag
 from .match import MatchRunner, OpenRequest
 from .metrics import RefereeMetrics
 from .tickets import PendingMatch, TicketBook
+from .turns import DEFAULT_PASS_BUDGET_MS, TurnGate
 
 MAX_STRIKES = 3
 
@@ -70,7 +71,8 @@ class Referee:
                  default_time_control: TimeControl = DEFAULT_TIME_CONTROL,
                  reconnect_grace_s: float = 10.0, max_strikes: int = MAX_STRIKES,
                  keep_finished: int = DEFAULT_KEEP_FINISHED,
-                 keep_records: int = DEFAULT_KEEP_RECORDS) -> None:
+                 keep_records: int = DEFAULT_KEEP_RECORDS,
+                 pass_budget_ms: float = DEFAULT_PASS_BUDGET_MS) -> None:
         self.bots = BotRegistry(tokens)
         self.records_dir = records_dir
         self.default_time_control = default_time_control
@@ -87,9 +89,13 @@ class Referee:
         self.on_match_finished: list[Callable[[MatchRunner], None]] = []
         self.on_connect: list[Callable[[BotEntry], None]] = []
         self.metrics = RefereeMetrics()
+        """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
         self.loop_lag = LoopLag(lambda: bool(self.matches.running), self.metrics.loop_lag.observe)
         """How far behind the loop runs, credited to answers read late (`looplag`)."""
-        """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
+        self.turns = TurnGate(pass_budget_ms, self.metrics.deferred_turns.inc)
+        """Keeps each loop pass short under load, for every call that is not a match's
+        (`turns`)."""
+        self.metrics.waiting_turns.set_function(lambda: float(self.turns.waiting))
         self.metrics.count_running_matches(lambda: len(self.matches.running))
         self.tickets = TicketBook()
         """Tickets of the matches a ladder assigned to this referee (a node), `host_match`."""

@@ -49,6 +49,7 @@ from .convert import (
     spectator_event,
     time_control_from_pb,
 )
+from .cqdrain import drain_completion_notifications
 from .errors import (
     BotAtCapacity,
     BotNotConnected,
@@ -723,6 +724,7 @@ class RefereeServer:
             log.log(level, "%s", self.fd_limit.describe())
         self.liveness.install_guard()
         await self.server.start()
+        drain_completion_notifications(asyncio.get_running_loop())
         for name in ("", *self.service_names[:2]):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         await self.liveness.start()

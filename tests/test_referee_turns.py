@@ -1,0 +1,249 @@
+"""The turn gate (`turns`) and the completion drain (`cqdrain`): what keeps a busy referee's
+event loop passes short and grpc's completions flowing, so calls that are not a match's
+(CreateMatch, health) are not held up behind every match's turn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from scout_arena.record import record_to_json
+from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
+from scout_arena.server.turns import TurnGate
+from support.rawbot import RawBot
+
+TOKENS = {f"bot{i}": f"token-{i}" for i in range(12)}
+
+
+class PassCounter:
+    """Counts the event loop's passes: a callback that schedules itself for the next one."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self._running = True
+        asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.passes += 1
+        if self._running:
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._running = False
+
+
+class StepClock:
+    """A clock that moves ``step_s`` each time it is read: every turn seems to cost one step."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now = 0.0
+        self.step_s = step_s
+
+    def __call__(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+
+async def take_turn(gate: TurnGate, name: str, passes: PassCounter,
+                    played: list[tuple[str, int]]) -> None:
+    if not gate.admit():
+        await gate.wait()
+    played.append((name, passes.passes))
+
+
+def test_turns_past_the_pass_budget_wait_in_order_for_later_passes() -> None:
+    async def scenario() -> tuple[list[tuple[str, int]], int]:
+        deferred: list[None] = []
+        # Each read of the clock is 1 ms on: a pass of 2.5 ms has room for about 2 turns.
+        gate = TurnGate(budget_ms=2.5, on_deferred=lambda: deferred.append(None),
+                        clock=StepClock(0.001))
+        passes = PassCounter()
+        played: list[tuple[str, int]] = []
+        await asyncio.gather(*(take_turn(gate, f"t{i}", passes, played) for i in range(9)))
+        passes.stop()
+        return played, len(deferred)
+
+    played, deferred = asyncio.run(scenario())
+    assert [name for name, _ in played] == [f"t{i}" for i in range(9)]  # first come, first served
+    per_pass: dict[int, int] = {}
+    for _, at in played:
+        per_pass[at] = per_pass.get(at, 0) + 1
+    first_pass = per_pass[played[0][1]]
+    assert first_pass == 3  # read at 1, 2 and 3 ms of a 2.5 ms budget; the 4th at 4 ms waits
+    assert len(per_pass) >= 2
+    assert deferred == 9 - first_pass  # every turn past the first pass waited
+
+
+def test_a_gate_with_budget_left_lets_a_turn_through_without_waiting() -> None:
+    async def scenario() -> list[bool]:
+        gate = TurnGate(budget_ms=2.5, clock=StepClock(0.001))
+        answers = [gate.admit() for _ in range(4)]  # at 1, 2, 3 and 4 ms
+        await asyncio.sleep(0)  # the next pass: the budget is whole again
+        await asyncio.sleep(0)
+        return [*answers, gate.admit()]
+
+    assert asyncio.run(scenario()) == [True, True, True, False, True]
+
+
+def test_a_turn_cancelled_while_it_waits_gives_its_place_to_the_next() -> None:
+    async def scenario() -> list[str]:
+        gate = TurnGate(budget_ms=0.5, clock=StepClock(0.001))
+        passes = PassCounter()
+        played: list[tuple[str, int]] = []
+        # All three ask in the same pass: the first plays, the other two wait.
+        first = asyncio.create_task(take_turn(gate, "first", passes, played))
+        doomed = asyncio.create_task(take_turn(gate, "doomed", passes, played))
+        kept = asyncio.create_task(take_turn(gate, "kept", passes, played))
+        await asyncio.sleep(0)
+        assert gate.waiting == 2
+        doomed.cancel()
+        await asyncio.wait_for(asyncio.gather(first, kept), 5)
+        passes.stop()
+        assert gate.waiting == 0
+        return [name for name, _ in played]
+
+    assert asyncio.run(scenario()) == ["first", "kept"]
+
+
+def test_a_pass_budget_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="more than 0 ms"):
+        TurnGate(budget_ms=0)
+
+
+@contextlib.asynccontextmanager
+async def serving(pass_budget_ms: float) -> AsyncIterator[tuple[Referee, RefereeServer]]:
+    referee = Referee(TOKENS, default_time_control=TimeControl(5000, 30_000),
+                      pass_budget_ms=pass_budget_ms)
+    server = RefereeServer(referee)
+    await server.start()
+    try:
+        yield referee, server
+    finally:
+        await server.stop()
+
+
+async def play_tables(pass_budget_ms: float) -> tuple[list[Any], float]:
+    """Three 4-player tables with fixed seeds, every bot answering at once; the records and
+    how many turns had to wait for a later pass."""
+    async with serving(pass_budget_ms) as (referee, server):
+        bots = []
+        for name, token in TOKENS.items():
+            bot, _ = await RawBot.connect(server.address, token)
+            bots.append((name, bot))
+        try:
+            tables = [bots[i:i + 4] for i in range(0, 12, 4)]
+            runners = [referee.create_match([name for name, _ in table], seed=100 + i)
+                       for i, table in enumerate(tables)]
+            await asyncio.gather(*(bot.play_to_end(runner.match_id, timeout=60)
+                                   for runner, table in zip(runners, tables, strict=True)
+                                   for _, bot in table))
+            for runner in runners:
+                assert runner.task is not None
+                await asyncio.wait_for(runner.task, 30)
+            records = [record_to_json(runner.record) for runner in runners
+                       if runner.record is not None]
+            deferred = referee.metrics.registry.get_sample_value("scout_deferred_turns_total")
+            return records, deferred or 0.0
+        finally:
+            for _, bot in bots:
+                await bot.close()
+
+
+def comparable(record: Any) -> Any:
+    """A record without its match id and the referee's meta (times, clocks)."""
+    return {key: value for key, value in record.items() if key not in ("match_id", "meta")}
+
+
+def test_matches_whose_turns_wait_for_later_passes_play_exactly_as_without_a_limit() -> None:
+    # A budget no turn fits in: one turn a pass, the others wait. A budget of a second: none do.
+    gated, deferred = asyncio.run(asyncio.wait_for(play_tables(0.000_001), 180))
+    free, free_deferred = asyncio.run(asyncio.wait_for(play_tables(1000), 180))
+    assert len(gated) == len(free) == 3
+    assert [comparable(r) for r in gated] == [comparable(r) for r in free]
+    assert all(r["meta"]["status"] == "finished" for r in gated)
+    assert deferred > 0  # three tables at once: turns did wait
+    assert free_deferred == 0
+
+
+def grpc_like_reader(sock: socket.socket, calls: list[int]) -> Any:
+    """What grpc's reader does: one blocking recv(1), then it empties its queue."""
+    def handle_events() -> None:
+        calls.append(len(sock.recv(1)))
+    return handle_events
+
+
+def test_the_drain_takes_every_byte_but_one_and_then_runs_grpcs_reader() -> None:
+    read_end, write_end = socket.socketpair()
+    with read_end, write_end:
+        calls: list[int] = []
+        write_end.send(b"1" * 500)  # 500 completions came in since the last pass
+        _drained(read_end, grpc_like_reader(read_end, calls))
+        assert calls == [1]
+        assert _pending_bytes(read_end) == 0  # the poller's next write finds room
+
+
+def test_the_drain_never_runs_grpcs_reader_on_an_empty_socket() -> None:
+    """grpc's recv(1) blocks on an empty socket: a spurious wake-up must not get there."""
+    read_end, write_end = socket.socketpair()
+    with read_end, write_end:
+        calls: list[int] = []
+        _drained(read_end, grpc_like_reader(read_end, calls))
+        assert calls == []
+        write_end.send(b"1")
+        _drained(read_end, grpc_like_reader(read_end, calls))
+        assert calls == [1]
+
+
+def grpc_readers(loop: asyncio.AbstractEventLoop) -> list[Any]:
+    return [key for key in loop._selector.get_map().values()  # type: ignore[attr-defined]
+            if key.data[0] is not None
+            and getattr(key.data[0]._callback, "_scout_drained", False)]
+
+
+def test_wrapping_grpcs_reader_twice_wraps_it_once() -> None:
+    async def scenario() -> int:
+        server = grpc.aio.server()
+        server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            loop = asyncio.get_running_loop()
+            assert drain_completion_notifications(loop)
+            assert drain_completion_notifications(loop)
+            return len(grpc_readers(loop))
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(scenario()) == 1
+
+
+def test_a_referee_serves_health_checks_with_its_completion_reader_drained() -> None:
+    async def scenario() -> int:
+        async with serving(2.0) as (_, server):
+            wrapped = grpc_readers(asyncio.get_running_loop())
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                for _ in range(50):
+                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+                    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            return len(wrapped)
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 60)) == 1
+
+
+@pytest.mark.parametrize("budget", ["0", "-1", "abc", "5000"])
+def test_referee_serve_refuses_a_pass_budget_it_cannot_keep(budget: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "scout_arena.cli", "referee", "serve",
+                           "--port", "0", "--pass-budget-ms", budget],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--pass-budget-ms" in done.stderr
+    assert "Traceback" not in done.stderr
