@@ -384,12 +384,14 @@ def free_port() -> int:
 
 
 async def start_referee(log_dir: Path, port: int, profile_out: Path | None,
-                        event_loop: str) -> Child:
+                        event_loop: str, pass_budget_ms: float | None = None) -> Child:
     records = log_dir / f"records-{event_loop}"
     if profile_out is None:
         argv = [PYTHON, "-m", "scout_arena.cli", "referee", "serve", "--port", str(port),
                 "--records", str(records), "--admin-token", ADMIN_TOKEN,
                 "--decision-ms", str(DECISION_MS), "--time-bank-ms", str(TIME_BANK_MS)]
+        if pass_budget_ms is not None:
+            argv += ["--pass-budget-ms", str(pass_budget_ms)]
         for name in BOT_NAMES:
             argv += ["--bot-token", f"{name}=tok-{name}"]
     else:
@@ -404,9 +406,11 @@ class RefereeSession:
     referee does not disturb the raw measurements."""
 
     def __init__(self, work: Path, profile_out: Path | None = None,
-                 event_loop: str = "auto") -> None:
+                 event_loop: str = "auto", pass_budget_ms: float | None = None) -> None:
         self.work = work
         self.profile_out = profile_out
+        self.pass_budget_ms = pass_budget_ms
+        """The referee's ``--pass-budget-ms`` (None: its default)."""
         self.event_loop = event_loop
         """The referee's and its bots' event loop (``SCOUT_EVENT_LOOP``)."""
         self.referee: Child | None = None
@@ -418,7 +422,8 @@ class RefereeSession:
     async def start(self) -> None:
         port = free_port()
         address = f"127.0.0.1:{port}"
-        self.referee = await start_referee(self.work, port, self.profile_out, self.event_loop)
+        self.referee = await start_referee(self.work, port, self.profile_out, self.event_loop,
+                                           self.pass_budget_ms)
         self.channel = grpc.aio.insecure_channel(address)
         self.keeper = MatchKeeper(matches_pb2_grpc.MatchesStub(self.channel), 0)
         for i, name in enumerate(BOT_NAMES):  # started with the referee; they wait for it
@@ -901,7 +906,8 @@ def environment() -> JSON:
 
 
 async def run_benchmark(console: Console, timing: Timing, quick: bool,
-                        event_loops: Sequence[str]) -> JSON:
+                        event_loops: Sequence[str], pass_budget_ms: float | None = None
+                        ) -> JSON:
     """``event_loops``: the referee (and its bots) is measured on each, side by side at every
     level; the last is the headline (what ships by default)."""
     started = time.perf_counter()
@@ -914,7 +920,9 @@ async def run_benchmark(console: Console, timing: Timing, quick: bool,
         payload_path.write_bytes(request.SerializeToString())
         server = await spawn("raw-server", [PYTHON, str(THIS_SCRIPT), "--raw-server"], work)
         clients: list[Child] = []
-        sessions = {loop: RefereeSession(work, event_loop=loop) for loop in event_loops}
+        sessions = {loop: RefereeSession(work, event_loop=loop,
+                                         pass_budget_ms=pass_budget_ms)
+                    for loop in event_loops}
         try:
             line = await server.expect("raw server listening on ")
             address = line.rsplit(" ", 1)[1]
@@ -961,7 +969,8 @@ async def run_benchmark(console: Console, timing: Timing, quick: bool,
         "timing": timing.__dict__,
         "setup": {"bots": NUM_BOTS, "players_per_match": NUM_BOTS,
                   "decision_ms": DECISION_MS, "time_bank_ms": TIME_BANK_MS,
-                  "raw_client_processes_max": MAX_CLIENT_PROCESSES},
+                  "raw_client_processes_max": MAX_CLIENT_PROCESSES,
+                  "pass_budget_ms": pass_budget_ms},
         "payload": payload,
         "levels": levels,
         "headline": {"concurrency": HEADLINE_CONCURRENCY, "ratio": head["ratio"],
@@ -995,6 +1004,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--quick", action="store_true", help="a short run (about 35 s)")
+    parser.add_argument("--pass-budget-ms", type=float, metavar="MS",
+                        help="the referee's --pass-budget-ms (default: the referee's own; "
+                             "1000 turns the budget off, docs/deploy.md#under-load)")
     parser.add_argument("--event-loops", default=default_loops(), metavar="A,B",
                         help="the referee's and its bots' event loops, measured side by side; "
                              "the last is the headline (default: uvloop,asyncio when uvloop is "
@@ -1029,7 +1041,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_profile(console, data)
     else:
         data = asyncio.run(run_benchmark(console, QUICK if args.quick else FULL, args.quick,
-                                         args.event_loops.split(",")))
+                                         args.event_loops.split(","), args.pass_budget_ms))
         report(console, data)
     if args.json:
         write_json(args.json, data, console)

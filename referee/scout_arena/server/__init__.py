@@ -20,8 +20,10 @@ from .errors import (
 from .facade import LiveMatch, RefereeFacade
 from .referee import Referee
 from .service import RefereeServer, TlsConfig, bearer_token, serve_forever
+from .turns import DEFAULT_PASS_BUDGET_MS, NO_PASS_BUDGET_MS
 
-__all__ = ["BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused", "InvalidBotName",
+__all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",
+           "BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused", "InvalidBotName",
            "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
            "LiveMatch", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
            "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",

@@ -30,6 +30,7 @@ from .service import (
     exit_dead,
     wait_stopped_or_dead,
 )
+from .turns import DEFAULT_PASS_BUDGET_MS
 
 
 class LiveMatch(Protocol):
@@ -82,17 +83,20 @@ class RefereeFacade:
     GetRecord; every record is handed to `on_match_finished` as it ends). ``extra_services``:
     (function adding a servicer to the grpc server, full service name) for services that share
     the port (the ladder's); each must register its methods. ``tls``: serve over TLS (and require
-client certificates when it names a client CA)."""
+client certificates when it names a client CA). ``pass_budget_ms``: how much of an event-loop
+pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
 
     def __init__(self, tokens: Mapping[str, str] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, admin_token: str | None = None,
                  records_dir: Path | None = None, time_control: TimeControl = DEFAULT_TIME_CONTROL,
                  reconnect_grace_s: float = 10.0, authenticator: Authenticator | None = None,
                  extra_services: Sequence[ExtraService] = (),
-                 tls: TlsConfig | None = None) -> None:
+                 tls: TlsConfig | None = None,
+                 pass_budget_ms: float = DEFAULT_PASS_BUDGET_MS) -> None:
         self._referee = Referee(tokens or {}, records_dir=records_dir,
                                 default_time_control=time_control,
-                                reconnect_grace_s=reconnect_grace_s)
+                                reconnect_grace_s=reconnect_grace_s,
+                                pass_budget_ms=pass_budget_ms)
         self._referee.bots.authenticator = authenticator
         self._server = RefereeServer(self._referee, host=host, port=port,
                                      admin_token=admin_token, extra_services=extra_services,

@@ -34,6 +34,10 @@ DEFAULT_PASS_BUDGET_MS = 2.0
 55, 59 and 77 ms) and against the bundles of `bench/referee.py` at 100 matches, which shrink
 below 2 ms (0.30 messages to bots per decision at 1.5 ms, 0.16 at 2 ms, 0.12 at 3 ms)."""
 
+NO_PASS_BUDGET_MS = 1000.0
+"""A budget no pass reaches: for a referee that only plays its own matches as fast as it can
+(a local tournament), where no organiser's call waits on the loop."""
+
 _FIRST_TURN_S = 0.0003
 """A turn's cost assumed until the gate has measured one."""
 _SMOOTHING = 0.2

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record import JSON, MatchOutcome, MatchRecord, RecordError, dump_record, load_record
-from ..server import RefereeFacade, TimeControl
+from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
 from .config import (
     CONFIG_FILE,
     DISQUALIFY_AFTER,
@@ -92,7 +92,8 @@ class Node:
                                      host="127.0.0.1", port=0, records_dir=records_dir,
                                      time_control=TimeControl(config.decision_ms,
                                                               config.time_bank_ms),
-                                     reconnect_grace_s=config.reconnect_grace_s)
+                                     reconnect_grace_s=config.reconnect_grace_s,
+                                     pass_budget_ms=NO_PASS_BUDGET_MS)
         self._ended: list[MatchRecord] = []
         self._woken = asyncio.Event()
         self.referee.on_match_finished(self._match_ended)
