@@ -25,6 +25,7 @@ from support.rawbot import (
     legal_answer,
     rotation_choice,
 )
+from support.serving import served
 
 TOKENS = {name: f"token-{name}" for name in ("a", "b")}
 T = TypeVar("T")
@@ -37,12 +38,8 @@ def run(scenario: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
 @contextlib.asynccontextmanager
 async def serving() -> AsyncIterator[tuple[Referee, RefereeServer]]:
     referee = Referee(TOKENS, default_time_control=TimeControl(5000, 10_000))
-    server = RefereeServer(referee)
-    await server.start()
-    try:
+    async with served(referee) as server:
         yield referee, server
-    finally:
-        await server.stop()
 
 
 async def connect(server: RefereeServer, name: str, bundles: bool) -> RawBot:

@@ -33,6 +33,7 @@ from support.rawbot import (
     rejected,
     rotation_choice,
 )
+from support.serving import served
 
 TOKENS = {name: f"token-{name}" for name in ("a", "b", "c", "d")}
 T = TypeVar("T")
@@ -46,12 +47,8 @@ def run(scenario: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
 async def serving(tc: TimeControl | None = None
                   ) -> AsyncIterator[tuple[Referee, RefereeServer]]:
     referee = Referee(TOKENS, default_time_control=tc or TimeControl(2000, 10_000))
-    server = RefereeServer(referee)
-    await server.start()
-    try:
+    async with served(referee) as server:
         yield referee, server
-    finally:
-        await server.stop()
 
 
 async def connect(server: RefereeServer, name: str, lean: bool) -> RawBot:

@@ -20,6 +20,7 @@ from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
 from scout_arena.server.turns import TurnGate
 from support.rawbot import RawBot
+from support.serving import served
 
 TOKENS = {f"bot{i}": f"token-{i}" for i in range(12)}
 
@@ -123,12 +124,8 @@ def test_a_pass_budget_of_zero_is_refused() -> None:
 async def serving(pass_budget_ms: float) -> AsyncIterator[tuple[Referee, RefereeServer]]:
     referee = Referee(TOKENS, default_time_control=TimeControl(5000, 30_000),
                       pass_budget_ms=pass_budget_ms)
-    server = RefereeServer(referee)
-    await server.start()
-    try:
+    async with served(referee) as server:
         yield referee, server
-    finally:
-        await server.stop()
 
 
 async def play_tables(pass_budget_ms: float) -> tuple[list[Any], float]:
