@@ -266,9 +266,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                 raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                                  f"{args.metrics_port}: {exc}") from None
         tune_gc()
-        pauses = referee.metrics.gc_pauses
-        watch_gc_pauses(lambda generation, seconds: pauses.labels(str(generation))
-                        .observe(seconds))
+        watch_gc_pauses(referee.metrics.gc_paused)
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()

@@ -37,8 +37,7 @@ _QUEUE_TYPE = "PollerCompletionQueue"
 _INSTALLED = "_scout_drained"
 
 
-def _grpc_reader(handle: Any) -> bool:
-    callback = getattr(handle, "_callback", None)
+def _grpc_reader(callback: Any) -> bool:
     func = callback.func if isinstance(callback, functools.partial) else callback
     owner = getattr(func, "__self__", None)
     return (getattr(func, "__name__", None) == _HANDLER_NAME
@@ -76,7 +75,7 @@ def drain_completion_notifications(loop: asyncio.AbstractEventLoop) -> bool:
         callback = getattr(reader, "_callback", None)
         if getattr(callback, _INSTALLED, False):
             return True
-        if callback is None or not _grpc_reader(reader):
+        if callback is None or not _grpc_reader(callback):
             continue
         sock = key.fileobj
         if not isinstance(sock, socket.socket):

@@ -71,7 +71,7 @@ class RefereeMetrics:
             "scout_event_loop_lag_seconds", "How late the referee's event loop ran, sampled "
             "every 5 ms while matches run: the time the referee itself adds to every message "
             "(credited back to the bots' clocks).", buckets=LOOP_LAG_BUCKETS_S, registry=registry)
-        self.gc_pauses = Histogram(
+        gc_pauses = Histogram(
             "scout_gc_pause_seconds", "How long each cyclic garbage collection stopped the "
             "process, by generation (a full, generation 2, collection stops every match).",
             ["generation"], buckets=LOOP_LAG_BUCKETS_S, registry=registry)
@@ -81,8 +81,8 @@ class RefereeMetrics:
             registry=registry)
         self.deferred_turns = Counter(
             "scout_deferred_turns", "Match turns that waited for a later pass of the event "
-            "loop, which lets a bounded number of turns into each pass so that other calls "
-            "are not held up (their bots' clocks were already stopped).", registry=registry)
+            "loop, which lets turns into a pass up to a time budget so that other calls are "
+            "not held up (their bots' clocks were already stopped).", registry=registry)
         self.waiting_turns = Gauge(
             "scout_waiting_turns", "Match turns waiting for a pass of the event loop now.",
             registry=registry)
@@ -94,6 +94,8 @@ class RefereeMetrics:
             self.matches_finished.labels(status)
         self.answered = {kind: answered.labels(kind) for kind in REQUEST_KINDS}
         self.latency = {kind: latency.labels(kind) for kind in REQUEST_KINDS}
+        self.gc_pauses = {generation: gc_pauses.labels(str(generation))
+                          for generation in range(3)}
 
     def add_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         """A gauge of the app around the referee (the ladder's nodes), read when scraped."""
@@ -102,6 +104,11 @@ class RefereeMetrics:
     def count_running_matches(self, count: Callable[[], int]) -> None:
         """Let the running matches gauge read ``count()`` (a ``len()``) when scraped."""
         self.running_matches.set_function(lambda: float(count()))
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        """A garbage collection of ``generation`` stopped the process ``seconds``
+        (`gcpolicy.watch_gc_pauses` calls it after each one)."""
+        self.gc_pauses[generation].observe(seconds)
 
     def answered_request(self, kind: str, seconds: float, decision_s: float) -> None:
         """An accepted answer to a ``kind`` request, ``seconds`` after its hand-off."""
