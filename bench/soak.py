@@ -613,29 +613,52 @@ def rss_figures(samples: list[Sample], idle_kb: int, hwm_kb: int, window_end: fl
     return out
 
 
-def gc_pauses(url: str) -> JSON:
-    """The referee's garbage collections by generation (scout_gc_pause_seconds): how many, their
-    total seconds, and the upper bound of the longest one's bucket."""
+def gc_histograms(url: str) -> dict[str, JSON]:
+    """The referee's scout_gc_pause_seconds by generation, as scraped: cumulative bucket counts
+    by upper bound, count and sum."""
     text = urllib.request.urlopen(url, timeout=10).read().decode()
     out: dict[str, JSON] = {}
-    last: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith("scout_gc_pause_seconds"):
             continue
         generation = line.split('generation="', 1)[1].split('"', 1)[0]
         value = float(line.rsplit(" ", 1)[1])
-        entry = out.setdefault(generation, {"count": 0, "total_s": 0.0, "max_le_s": 0.0})
+        entry = out.setdefault(generation, {"buckets": {}, "count": 0, "sum": 0.0})
         if line.startswith("scout_gc_pause_seconds_bucket"):
             bound_text = line.split('le="', 1)[1].split('"', 1)[0]
-            bound = math.inf if bound_text == "+Inf" else float(bound_text)
-            if value > last.get(generation, 0.0):
-                entry["max_le_s"] = bound
-            last[generation] = value
+            entry["buckets"][math.inf if bound_text == "+Inf" else float(bound_text)] = value
         elif line.startswith("scout_gc_pause_seconds_count"):
             entry["count"] = int(value)
         elif line.startswith("scout_gc_pause_seconds_sum"):
-            entry["total_s"] = value
+            entry["sum"] = value
     return out
+
+
+def gc_pauses(after: dict[str, JSON], before: dict[str, JSON] | None = None) -> JSON:
+    """Collections by generation between two scrapes (``before`` None: since the referee
+    started): how many, their total seconds, and the upper bound of the longest one's bucket."""
+    out: dict[str, JSON] = {}
+    for generation, now in after.items():
+        then = (before or {}).get(generation, {"buckets": {}, "count": 0, "sum": 0.0})
+        longest, below = 0.0, 0.0
+        by_bucket: dict[str, int] = {}
+        for bound in sorted(now["buckets"]):
+            within = now["buckets"][bound] - then["buckets"].get(bound, 0.0)
+            if within > below:
+                longest = bound
+                by_bucket[f"{bound * 1000:g}"] = int(within - below)
+            below = within
+        out[generation] = {"count": now["count"] - then["count"],
+                           "total_s": now["sum"] - then["sum"], "max_le_s": longest,
+                           "by_bucket_le_ms": by_bucket}
+    return out
+
+
+def gc_line(pauses: JSON | None) -> str:
+    if not pauses:
+        return "none"
+    return " / ".join((f"{pauses['count']}", f"{pauses['total_s']:.2f} s",
+                       f"<= {pauses['max_le_s'] * 1000:g} ms"))
 
 
 def loop_lag_quantiles(url: str) -> JSON:
@@ -743,6 +766,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         for client in clients:
             client.on_match_end = keeper.on_end
         sample_task = asyncio.create_task(sampler(referee.pid, keeper, samples))
+        gc_at_start = await asyncio.to_thread(gc_histograms, metrics_url)
         cpu0 = process_cpu_s(referee.pid)
         clients_cpu0 = sum(process_cpu_s(c.pid) for c in clients)
         t0 = time.monotonic()
@@ -760,6 +784,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         t1 = time.monotonic()
         cpu1 = process_cpu_s(referee.pid)
         clients_cpu1 = sum(process_cpu_s(c.pid) for c in clients)
+        gc_at_window_end = await asyncio.to_thread(gc_histograms, metrics_url)
         finished_in_window = keeper.finished
         keeper.active = False  # in-flight CreateMatch calls complete (and are counted)
         if keeper.tasks:
@@ -776,7 +801,9 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
             samples.append(Sample(time.monotonic(), status["VmRSS"], keeper.finished, 0))
         result["health_at_end"] = await health(address)
         result["loop_lag"] = await asyncio.to_thread(loop_lag_quantiles, metrics_url)
-        result["gc_pauses"] = await asyncio.to_thread(gc_pauses, metrics_url)
+        gc_at_end = await asyncio.to_thread(gc_histograms, metrics_url)
+        result["gc_pauses"] = gc_pauses(gc_at_end)
+        result["gc_pauses_in_window"] = gc_pauses(gc_at_window_end, gc_at_start)
         # The referee stops (aborting what still runs) before the clients are asked for their
         # figures: serializing those keeps a client process busy for seconds, and the matches
         # still running would charge that to its bots' banks.
@@ -933,10 +960,11 @@ def report(console: Console, data: JSON) -> None:
                  ("referee loop lag p50 / p99 / p99.9 (histogram bound)",
                   " / ".join(f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
                              for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms"))),
-                 ("referee full garbage collections: count / total / longest (bucket)",
-                  " / ".join((f"{g.get('count', 0)}", f"{g.get('total_s', 0.0):.2f} s",
-                              f"<= {g.get('max_le_s', 0.0):g} s"))
-                  if (g := data.get("gc_pauses", {}).get("2")) else "none"),
+                 *((f"referee collections of generation {gen} in window: count / total / "
+                    "longest (bucket)", gc_line(data.get("gc_pauses_in_window", {}).get(gen)))
+                   for gen in ("0", "1", "2")),
+                 ("referee full garbage collections, whole run: count / total / longest",
+                  gc_line(data.get("gc_pauses", {}).get("2"))),
                  ("referee CPU share in window", f"{data['cpu_share']['referee']:.0%}"),
                  ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}")]
     records = data.get("records", {})
