@@ -613,10 +613,21 @@ def rss_figures(samples: list[Sample], idle_kb: int, hwm_kb: int, window_end: fl
     return out
 
 
-def gc_histograms(url: str) -> dict[str, JSON]:
-    """The referee's scout_gc_pause_seconds by generation, as scraped: cumulative bucket counts
-    by upper bound, count and sum."""
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
+def scrape(url: str) -> str:
+    """The referee's metrics page (Prometheus text format)."""
+    body: bytes = urllib.request.urlopen(url, timeout=10).read()
+    return body.decode()
+
+
+def bucket_bound(line: str) -> float:
+    """The upper bound (``le``) of a histogram bucket's line."""
+    bound = line.split('le="', 1)[1].split('"', 1)[0]
+    return math.inf if bound == "+Inf" else float(bound)
+
+
+def gc_histograms(text: str) -> dict[str, JSON]:
+    """The referee's scout_gc_pause_seconds by generation, from a scraped metrics page:
+    cumulative bucket counts by upper bound, count and sum."""
     out: dict[str, JSON] = {}
     for line in text.splitlines():
         if not line.startswith("scout_gc_pause_seconds"):
@@ -625,8 +636,7 @@ def gc_histograms(url: str) -> dict[str, JSON]:
         value = float(line.rsplit(" ", 1)[1])
         entry = out.setdefault(generation, {"buckets": {}, "count": 0, "sum": 0.0})
         if line.startswith("scout_gc_pause_seconds_bucket"):
-            bound_text = line.split('le="', 1)[1].split('"', 1)[0]
-            entry["buckets"][math.inf if bound_text == "+Inf" else float(bound_text)] = value
+            entry["buckets"][bucket_bound(line)] = value
         elif line.startswith("scout_gc_pause_seconds_count"):
             entry["count"] = int(value)
         elif line.startswith("scout_gc_pause_seconds_sum"):
@@ -661,15 +671,13 @@ def gc_line(pauses: JSON | None) -> str:
                        f"<= {pauses['max_le_s'] * 1000:g} ms"))
 
 
-def loop_lag_quantiles(url: str) -> JSON:
-    """Upper bucket bounds of the p50, p99 and p99.9 of the referee's loop lag (its histogram)."""
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
+def loop_lag_quantiles(text: str) -> JSON:
+    """Upper bucket bounds of the p50, p99 and p99.9 of the referee's loop lag (its histogram),
+    from a scraped metrics page."""
     buckets: list[tuple[float, float]] = []
     for line in text.splitlines():
         if line.startswith("scout_event_loop_lag_seconds_bucket"):
-            bound = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets.append((math.inf if bound == "+Inf" else float(bound),
-                            float(line.rsplit(" ", 1)[1])))
+            buckets.append((bucket_bound(line), float(line.rsplit(" ", 1)[1])))
     total = buckets[-1][1] if buckets else 0.0
     if not total:
         return {"samples": 0}
@@ -766,7 +774,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         for client in clients:
             client.on_match_end = keeper.on_end
         sample_task = asyncio.create_task(sampler(referee.pid, keeper, samples))
-        gc_at_start = await asyncio.to_thread(gc_histograms, metrics_url)
+        gc_at_start = gc_histograms(await asyncio.to_thread(scrape, metrics_url))
         cpu0 = process_cpu_s(referee.pid)
         clients_cpu0 = sum(process_cpu_s(c.pid) for c in clients)
         t0 = time.monotonic()
@@ -784,7 +792,7 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         t1 = time.monotonic()
         cpu1 = process_cpu_s(referee.pid)
         clients_cpu1 = sum(process_cpu_s(c.pid) for c in clients)
-        gc_at_window_end = await asyncio.to_thread(gc_histograms, metrics_url)
+        gc_at_window_end = gc_histograms(await asyncio.to_thread(scrape, metrics_url))
         finished_in_window = keeper.finished
         keeper.active = False  # in-flight CreateMatch calls complete (and are counted)
         if keeper.tasks:
@@ -800,9 +808,9 @@ async def run_soak(args: argparse.Namespace, console: Console, work: Path) -> JS
         if status:
             samples.append(Sample(time.monotonic(), status["VmRSS"], keeper.finished, 0))
         result["health_at_end"] = await health(address)
-        result["loop_lag"] = await asyncio.to_thread(loop_lag_quantiles, metrics_url)
-        gc_at_end = await asyncio.to_thread(gc_histograms, metrics_url)
-        result["gc_pauses"] = gc_pauses(gc_at_end)
+        metrics_at_end = await asyncio.to_thread(scrape, metrics_url)
+        result["loop_lag"] = loop_lag_quantiles(metrics_at_end)
+        result["gc_pauses"] = gc_pauses(gc_histograms(metrics_at_end))
         result["gc_pauses_in_window"] = gc_pauses(gc_at_window_end, gc_at_start)
         # The referee stops (aborting what still runs) before the clients are asked for their
         # figures: serializing those keeps a client process busy for seconds, and the matches
