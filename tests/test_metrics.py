@@ -4,6 +4,7 @@ and `ladder serve --metrics-port 0`, real bots, /metrics scraped over HTTP on 12
 from __future__ import annotations
 
 import gc
+import json
 import os
 import queue
 import re
@@ -243,3 +244,24 @@ def test_every_garbage_collection_is_timed_by_generation() -> None:
     assert len(seen) == count  # no longer watched
     assert metrics.registry.get_sample_value("scout_gc_pause_seconds_count",
                                              {"generation": "2"}) >= 1
+
+
+def test_gc_policy_freezes_startup_objects_and_keeps_young_collections_rare() -> None:
+    """`tune_gc` in a fresh interpreter: what exists at start is frozen (no collection walks it
+    again), the thresholds become the policy's (generation 0 every 5,000 net allocations, every
+    second young collection a generation-1 one), and a second call changes nothing."""
+    script = (
+        "import gc, json\n"
+        "from scout_arena.server.gcpolicy import THRESHOLDS, tune_gc\n"
+        "before = gc.get_freeze_count()\n"
+        "tune_gc()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "garbage = [[] for _ in range(1000)]\n"
+        "tune_gc()\n"
+        "print(json.dumps([before, frozen, gc.get_freeze_count(), gc.get_threshold(),"
+        " list(THRESHOLDS)]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    before, frozen, after_second_call, thresholds, policy = json.loads(done.stdout)
+    assert before == 0 and frozen > 10_000 and after_second_call == frozen
+    assert thresholds == policy and policy[0] > 700 and policy[1] == 1
