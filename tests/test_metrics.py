@@ -246,22 +246,32 @@ def test_every_garbage_collection_is_timed_by_generation() -> None:
                                              {"generation": "2"}) >= 1
 
 
-def test_gc_policy_freezes_startup_objects_and_keeps_young_collections_rare() -> None:
-    """`tune_gc` in a fresh interpreter: what exists at start is frozen (no collection walks it
-    again), the thresholds become the policy's (generation 0 every 5,000 net allocations, every
-    second young collection a generation-1 one), and a second call changes nothing."""
+def test_gc_policy_freezes_startup_objects_and_collects_the_young_by_the_clock() -> None:
+    """`tune_gc` in a fresh interpreter, inside an event loop as `referee serve` calls it: what
+    exists at start is frozen (no collection walks it again), the count's thresholds are the
+    policy's, and the young generations are collected every `YOUNG_PERIOD_S` with no
+    allocation to trigger them, generation 0 and 1 by turns; a second call changes nothing."""
     script = (
-        "import gc, json\n"
-        "from scout_arena.server.gcpolicy import THRESHOLDS, tune_gc\n"
-        "before = gc.get_freeze_count()\n"
-        "tune_gc()\n"
-        "frozen = gc.get_freeze_count()\n"
-        "garbage = [[] for _ in range(1000)]\n"
-        "tune_gc()\n"
-        "print(json.dumps([before, frozen, gc.get_freeze_count(), gc.get_threshold(),"
-        " list(THRESHOLDS)]))\n")
+        "import asyncio, gc, json\n"
+        "from scout_arena.server.gcpolicy import THRESHOLDS, YOUNG_PERIOD_S, tune_gc\n"
+        "seen = []\n"
+        "async def main():\n"
+        "    before = gc.get_freeze_count()\n"
+        "    tune_gc()\n"
+        "    frozen = gc.get_freeze_count()\n"
+        "    garbage = [[] for _ in range(1000)]\n"
+        "    tune_gc()\n"
+        "    gc.callbacks.append(lambda phase, info: phase == 'stop' and"
+        " seen.append(info['generation']))\n"
+        "    await asyncio.sleep(YOUNG_PERIOD_S * 6.5)\n"
+        "    print(json.dumps([before, frozen, gc.get_freeze_count(), gc.get_threshold(),"
+        " list(THRESHOLDS), seen]))\n"
+        "asyncio.run(main())\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60, check=True)
-    before, frozen, after_second_call, thresholds, policy = json.loads(done.stdout)
-    assert before == 0 and frozen > 10_000 and after_second_call == frozen
+    before, frozen, after_second_call, thresholds, policy, seen = json.loads(done.stdout)
+    assert before == 0 and frozen > 10_000
+    assert after_second_call <= frozen  # the 1,000 new lists are not frozen
     assert thresholds == policy and policy[0] > 700 and policy[1] == 1
+    assert len(seen) >= 4 and set(seen) == {0, 1}, seen
+    assert all(seen[i] != seen[i + 1] for i in range(len(seen) - 1)), seen

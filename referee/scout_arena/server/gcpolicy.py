@@ -21,15 +21,20 @@ with the loop stopped, ~110 of them a minute: every slow CreateMatch held one.
 * freezes what exists by then (modules, classes, protobuf descriptors: tens of thousands of
   objects that live as long as the process) into the permanent generation, which no
   collection walks again;
-* sets the thresholds to `THRESHOLDS`: generation 0 is collected after 5,000 net allocations
-  and each second young collection is one of generation 1, so generation 1 never holds more
-  than one collection's survivors; a full collection waits for 10,000 of those (~30 a minute
-  under that load): hours apart, not seconds.
+* collects the young generations by the clock (`_TimedCollections`): generation 0 every
+  `YOUNG_PERIOD_S`, every second time with generation 1, so each walks at most that long's
+  survivors; a full collection waits for `FULL_AFTER` generation-1 collections, hours;
+* keeps collections by the count as a net (`THRESHOLDS`: 5,000 net allocations, each second
+  one with generation 1) for bursts and for a loop too busy for its timer.
 
-Measured side by side (bench/soak.py, 10,000 bots, 300 matches, 60 s window; CreateMatch p99
-while replacing ended matches / referee time in young collections): (700, 10, 1000) 58.6 ms /
-8.3 s; (700, 1, 100000) 46.8 ms / 6.8 s; (1500, 1, 100000) 33.9 ms / 6.7 s; (5000, 1, 10000)
-29.8-39.0 ms over four runs / 2.7-3.3 s. Fewer collections walk each survivor fewer times.
+Measured side by side (bench/soak.py; referee time in young collections in the window, the
+longest one's histogram bucket, CreateMatch p99 while replacing ended matches):
+
+| policy | 10,000 bots, 300 matches, 60 s | 4,000 bots, 1,000 matches, 180 s |
+|---|---|---|
+| count (700, 10, 1000) | 8.3 s, p99 58.6 ms | 24.5 s, <= 200 ms |
+| count (5000, 1, 10000) | 2.7-3.3 s, <= 500 ms, p99 29.8-39.0 ms | 12.4 s, <= 1000 ms |
+| clock, 0.1 s | 6.3 s, <= 50 ms, p99 42.3 / 43.4 ms | 18.8 s, <= 50 ms |
 
 The price: cyclic garbage that reaches the oldest generation waits longer to be freed. The
 referee makes little of it; a finished match, the bulk, is freed by reference counting
@@ -38,24 +43,63 @@ referee makes little of it; a finished match, the bulk, is freed by reference co
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import time
 from collections.abc import Callable
 from typing import Any
 
-THRESHOLDS = (5000, 1, 10_000)
-"""`gc.set_threshold` arguments: net allocations before a generation-0 collection (CPython's
-default: 700), generation-0 collections per generation-1 one (10), generation-1 collections per
-full one (10)."""
+YOUNG_PERIOD_S = 0.1
+"""How often `tune_gc`'s timer collects the young generations, 0 and 1 by turns."""
+
+FULL_AFTER = 100_000
+"""Generation-1 collections between two full ones (CPython's default: 10): ~5 hours at the
+timer's pace."""
+
+THRESHOLDS = (5000, 1, FULL_AFTER)
+"""`gc.set_threshold` arguments, for collections by the count: net allocations before a
+generation-0 collection (CPython's default: 700), generation-0 collections per generation-1
+one (10), generation-1 collections per full one."""
 
 
 @functools.cache
 def tune_gc() -> None:
-    """Apply the policy above to this process (once; later calls do nothing)."""
+    """Apply the policy above to this process (once; later calls do nothing). Called with an
+    event loop running, it also starts that loop's timed young collections."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    _TimedCollections(loop).schedule()
+
+
+class _TimedCollections:
+    """Young collections by the clock, not by the count. In a steady state the old objects that
+    die (a bot's waiting state, replaced at each decision) match the young ones that survive, so
+    generation 0's count hardly rises however long its list grows: with 1,000 matches running,
+    collections triggered by the count came 0.3-1 s apart and walked up to a second's survivors
+    each (up to 1 s with the loop stopped). Collected every `YOUNG_PERIOD_S`, generation 0 holds
+    at most that long's survivors, and each second collection takes in generation 1 as well.
+    The count's thresholds stay as the net for bursts and for a stalled loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._ticks = 0
+
+    def schedule(self) -> None:
+        self._loop.call_later(YOUNG_PERIOD_S, self._collect)
+
+    def _collect(self) -> None:
+        self._ticks += 1
+        if gc.get_count()[2] >= FULL_AFTER:
+            gc.collect(2)
+        else:
+            gc.collect(self._ticks & 1)
+        self.schedule()
 
 
 def watch_gc_pauses(observe: Callable[[int, float], None]) -> Callable[[], None]:
