@@ -256,24 +256,98 @@ def _legal_scouts_bytes(obs: Observation) -> bytes:
     return entry
 
 
+def _varint_signed(value: int) -> bytes:
+    """An int32's varint: a negative one is sign-extended to ten bytes, as protobuf does."""
+    return varint(value) if value >= 0 else varint(value & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def _int_field(tag: bytes, value: int) -> bytes:
+    """A proto3 int32 field (omitted at its default, 0)."""
+    return tag + _varint_signed(value) if value else b""
+
+
+def _packed_ints(tag: bytes, values: Sequence[int]) -> bytes:
+    """A packed repeated int32 or bool field (omitted when empty)."""
+    if not values:
+        return b""
+    if min(values) >= 0 and max(values) < 0x80:
+        body = bytes(values)  # each a one-byte varint: the common case, made in C
+    else:
+        body = b"".join([_varint_signed(int(v)) for v in values])
+    return b"".join((tag, varint(len(body)), body))
+
+
+_HAND_TAG = b"\x3a"  # Observation.hand = 7
+_ACTIVE_SET_TAG = b"\x4a"  # Observation.active_set = 9
+_HAND_ENTRIES = {key: length_delimited(_HAND_TAG, card.SerializeToString())
+                 for key, card in _CARD_PB.items()}
+_ACTIVE_ENTRIES = {key: length_delimited(_ACTIVE_SET_TAG, card.SerializeToString())
+                   for key, card in _CARD_PB.items()}
+_SEAT_FIELDS: dict[tuple[int, ...], bytes] = {}
+
+
+def _seat_fields(obs: Observation) -> bytes:
+    """Observation fields 2-6 (the seat's place in its match and round), serialized once per
+    combination: they change once a round."""
+    key = (obs.seat, obs.num_players, obs.round_index, obs.num_rounds, obs.starting_seat)
+    data = _SEAT_FIELDS.get(key)
+    if data is None:
+        data = b"".join((
+            _int_field(b"\x10", obs.seat), _int_field(b"\x18", obs.num_players),
+            _int_field(b"\x20", obs.round_index), _int_field(b"\x28", obs.num_rounds),
+            _int_field(b"\x30", obs.starting_seat)))
+        if len(_SEAT_FIELDS) < 4096:
+            _SEAT_FIELDS[key] = data
+    return data
+
+
+def _card_entries(entries: dict[tuple[int, int], bytes], tag: bytes,
+                  cards: Sequence[Card]) -> bytes:
+    try:
+        return b"".join(map(entries.__getitem__, cards))
+    except KeyError:  # a card outside the deck: only in hand-made test states
+        return b"".join(length_delimited(tag, game_pb2.Card(
+            face=c.face, other=c.other).SerializeToString()) for c in cards)
+
+
+def observation_bytes(obs: Observation, match_id: str) -> bytes:
+    """The serialized `observation_to_pb` of ``obs`` without its history, written field by
+    field: building the message (a Card message per card) cost more than all the rest of a
+    DecisionRequest. Card entries and the seat's fields are serialized once; a test pins the
+    bytes to the message's."""
+    owner = obs.active_owner
+    current = obs.current_seat
+    return b"".join((
+        length_delimited(b"\x0a", match_id.encode()) if match_id else b"",
+        _seat_fields(obs),
+        _card_entries(_HAND_ENTRIES, _HAND_TAG, obs.hand),
+        _packed_ints(b"\x42", obs.hand_sizes),
+        _card_entries(_ACTIVE_ENTRIES, _ACTIVE_SET_TAG, obs.active_set),
+        b"" if owner is None else b"\x50" + _varint_signed(owner),
+        _packed_ints(b"\x5a", obs.captured_counts),
+        _packed_ints(b"\x62", obs.scout_chips),
+        _packed_ints(b"\x6a", obs.scout_show_tokens),
+        _packed_ints(b"\x72", obs.scores),
+        _int_field(b"\x78", -1 if current is None else current),
+    ))
+
+
 def decision_request_bytes(obs: Observation, match_id: str, request_id: int, deadline_ms: int,
                            time_bank_ms: int, history: bytes) -> bytes:
     """The serialized RefereeMessage of `decision_request`, with the round's history spliced in
     as bytes kept since the round began: the history grows with every action and copying it
     into every request as messages was the largest cost of asking for a decision. The legal
-    lists are spliced in from bytes made once per Show and per shape of Scouts."""
-    observation = observation_to_pb(obs, match_id, ()).SerializeToString() + history
+    lists are spliced in from bytes made once per Show and per shape of Scouts, and the
+    observation is written field by field (`observation_bytes`)."""
     request = b"".join((
-        arena_pb2.DecisionRequest(
-            match_id=match_id,
-            request_id=request_id,
-            scout_and_show_available=obs.can_scout_and_show(),
-            deadline_ms=deadline_ms,
-            time_bank_ms=time_bank_ms,
-        ).SerializeToString(),
+        length_delimited(b"\x0a", match_id.encode()) if match_id else b"",
+        _int_field(b"\x10", request_id),
         _legal_shows_bytes(obs.legal_shows()),
         _legal_scouts_bytes(obs),
-        length_delimited(_OBSERVATION_TAG, observation)))
+        b"\x30\x01" if obs.can_scout_and_show() else b"",
+        _int_field(b"\x38", deadline_ms),
+        _int_field(b"\x40", time_bank_ms),
+        length_delimited(_OBSERVATION_TAG, observation_bytes(obs, match_id) + history)))
     return length_delimited(_DECISION_REQUEST_TAG, request)
 
 
@@ -429,14 +503,21 @@ class MatchWire:
                                           event.deadline_ms, event.time_bank_ms,
                                           bytes(self._history))
         if isinstance(event, ActionPlayed):
-            action = public_action_to_pb(event.action, event.by_referee)
-            self._follow(event.round_index)
-            self._history += history_entry_bytes(action)
-            self._count += 1
+            action = self._keep(event)
             return arena_pb2.RefereeMessage(public_event=arena_pb2.PublicEvent(
                 match_id=event.match_id, round_index=event.round_index,
                 action=action)).SerializeToString()
         return encode_event(event)
+
+    def played(self, event: ActionPlayed) -> None:
+        self._keep(event)
+
+    def _keep(self, event: ActionPlayed) -> game_pb2.PublicAction:
+        action = public_action_to_pb(event.action, event.by_referee)
+        self._follow(event.round_index)
+        self._history += history_entry_bytes(action)
+        self._count += 1
+        return action
 
 
 class ProtobufWire:

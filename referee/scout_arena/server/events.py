@@ -233,6 +233,11 @@ class MatchWire(Protocol):
 
     def encode(self, event: BotEvent) -> bytes: ...
 
+    def played(self, event: ActionPlayed) -> None:
+        """An action that no stream of the table is to be sent: the wire keeps it (the round's
+        history) without making its message. It stands for `encode` in the order above."""
+        ...
+
 
 class Wire(Protocol):
     """The port `convert` implements: events in, serialized messages out."""

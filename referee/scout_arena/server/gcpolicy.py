@@ -36,7 +36,12 @@ longest one's histogram bucket, CreateMatch p99 while replacing ended matches):
 | count (5000, 1, 10000) | 2.7-3.3 s, <= 500 ms, p99 29.8-39.0 ms | 12.4 s, <= 1000 ms |
 | clock, 0.1 s | 6.3 s, <= 50 ms, p99 42.3 / 43.4 ms | 18.8 s, <= 50 ms |
 
-The price: cyclic garbage that reaches the oldest generation waits longer to be freed. The
+The clock's price is CPU: an object that lives longer than a period is walked, where the
+count's long gaps let most of them die unwalked. With 1,000 bots in 200 2-player matches the
+young collections took 6.5 % of the referee's time by the clock against 0.7 % by the count
+(5000); under full load (1,000 matches) 10 % against 7 %, decisions/s the same.
+
+The price of rare full collections: cyclic garbage that reaches the oldest generation waits longer to be freed. The
 referee makes little of it; a finished match, the bulk, is freed by reference counting
 (`MatchRunner._finish` breaks its one cycle).
 """

@@ -167,12 +167,11 @@ class Seat:
         if connection is not None and not self.absent:
             connection.send(message)
 
-    def send_unless_lean(self, message: bytes) -> None:
-        """A message a lean stream goes without (a PublicEvent, an AnswerResult{ACCEPTED}:
-        PROTOCOL.md §3.6.1)."""
+    def wants_public_events(self) -> bool:
+        """Whether this seat's stream is sent what a lean one goes without (a PublicEvent, an
+        AnswerResult{ACCEPTED}: PROTOCOL.md §3.6.1)."""
         connection = self.bot.connection
-        if connection is not None and not self.absent and not connection.lean:
-            connection.send(message)
+        return connection is not None and not self.absent and not connection.lean
 
 
 class MatchRunner:
@@ -250,12 +249,16 @@ class MatchRunner:
         for seat in self.seats:
             seat.send(message)
 
-    def _broadcast_unless_lean(self, event: BotEvent) -> None:
-        """Serialized once (the wire keeps the round's history from it even when every seat
-        is lean), sent to the seats whose streams are not lean."""
+    def _broadcast_unless_lean(self, event: ActionPlayed) -> None:
+        """Serialized once, sent to the seats whose streams are not lean; when every stream
+        is lean (the SDK's and every kit's default) only the wire's history keeps it."""
+        receivers = [seat for seat in self.seats if seat.wants_public_events()]
+        if not receivers:
+            self.wire.played(event)
+            return
         message = self.wire.encode(event)
-        for seat in self.seats:
-            seat.send_unless_lean(message)
+        for seat in receivers:
+            seat.send(message)
 
     def _match_started(self, seat: Seat, resumed: bool) -> MatchStarted:
         return MatchStarted(self.match_id, seat.index, self.names, self.state.num_players,
