@@ -41,9 +41,10 @@ count's long gaps let most of them die unwalked. With 1,000 bots in 200 2-player
 young collections took 6.5 % of the referee's time by the clock against 0.7 % by the count
 (5000); under full load (1,000 matches) 10 % against 7 %, decisions/s the same.
 
-The price of rare full collections: cyclic garbage that reaches the oldest generation waits longer to be freed. The
-referee makes little of it; a finished match, the bulk, is freed by reference counting
-(`MatchRunner._finish` breaks its one cycle).
+The price of rare full collections: cyclic garbage that reaches the oldest generation waits
+longer to be freed. The referee makes little of it; a finished match, the bulk, is freed by
+reference counting (`MatchRunner._finish` breaks its one cycle): over 15,000 finished matches
+its RSS grew 0.2 kB a match.
 """
 
 from __future__ import annotations
