@@ -1222,3 +1222,54 @@ def test_cli_asks_for_public_events_when_told(how: str, monkeypatch: pytest.Monk
 
     assert asyncio.run(scenario()) == 0
     assert [hello.lean for hello in hellos] == [how == "neither"]
+
+
+def test_streams_cut_by_the_referee_leave_no_task_pending_or_exception_unretrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A referee that takes the stream and goes away, three times. Each stream's tasks must end
+    with its session; before, grpc's own task reading the SDK's request generator was left
+    pending when the call failed under it, and destroyed with the call ("Task was destroyed but
+    it is pending", then "aclose(): asynchronous generator is already running")."""
+    import gc
+
+    class Vanishing(arena_pb2_grpc.ArenaServicer):
+        def __init__(self) -> None:
+            self.streams = 0
+
+        async def Play(self, request_iterator: Any, context: Any) -> None:
+            self.streams += 1
+            await context.read()  # the Hello; then nothing until the server goes away
+            await asyncio.Event().wait()
+
+    async def main() -> None:
+        arena = Vanishing()
+        stop = asyncio.Event()
+        port = 0
+        running: asyncio.Future[int] | None = None
+        for _ in range(3):
+            server = aio.server()
+            arena_pb2_grpc.add_ArenaServicer_to_server(arena, server)
+            port = server.add_insecure_port(f"127.0.0.1:{port}")
+            await server.start()
+            streams = arena.streams
+            if running is None:
+                running = asyncio.ensure_future(
+                    run_bot(Recorder(), f"127.0.0.1:{port}", TOKEN, stop_event=stop))
+            deadline = time.monotonic() + 20
+            while arena.streams == streams and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await server.stop(None)
+            gc.collect()
+        stop.set()
+        assert running is not None
+        await asyncio.wait_for(running, 10)
+        gc.collect()
+        await asyncio.sleep(0.1)
+        assert arena.streams == 3
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+        gc.collect()
+    problems = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert problems == []

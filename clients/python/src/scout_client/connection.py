@@ -17,7 +17,7 @@ import logging
 import os
 import random
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -228,15 +228,22 @@ class Outbox:
             queue.put_nowait(None)
 
 
-async def _outgoing(
+async def _write_outgoing(
+    call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage],
     queue: asyncio.Queue[BotMessage | None],
-) -> AsyncIterator[arena_pb2.BotMessage]:
-    """The request stream: everything put in `queue`, until None half-closes the stream.
-    Answers that piled up while the last write was in flight go as one BotBundle (PROTOCOL.md
-    §3.6.2); nothing waits for a bundle to fill, and the Hello always goes alone."""
+) -> None:
+    """The request side of a Play stream: everything put in `queue`, until None half-closes
+    the stream. Answers that piled up while the last write was in flight go as one BotBundle
+    (PROTOCOL.md §3.6.2); nothing waits for a bundle to fill, and the Hello always goes alone.
+
+    Written by the SDK's own task, which its session cancels and awaits, rather than handed to
+    grpc as a request iterator: grpc's task that reads one stays pending when a call fails
+    before it starts, and was destroyed with the call at every failed reconnect ("Task was
+    destroyed but it is pending", then "aclose(): asynchronous generator is already
+    running")."""
     while (message := await queue.get()) is not None:
         if queue.empty() or isinstance(message, Hello):
-            yield convert.bot_message_to_proto(message)
+            await call.write(convert.bot_message_to_proto(message))
             continue
         batch: list[BotMessage] = [message]
         closing = False
@@ -246,9 +253,10 @@ async def _outgoing(
                 closing = True
                 break
             batch.append(more)
-        yield convert.bot_messages_to_proto(batch)
+        await call.write(convert.bot_messages_to_proto(batch))
         if closing:
-            return
+            break
+    await call.done_writing()
 
 
 async def _no_hook(goodbye: Goodbye) -> None:
@@ -376,7 +384,8 @@ class Connection:
         queue = self._outbox.open_stream(self._hello)
         stub = arena_pb2_grpc.ArenaStub(self._channel)
         log.debug("connecting (attempt %d)", self._outbox.stream)
-        call = stub.Play(_outgoing(queue), metadata=self._metadata)
+        call = stub.Play(None, metadata=self._metadata)  # written by `_write_outgoing`
+        writer = asyncio.ensure_future(_write_outgoing(call, queue))
         reader = asyncio.ensure_future(self._read(call))
         stopper = asyncio.ensure_future(self._stop.wait())
         farewell = asyncio.ensure_future(self._said_goodbye.wait())
@@ -392,9 +401,9 @@ class Connection:
         finally:
             self._outbox.close_stream(queue, half_close=False)
             call.cancel()
-            for task in (reader, stopper, farewell):
+            for task in (writer, reader, stopper, farewell):
                 task.cancel()
-            await asyncio.gather(reader, stopper, farewell, return_exceptions=True)
+            await asyncio.gather(writer, reader, stopper, farewell, return_exceptions=True)
 
     async def _read(
         self, call: aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
