@@ -261,6 +261,11 @@ def _varint_signed(value: int) -> bytes:
     return varint(value) if value >= 0 else varint(value & 0xFFFF_FFFF_FFFF_FFFF)
 
 
+def _str_field(tag: bytes, value: str) -> bytes:
+    """A proto3 string field (omitted at its default, empty)."""
+    return length_delimited(tag, value.encode()) if value else b""
+
+
 def _int_field(tag: bytes, value: int) -> bytes:
     """A proto3 int32 field (omitted at its default, 0)."""
     return tag + _varint_signed(value) if value else b""
@@ -318,7 +323,7 @@ def observation_bytes(obs: Observation, match_id: str) -> bytes:
     owner = obs.active_owner
     current = obs.current_seat
     return b"".join((
-        length_delimited(b"\x0a", match_id.encode()) if match_id else b"",
+        _str_field(b"\x0a", match_id),
         _seat_fields(obs),
         _card_entries(_HAND_ENTRIES, _HAND_TAG, obs.hand),
         _packed_ints(b"\x42", obs.hand_sizes),
@@ -340,7 +345,7 @@ def decision_request_bytes(obs: Observation, match_id: str, request_id: int, dea
     lists are spliced in from bytes made once per Show and per shape of Scouts, and the
     observation is written field by field (`observation_bytes`)."""
     request = b"".join((
-        length_delimited(b"\x0a", match_id.encode()) if match_id else b"",
+        _str_field(b"\x0a", match_id),
         _int_field(b"\x10", request_id),
         _legal_shows_bytes(obs.legal_shows()),
         _legal_scouts_bytes(obs),

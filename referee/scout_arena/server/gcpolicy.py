@@ -87,10 +87,11 @@ class _TimedCollections:
     """Young collections by the clock, not by the count. In a steady state the old objects that
     die (a bot's waiting state, replaced at each decision) match the young ones that survive, so
     generation 0's count hardly rises however long its list grows: with 1,000 matches running,
-    collections triggered by the count came 0.3-1 s apart and walked up to a second's survivors
-    each (up to 1 s with the loop stopped). Collected every `YOUNG_PERIOD_S`, generation 0 holds
-    at most that long's survivors, and each second collection takes in generation 1 as well.
-    The count's thresholds stay as the net for bursts and for a stalled loop."""
+    collections triggered by the count came about a second apart (165 in 180 s) and walked up
+    to a second's survivors each (the longest 0.5-1 s with the loop stopped). Collected every
+    `YOUNG_PERIOD_S`, generation 0 holds at most that long's survivors, and each second
+    collection takes in generation 1 as well. The count's thresholds stay as the net for
+    bursts and for a stalled loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

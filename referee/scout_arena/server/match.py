@@ -278,13 +278,10 @@ class MatchRunner:
             request.request_id)
 
     def judge(self, seat: Seat, request_id: int, verdict: Verdict, reason: str = "") -> None:
-        message = AnswerJudged(self.match_id, request_id, verdict, reason, seat.strikes,
-                               int(seat.clock.bank_ms))
-        if verdict is Verdict.ACCEPTED:
-            connection = seat.bot.connection
-            if connection is None or connection.lean:
-                return
-        seat.send(self.wire.encode(message))
+        if verdict is Verdict.ACCEPTED and not seat.wants_public_events():
+            return
+        seat.send(self.wire.encode(AnswerJudged(self.match_id, request_id, verdict, reason,
+                                                seat.strikes, int(seat.clock.bank_ms))))
 
     # ----- strikes and forfeits -----------------------------------------------------------
 
