@@ -22,7 +22,8 @@ independent rules oracle of tests/support/oracle.py states them, not from the re
 * it does not parse as a BotMessage: the call ends with INVALID_ARGUMENT (the status §8.3 gives
   to an unusable first message; §8 has no row for an unparseable later one);
 * it is larger than 64 KiB: the call ends with RESOURCE_EXHAUSTED (§11.2, §8.3);
-* a BotMessage with no body, or a second Hello: ProtocolError{BAD_MESSAGE}, the stream stays;
+* a BotMessage with no body, an empty BotBundle (§3.6.2), or a second Hello:
+  ProtocolError{BAD_MESSAGE}, the stream stays;
 * a RotationChoice/ActionChoice: exactly one AnswerResult echoing its match_id and request_id,
   status ACCEPTED / ILLEGAL / MALFORMED (it answers the open request; strikes +1 for the latter
   two, forfeit at 3) / STALE (the match is the bot's, the request is not open or of the other
@@ -647,7 +648,7 @@ class FuzzBot:
                 break
             self.apply(message)
         body = kind_of(parsed)
-        if body in (None, "hello"):
+        if body in (None, "hello") or (body == "bundle" and not parsed.bundle.messages):
             if kind != "error" or message.error.code != BAD_MESSAGE or not message.error.message:
                 raise self.fail(f"{body or 'no body'}: expected ProtocolError{{BAD_MESSAGE}}, "
                                 f"got {message}")

@@ -211,7 +211,7 @@ async def _decision_asked(match: Any, *bots: RawBot) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_a_bot_bundle_of_more_than_the_limit_is_refused_whole_and_the_stream_goes_on() -> None:
+def test_an_empty_or_oversized_bot_bundle_is_refused_whole_and_the_stream_goes_on() -> None:
     async def scenario() -> None:
         async with serving() as (referee, server):
             a = await connect(server, "a", bundles=True)
@@ -225,6 +225,10 @@ def test_a_bot_bundle_of_more_than_the_limit_is_refused_whole_and_the_stream_goe
             assert error.message == (f"a BotBundle holds at most {MAX_BUNDLE_MESSAGES} "
                                      f"messages, this one {MAX_BUNDLE_MESSAGES + 1}: none of "
                                      "them was read")
+            await a.send(bundle())
+            empty = await a.expect("error")
+            assert empty.code == arena_pb2.ERROR_CODE_BAD_MESSAGE
+            assert empty.message.startswith("the BotBundle is empty")
             await a.send(bundle(answer))  # a bundle of one is fine
             await asyncio.gather(a.play_to_end(match.match_id, 60),
                                  b.play_to_end(match.match_id, 60))

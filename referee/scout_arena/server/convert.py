@@ -556,10 +556,16 @@ def read_answers(message: arena_pb2.BotMessage
                  ) -> list[RotationAnswer | ActionAnswer | arena_pb2.RefereeMessage]:
     """What a message from a bot says, in order: one `read_answer` for a single message, one
     per message of a BotBundle (a Hello or a bundle inside one is answered with a ProtocolError
-    in its place, and a bundle of more than `MAX_BUNDLE_MESSAGES` with one error alone)."""
+    in its place, and an empty bundle or one of more than `MAX_BUNDLE_MESSAGES` with one error
+    alone: every message a bot sends gets a reaction)."""
     if message.WhichOneof("body") != "bundle":
         return [read_answer(message)]
     inner = message.bundle.messages
+    if not inner:
+        return [arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
+            code=arena_pb2.ERROR_CODE_BAD_MESSAGE,
+            message="the BotBundle is empty: a bundle holds the answers it carries, at "
+                    "least one"))]
     if len(inner) > MAX_BUNDLE_MESSAGES:
         return [arena_pb2.RefereeMessage(error=arena_pb2.ProtocolError(
             code=arena_pb2.ERROR_CODE_BAD_MESSAGE,
