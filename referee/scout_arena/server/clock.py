@@ -79,7 +79,12 @@ class SeatClock:
         """The monotonic time the open request times out at: from its hand-off, or, until
         then, from the latest moment its clock can start (`MAX_HANDOFF_WAIT_S`)."""
         start = self.sent_at if self.started else self.queued_at + MAX_HANDOFF_WAIT_S
-        return start + (self.decision_ms + self.bank_ms) / 1000
+        return start + self.allowed_s()
+
+    def allowed_s(self) -> float:
+        """Decision time plus what is left of the bank, in seconds: how long the open request
+        may take on the bot's clock."""
+        return (self.decision_ms + self.bank_ms) / 1000
 
     def answered(self, received_at: float, loop_lag: float = 0.0) -> float:
         """Charge the bank whatever an accepted answer took beyond the decision time, and

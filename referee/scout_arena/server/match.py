@@ -120,19 +120,28 @@ class Seat:
     async def next_answer(self) -> Any:
         """The next delivered item, or `_TIMEOUT` when the open request's clock (which runs
         from its hand-off to the transport, `handed_off`) is spent. A future and a timer per
-        wait: cheaper than wait_for, which makes a task every time."""
+        wait: cheaper than wait_for, which makes a task every time.
+
+        Until the hand-off the timer is set for the earliest moment the request could time
+        out (its clock starting now), so the hand-off itself need not wake this task: a timer
+        that goes off before the real expiry is set again, which only a request that is close
+        to timing out ever sees."""
         loop = asyncio.get_running_loop()
+        clock = self.clock
         grace_until = 0.0  # set when the timer fired late: see `looplag`
         while not self.answers:
             now = time.monotonic()
-            remaining = max(self.clock.expires_at(), grace_until) - now
+            expires_at = clock.expires_at()
+            remaining = max(expires_at, grace_until) - now
             if remaining <= 0:
-                lateness = now - self.clock.expires_at()
+                lateness = now - expires_at
                 if not grace_until and lateness > LATE_TIMER_S:
                     # The loop ran behind: answers that came in time may not be read yet.
                     grace_until = now + lateness
                     continue
                 return _TIMEOUT
+            if not clock.started:
+                remaining = min(remaining, clock.allowed_s())
             waiter = self.waiter = loop.create_future()
             timer = loop.call_later(remaining, _wake, waiter)
             try:
@@ -149,9 +158,6 @@ class Seat:
         if request is None or request.request_id != request_id or self.clock.started:
             return
         self.clock.start()
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     def send_request(self, message: bytes, request_id: int) -> None:
         """A request, whose clock starts once the stream's writer has handed it to the transport;
