@@ -87,11 +87,6 @@ class OpenRequest:
         return self.event.kind
 
 
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 @dataclass(eq=False)
 class Seat:
     """One bot's place in one match, with its clock and strikes. ``match`` is deleted once the
@@ -111,11 +106,12 @@ class Seat:
     waiter: asyncio.Future[None] | None = None
 
     def deliver(self, item: Any) -> None:
-        """An answer (or the forfeit signal) for the request this seat has open."""
+        """An answer (or the forfeit signal) for the request this seat has open: the match's
+        turn wakes when the event loop has room for it (`TurnGate.wake`)."""
         self.answers.append(item)
         waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self.match.host.turns.wake(waiter)
 
     async def next_answer(self) -> Any:
         """The next delivered item, or `_TIMEOUT` when the open request's clock (which runs
@@ -143,7 +139,7 @@ class Seat:
             if not clock.started:
                 remaining = min(remaining, clock.allowed_s())
             waiter = self.waiter = loop.create_future()
-            timer = loop.call_later(remaining, _wake, waiter)
+            timer = loop.call_later(remaining, self.match.host.turns.wake, waiter)
             try:
                 await waiter
             finally:
@@ -330,12 +326,9 @@ class MatchRunner:
         seat.clock.queue()
         seat.open = OpenRequest(request_id, event)
         seat.send_request(message, request_id)
-        turns = self.host.turns
         try:
             while True:
                 item = await seat.next_answer()
-                if not turns.admit():
-                    await turns.wait()
                 if item is _TIMEOUT:
                     seat.clock.ran_out()
                     seat.timeouts += 1

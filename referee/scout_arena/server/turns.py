@@ -44,13 +44,16 @@ _SMOOTHING = 0.2
 
 
 class TurnGate:
-    """Admits match turns into an event-loop pass while the pass has budget, and queues the rest
-    in order.
+    """Decides which waiting match turns wake into the coming event-loop pass, while the pass
+    has budget, and queues the rest in order.
 
-    A match calls `admit()` before it plays a turn and, when that says no, awaits `wait()`.
-    `_next_pass` runs once in each pass that follows one with turns (`call_soon`), so an idle
-    gate costs nothing: it wakes as many waiting turns as the budget has room for, by the cost
-    of a turn measured over the passes before."""
+    A match's task waits on a future for its seat's next answer (or its timer); whatever
+    resolves that future goes through `wake`, which resolves it at once while this pass has
+    room and otherwise queues it. The gate sits where a turn is woken, not where it runs: a
+    turn that has to wait is never woken to be put to sleep again, so waiting costs no task
+    step. `_next_pass` runs once in each pass that follows one with turns (`call_soon`), so an
+    idle gate costs nothing: it wakes as many waiting turns as the budget has room for, by
+    the cost of a turn measured over the passes before."""
 
     def __init__(self, budget_ms: float = DEFAULT_PASS_BUDGET_MS,
                  on_deferred: Callable[[], None] | None = None,
@@ -64,8 +67,10 @@ class TurnGate:
         self._clock = clock
         self._started = 0.0
         self._turns = 0
+        """Turns woken since `_next_pass` last ran (they run in the coming pass)."""
         self.turn_s = _FIRST_TURN_S
         """What one turn costs the loop, smoothed over recent passes."""
+        self._room = self._room_for(self.turn_s)
         self._scheduled = False
         self._waiting: deque[asyncio.Future[None]] = deque()
 
@@ -73,27 +78,24 @@ class TurnGate:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def admit(self) -> bool:
-        """True when a turn may be played in this pass; when False, await `wait()` first."""
-        if self._waiting:
-            return False
-        now = self._clock()
-        if self._turns == 0:
-            self._started = now
-            self._schedule()
-        elif now - self._started >= self.budget_s:
-            return False
-        self._turns += 1
-        return True
+    def _room_for(self, turn_s: float) -> int:
+        return max(1, int(self.budget_s / turn_s)) if turn_s > 0 else 1 << 30
 
-    async def wait(self) -> None:
-        """Until a later pass has room for this turn; turns go in the order they waited."""
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        if self._on_deferred is not None:
-            self._on_deferred()
+    def wake(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve ``waiter`` (a match turn's) now if this pass has room, else once a later
+        pass has: turns wake in the order they came. A waiter already done is left alone."""
+        if waiter.done():
+            return
+        if self._waiting or self._turns >= self._room:
+            self._waiting.append(waiter)
+            if self._on_deferred is not None:
+                self._on_deferred()
+        else:
+            if self._turns == 0:
+                self._started = self._clock()
+            self._turns += 1
+            waiter.set_result(None)
         self._schedule()
-        await waiter
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -102,18 +104,18 @@ class TurnGate:
 
     def _next_pass(self) -> None:
         """Wakes the next turns in line, as many as the budget has room for. They run in the
-        coming pass and count against it, with the turns `admit` lets in there."""
+        coming pass and count against it, with the turns `wake` lets in there."""
         self._scheduled = False
         now = self._clock()
         if self._turns:
-            # Everything since the first turn, spread over the turns: a cost estimate that
-            # errs high (it includes the rest of the pass), so passes err short.
+            # Everything since the first turn was woken, spread over the turns: a cost estimate
+            # that errs high (it includes the rest of the pass), so passes err short.
             cost = (now - self._started) / self._turns
             self.turn_s += (cost - self.turn_s) * _SMOOTHING
-        room = max(1, int(self.budget_s / self.turn_s)) if self.turn_s > 0 else len(self._waiting)
+            self._room = self._room_for(self.turn_s)
         woken = 0
         waiting = self._waiting
-        while waiting and woken < room:
+        while waiting and woken < self._room:
             waiter = waiting.popleft()
             if not waiter.done():  # done: its match was cancelled while it waited
                 waiter.set_result(None)
