@@ -104,6 +104,10 @@ class Seat:
     open: OpenRequest | None = None
     answers: deque[Any] = field(default_factory=deque)
     waiter: asyncio.Future[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    """Wakes the seat's waiting match by the time its open request could time out."""
+    timer_at = 0.0
+    """When `timer` goes off, in the loop's time."""
 
     def deliver(self, item: Any) -> None:
         """An answer (or the forfeit signal) for the request this seat has open: the match's
@@ -116,12 +120,14 @@ class Seat:
     async def next_answer(self) -> Any:
         """The next delivered item, or `_TIMEOUT` when the open request's clock (which runs
         from its hand-off to the transport, `handed_off`) is spent. A future and a timer per
-        wait: cheaper than wait_for, which makes a task every time.
+        wait, and the seat's timer (cheaper than wait_for, which makes a task every time).
 
-        Until the hand-off the timer is set for the earliest moment the request could time
-        out (its clock starting now), so the hand-off itself need not wake this task: a timer
-        that goes off before the real expiry is set again, which only a request that is close
-        to timing out ever sees."""
+        The timer only has to go off no later than the request could time out: one that goes
+        off early (an earlier request's) wakes the wait, which sets it again. So until the
+        hand-off it is set for the earliest moment the request could time out (its clock
+        starting now), and the hand-off itself need not wake this task; and a request that is
+        answered in time leaves it armed for the next one, so a decision neither makes nor
+        cancels a timer."""
         loop = asyncio.get_running_loop()
         clock = self.clock
         grace_until = 0.0  # set when the timer fired late: see `looplag`
@@ -139,13 +145,28 @@ class Seat:
             if not clock.started:
                 remaining = min(remaining, clock.allowed_s())
             waiter = self.waiter = loop.create_future()
-            timer = loop.call_later(remaining, self.match.host.turns.wake, waiter)
+            wake_at = loop.time() + remaining
+            if self.timer is None or self.timer_at > wake_at:
+                if self.timer is not None:
+                    self.timer.cancel()
+                self.timer = loop.call_at(wake_at, self._timer_went_off)
+                self.timer_at = wake_at
             try:
                 await waiter
             finally:
-                timer.cancel()
                 self.waiter = None
         return self.answers.popleft()
+
+    def _timer_went_off(self) -> None:
+        self.timer = None
+        waiter = self.waiter
+        if waiter is not None:
+            self.match.host.turns.wake(waiter)
+
+    def stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def handed_off(self, request_id: int) -> None:
         """Request ``request_id`` reached the transport (or has nobody to reach): if it is
@@ -502,6 +523,7 @@ class MatchRunner:
             self._publish(self.snapshot())
         for seat in self.seats:
             seat.bot.seats.pop(self.match_id, None)
+            seat.stop_timer()
         self.host.match_finished(self)
         # Each seat refers to this runner and the runner to its seats. No bot holds a seat here
         # any more, so break that cycle: the runner (state, spectator log: ~1,200 objects) is
