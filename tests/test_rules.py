@@ -1184,3 +1184,24 @@ def test_clone_is_independent() -> None:
     clone.apply(clone.legal_actions()[0])
     assert snapshot(state) == before
     assert snapshot(clone) != before
+
+
+def test_an_action_checked_before_the_state_changed_is_checked_again_when_applied() -> None:
+    """`apply` skips checking the very action `check` just passed, never one checked before the
+    state changed: move generation hands out shared action values, so the next seat may be
+    given the same Show object that was just played."""
+    found = 0
+    for seed in range(50):
+        state = State.new(4, seed)
+        for seat in range(4):
+            state.choose_rotation(seat, False)
+        while not state.is_over and found < 5:
+            action = state.legal_actions()[0]
+            state.check(action)
+            state.apply(action)
+            if state.is_over or state.phase is not Phase.PLAY or state.clone().is_legal(action):
+                continue
+            with pytest.raises((IllegalAction, MalformedAction)):
+                state.apply(action)
+            found += 1
+    assert found == 5

@@ -178,6 +178,10 @@ class State:
     #: scouts back can cycle forever; a referee must be able to promise every match ends.
     max_round_actions = 1000
 
+    _checked: Action | None = None
+    """The action `check` last found legal, until the state next changes: `apply` of that
+    very action does not check it again (a referee checks an answer, then plays it)."""
+
     def __init__(self, num_players: int, deals: Sequence[Sequence[Sequence[Card]]],
                  seed: int | None = None) -> None:
         """Prefer `State.new` (seeded) or `State.from_deals` (explicit deal)."""
@@ -341,6 +345,7 @@ class State:
             raise MalformedAction(
                 f"an action is a Show, a Scout or a ScoutAndShow, not {type(action).__name__}"
             )
+        self._checked = action
 
     def is_legal(self, action: Action) -> bool:
         try:
@@ -359,6 +364,7 @@ class State:
 
     def choose_rotation(self, seat: int, rotate: bool) -> None:
         """Record one seat's secret choice; when every seat has chosen, the round's play starts."""
+        self._checked = None
         if self.phase is not Phase.ROTATION:
             raise OutOfTurn("rotation is chosen only before a round's first turn")
         if not 0 <= seat < self.num_players:
@@ -379,7 +385,9 @@ class State:
 
     def apply(self, action: Action) -> None:
         """Check ``action`` for the seat to act and play it; on any error nothing changes."""
-        self.check(action)
+        if action is None or action is not self._checked:
+            self.check(action)
+        self._checked = None
         seat = self.current_seat
         assert seat is not None
         round_log = self.round_logs[-1]
