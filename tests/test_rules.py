@@ -1205,3 +1205,22 @@ def test_an_action_checked_before_the_state_changed_is_checked_again_when_applie
                 state.apply(action)
             found += 1
     assert found == 5
+
+
+def test_the_shuffle_draws_exactly_what_the_generators_methods_draw() -> None:
+    """`shuffled_deck` writes SplitMix64's draws out in its loops; docs/rules.md describes them
+    as `below` and `next_u64` calls, and every deal must stay what that description gives."""
+
+    def by_the_methods(num_players: int, rng: SplitMix64) -> list[Card]:
+        cards = list(deck_for(num_players))
+        for i in range(len(cards) - 1, 0, -1):
+            j = rng.below(i + 1)
+            cards[i], cards[j] = cards[j], cards[i]
+        return [Card(high, low) if rng.next_u64() >> 63 else Card(low, high)
+                for low, high in cards]
+
+    for seed in (0, 1, 2**63, 2**64 - 1, *range(12345, 12345 + 300)):
+        for num_players in range(2, 6):
+            ours, theirs = SplitMix64(seed), SplitMix64(seed)
+            assert shuffled_deck(num_players, ours) == by_the_methods(num_players, theirs)
+            assert ours.next_u64() == theirs.next_u64()  # the generator is left where it was

@@ -111,15 +111,41 @@ class SplitMix64:
                 return x % bound
 
 
+_GAMMA = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+_REJECTION_LIMITS = [0, *((1 << 64) - ((1 << 64) % bound) for bound in range(1, 64))]
+"""`SplitMix64.below`'s rejection limit for each bound a deck's shuffle draws with."""
+
+
 def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
-    """Shuffle order (Fisher-Yates from the top index down) then orientation (one draw per card)."""
+    """Shuffle order (Fisher-Yates from the top index down) then orientation (one draw per card).
+
+    The draws are `SplitMix64.below` and `SplitMix64.next_u64` written out in the loops: a
+    referee deals every match it starts, and the calls were most of a deal's cost. A test pins
+    the deals to the generator's methods."""
     cards = list(deck_for(num_players))
+    state = rng._state
+    limits = _REJECTION_LIMITS
     for i in range(len(cards) - 1, 0, -1):
-        j = rng.below(i + 1)
+        bound = i + 1
+        limit = limits[bound]
+        while True:
+            state = (state + _GAMMA) & MASK64
+            z = ((state ^ (state >> 30)) * _MIX1) & MASK64
+            z = ((z ^ (z >> 27)) * _MIX2) & MASK64
+            x = z ^ (z >> 31)
+            if x < limit:
+                break
+        j = x % bound
         cards[i], cards[j] = cards[j], cards[i]
     oriented = []
     for low, high in cards:
-        oriented.append(Card(high, low) if rng.next_u64() >> 63 else Card(low, high))
+        state = (state + _GAMMA) & MASK64
+        z = ((state ^ (state >> 30)) * _MIX1) & MASK64
+        z = ((z ^ (z >> 27)) * _MIX2) & MASK64
+        oriented.append(Card(high, low) if (z ^ (z >> 31)) >> 63 else Card(low, high))
+    rng._state = state
     return oriented
 
 

@@ -185,10 +185,14 @@ class State:
     def __init__(self, num_players: int, deals: Sequence[Sequence[Sequence[Card]]],
                  seed: int | None = None) -> None:
         """Prefer `State.new` (seeded) or `State.from_deals` (explicit deal)."""
+        self._set_up(num_players, _validated_deals(num_players, deals), seed)
+
+    def _set_up(self, num_players: int, deals: tuple[tuple[Hand, ...], ...],
+                seed: int | None) -> None:
         self.rules = player_count_rules(num_players)
         self.num_players = num_players
         self.seed = seed
-        self.deals: tuple[tuple[Hand, ...], ...] = _validated_deals(num_players, deals)
+        self.deals: tuple[tuple[Hand, ...], ...] = deals
         self.round_logs: list[RoundLog] = []
         self.round_results: list[RoundResult] = []
         self.scores: list[int] = [0] * num_players
@@ -197,8 +201,12 @@ class State:
 
     @classmethod
     def new(cls, num_players: int, seed: int) -> State:
-        """A match dealt from a 64-bit seed by the documented algorithm (see docs/rules.md)."""
-        return cls(num_players, deal_match(num_players, seed), seed)
+        """A match dealt from a 64-bit seed by the documented algorithm (see docs/rules.md).
+        The deal is the engine's own, so it is not validated as a given one is (which cost as
+        much as dealing)."""
+        state = cls.__new__(cls)
+        state._set_up(num_players, tuple(map(tuple, deal_match(num_players, seed))), seed)
+        return state
 
     @classmethod
     def from_deals(cls, num_players: int, deals: Sequence[Sequence[Sequence[Card]]]) -> State:
