@@ -261,25 +261,53 @@ def _varint_signed(value: int) -> bytes:
     return varint(value) if value >= 0 else varint(value & 0xFFFF_FFFF_FFFF_FFFF)
 
 
+_FIELDS: dict[tuple[bytes, int | str | tuple[int, ...]], bytes] = {}
+"""Serialized fields seen before: a match's id, its time control, most request ids and the
+short tuples of counters (hand sizes, chips, scores) recur from request to request."""
+
+
 def _str_field(tag: bytes, value: str) -> bytes:
     """A proto3 string field (omitted at its default, empty)."""
-    return length_delimited(tag, value.encode()) if value else b""
+    key = (tag, value)
+    data = _FIELDS.get(key)
+    if data is None:
+        data = length_delimited(tag, value.encode()) if value else b""
+        _keep_field(key, data)
+    return data
 
 
 def _int_field(tag: bytes, value: int) -> bytes:
     """A proto3 int32 field (omitted at its default, 0)."""
-    return tag + _varint_signed(value) if value else b""
+    key = (tag, value)
+    data = _FIELDS.get(key)
+    if data is None:
+        data = tag + _varint_signed(value) if value else b""
+        _keep_field(key, data)
+    return data
 
 
-def _packed_ints(tag: bytes, values: Sequence[int]) -> bytes:
+def _keep_field(key: tuple[bytes, int | str | tuple[int, ...]], data: bytes) -> None:
+    if len(_FIELDS) >= 8192:  # match ids come and go: start again rather than grow
+        _FIELDS.clear()
+    _FIELDS[key] = data
+
+
+def _packed_ints(tag: bytes, values: tuple[int, ...]) -> bytes:
     """A packed repeated int32 or bool field (omitted when empty)."""
+    key = (tag, values)
+    data = _FIELDS.get(key)
+    if data is not None:
+        return data
     if not values:
-        return b""
-    if min(values) >= 0 and max(values) < 0x80:
-        body = bytes(values)  # each a one-byte varint: the common case, made in C
+        data = b""
     else:
-        body = b"".join([_varint_signed(int(v)) for v in values])
-    return b"".join((tag, varint(len(body)), body))
+        if min(values) >= 0 and max(values) < 0x80:
+            body = bytes(values)  # each a one-byte varint: the common case, made in C
+        else:
+            body = b"".join([_varint_signed(int(v)) for v in values])
+        data = b"".join((tag, varint(len(body)), body))
+    _keep_field(key, data)
+    return data
 
 
 _HAND_TAG = b"\x3a"  # Observation.hand = 7

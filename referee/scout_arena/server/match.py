@@ -218,7 +218,8 @@ class MatchRunner:
         self.notes: list[Note] = []
         self.record: MatchRecord | None = None
         self.spectator_log: list[SpectatorEvent] = []
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        """Set (and dropped) at the next public event; made only while someone watches."""
         self._closed = False  # set with the last spectator event (after the record is stored)
         self._next_request = 0
         self.created_at = time.time()
@@ -248,6 +249,8 @@ class MatchRunner:
         sent = 0
         while True:
             changed = self._changed
+            if changed is None:
+                changed = self._changed = asyncio.Event()
             while sent < len(self.spectator_log):
                 yield self.spectator_log[sent]
                 sent += 1
@@ -257,8 +260,10 @@ class MatchRunner:
 
     def _publish(self, event: SpectatorEvent) -> None:
         self.spectator_log.append(event)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
 
     def note(self, kind: str, seat: int, detail: str) -> None:
         state = self.state
