@@ -106,7 +106,7 @@ class Seat:
     waiter: asyncio.Future[None] | None = None
     timer: asyncio.TimerHandle | None = None
     """Wakes the seat's waiting match by the time its open request could time out."""
-    timer_at = 0.0
+    timer_at: float = 0.0
     """When `timer` goes off, in the loop's time."""
 
     def deliver(self, item: Any) -> None:
@@ -119,8 +119,8 @@ class Seat:
 
     async def next_answer(self) -> Any:
         """The next delivered item, or `_TIMEOUT` when the open request's clock (which runs
-        from its hand-off to the transport, `handed_off`) is spent. A future and a timer per
-        wait, and the seat's timer (cheaper than wait_for, which makes a task every time).
+        from its hand-off to the transport, `handed_off`) is spent. A future per wait and the
+        seat's one timer: cheaper than wait_for, which makes a task every time.
 
         The timer only has to go off no later than the request could time out: one that goes
         off early (an earlier request's) wakes the wait, which sets it again. So until the
