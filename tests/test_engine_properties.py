@@ -444,6 +444,8 @@ def test_observation_legal_actions_equal_the_states(n: int, seed: int, policy_se
                 assert obs.is_my_turn
                 assert obs.legal_actions() == state.legal_actions()
                 assert obs.can_scout_and_show() == state.can_scout_and_show()
+                assert obs.shows_and_scout_and_show() == (state.legal_shows(),
+                                                          state.can_scout_and_show())
             else:
                 assert not obs.is_my_turn
                 assert obs.legal_actions() == []

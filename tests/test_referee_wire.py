@@ -190,3 +190,30 @@ def test_observation_written_field_by_field_is_the_message_serialized(
             assert convert.observation_bytes(obs, f"m-{seed:x}") == \
                 convert.observation_to_pb(obs, f"m-{seed:x}", ()).SerializeToString()
         state.apply(rng.choice(state.legal_actions()))
+
+
+def test_public_action_bytes_equal_the_serialized_message_for_every_kind_of_action() -> None:
+    """`public_action_bytes` (the history entry and the PublicEvent's action) writes the
+    same bytes as serializing `public_action_to_pb`: every action of random 2-5 player matches,
+    by a bot or by the referee, with zero starts, positions and seats among them."""
+    from scout_arena.engine import Phase, State
+    from scout_arena.server import convert
+
+    rng = random.Random(3)
+    kinds: set[str] = set()
+    for players in (2, 3, 4, 5):
+        for seed in range(6):
+            state = State.new(players, seed)
+            while not state.is_over:
+                if state.phase is Phase.ROTATION:
+                    for seat in range(players):
+                        state.choose_rotation(seat, rng.random() < 0.5)
+                    continue
+                state.apply(rng.choice(state.legal_actions()))
+                action = state.last_action
+                assert action is not None
+                kinds.add(action.kind)
+                for by_referee in (False, True):
+                    assert convert.public_action_bytes(action, by_referee) == \
+                        convert.public_action_to_pb(action, by_referee).SerializeToString()
+    assert kinds == {"show", "scout", "scout_and_show"}

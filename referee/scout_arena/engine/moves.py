@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .actions import End, Scout, ScoutAndShow, Show
-from .cards import Card
+from .cards import Card, face_of
 from .errors import IllegalAction, MalformedAction
 
 SET_BIT = 16
@@ -164,7 +164,7 @@ def legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card]) -> list[
     out: list[ScoutAndShow] = []
     for end in scout_ends(len(active)):
         rest = remaining_active(active, end)
-        beat = group_key([c.face for c in rest]) if rest else NO_ACTIVE_SET
+        beat = group_key(tuple(map(face_of, rest))) if rest else NO_ACTIVE_SET
         taken = active[0] if end == End.LEFT else active[-1]
         for flip in (False, True):
             value = taken.other if flip else taken.face
@@ -180,7 +180,7 @@ def has_scout_and_show(faces: Sequence[int], active: Sequence[Card]) -> bool:
         rest = remaining_active(active, end)
         if not rest:
             return True
-        beat = group_key([c.face for c in rest])
+        beat = group_key(tuple(map(face_of, rest)))
         taken = active[0] if end == End.LEFT else active[-1]
         for value in (taken.face, taken.other):
             for pos in range(len(faces) + 1):

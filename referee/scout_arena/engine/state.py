@@ -14,7 +14,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from .actions import Action, End, Scout, ScoutAndShow, Show
-from .cards import Card, Hand, deal_match, deck_for, player_count_rules
+from .cards import Card, Hand, deal_match, deck_for, face_of, player_count_rules
 from .errors import IllegalAction, MalformedAction, OutOfTurn
 from .moves import (
     NO_ACTIVE_SET,
@@ -130,7 +130,7 @@ class Observation:
         return self.phase is Phase.PLAY and self.current_seat == self.seat
 
     def legal_shows(self) -> list[Show]:
-        return legal_shows(self.hand.faces, group_key([c.face for c in self.active_set])
+        return legal_shows(self.hand.faces, group_key(tuple(map(face_of, self.active_set)))
                            if self.active_set else NO_ACTIVE_SET)
 
     def can_scout(self) -> bool:
@@ -150,6 +150,17 @@ class Observation:
             and self.scout_show_tokens[self.seat]
             and has_scout_and_show(self.hand.faces, self.active_set)
         )
+
+    def shows_and_scout_and_show(self) -> tuple[list[Show], bool]:
+        """`legal_shows` and `can_scout_and_show` together, the hand's faces read once: what
+        every decision request lists."""
+        faces = self.hand.faces
+        active = self.active_set
+        shows = legal_shows(faces, group_key(tuple(map(face_of, active)))
+                            if active else NO_ACTIVE_SET)
+        both = (self.num_players > 2 and self.scout_show_tokens[self.seat]
+                and has_scout_and_show(faces, active))
+        return shows, both
 
     def legal_scout_and_shows(self) -> list[ScoutAndShow]:
         if self.num_players == 2 or not self.scout_show_tokens[self.seat] or not self.active_set:
@@ -386,7 +397,7 @@ class State:
         rotations[seat] = rotate
         if rotate:
             self.hands[seat] = list(Hand(self.hands[seat]).rotated())
-            self.faces[seat] = [c.face for c in self.hands[seat]]
+            self.faces[seat] = list(map(face_of, self.hands[seat]))
         if all(r is not None for r in rotations):
             self.phase = Phase.PLAY
             self.current_seat = self.starting_seat

@@ -208,17 +208,21 @@ _SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
 _HISTORY_TAG = b"\x82\x01"  # Observation.history = 16, length-delimited
 _OBSERVATION_TAG = b"\x1a"  # DecisionRequest.observation = 3
 _DECISION_REQUEST_TAG = b"\x22"  # RefereeMessage.decision_request = 4
+_PUBLIC_EVENT_TAG = b"\x32"  # RefereeMessage.public_event = 6
 
 
 def length_delimited(tag: bytes, data: bytes) -> bytes:
     """One serialized length-delimited field (``tag`` already holds its number and wire type):
     how the referee splices messages it has as bytes into the ones it sends."""
-    return b"".join((tag, varint(len(data)), data))
+    size = len(data)
+    return b"".join((tag, _SMALL_VARINTS[size] if size < 0x80 else varint(size), data))
 
 
-def history_entry_bytes(action: game_pb2.PublicAction) -> bytes:
-    """One serialized ``Observation.history`` entry; the referee appends one per action."""
-    return length_delimited(_HISTORY_TAG, action.SerializeToString())
+def history_entry_bytes(action: game_pb2.PublicAction | bytes) -> bytes:
+    """One serialized ``Observation.history`` entry (of a PublicAction, or of its bytes); the
+    referee appends one per action."""
+    return length_delimited(_HISTORY_TAG, action if isinstance(action, bytes)
+                            else action.SerializeToString())
 
 
 _LEGAL_SHOW_TAG = b"\x22"  # DecisionRequest.legal_shows = 4
@@ -310,12 +314,36 @@ def _packed_ints(tag: bytes, values: tuple[int, ...]) -> bytes:
     return data
 
 
+_ACTION_CARD_TAG = b"\x1a"  # PublicAction.cards = 3
+_KIND_FIELDS = {kind: b"\x10" + varint(pb) for kind, pb in _KIND_TO_PB.items()}
+_END_FIELDS = {end: b"\x30" + varint(pb) for end, pb in _END_TO_PB.items()}
+
+
+def public_action_bytes(action: PublicAction, by_referee: bool = False) -> bytes:
+    """The serialized `public_action_to_pb`, written field by field (one per action played,
+    and building the message cost more than the rest of recording it); a test pins the bytes
+    to the message's."""
+    start, length, end, insert_at = action.start, action.length, action.end, action.insert_at
+    return b"".join((
+        _int_field(b"\x08", action.seat),
+        _KIND_FIELDS[action.kind],
+        _card_entries(_ACTION_CARD_ENTRIES, _ACTION_CARD_TAG, action.cards),
+        b"" if start is None else _int_field(b"\x20", start),
+        b"" if length is None else _int_field(b"\x28", length),
+        b"" if end is None else _END_FIELDS[end],
+        b"" if insert_at is None else _int_field(b"\x38", insert_at),
+        b"\x40\x01" if by_referee else b"",
+    ))
+
+
 _HAND_TAG = b"\x3a"  # Observation.hand = 7
 _ACTIVE_SET_TAG = b"\x4a"  # Observation.active_set = 9
 _HAND_ENTRIES = {key: length_delimited(_HAND_TAG, card.SerializeToString())
                  for key, card in _CARD_PB.items()}
 _ACTIVE_ENTRIES = {key: length_delimited(_ACTIVE_SET_TAG, card.SerializeToString())
                    for key, card in _CARD_PB.items()}
+_ACTION_CARD_ENTRIES = {key: length_delimited(_ACTION_CARD_TAG, card.SerializeToString())
+                        for key, card in _CARD_PB.items()}
 _SEAT_FIELDS: dict[tuple[int, ...], bytes] = {}
 
 
@@ -372,12 +400,13 @@ def decision_request_bytes(obs: Observation, match_id: str, request_id: int, dea
     into every request as messages was the largest cost of asking for a decision. The legal
     lists are spliced in from bytes made once per Show and per shape of Scouts, and the
     observation is written field by field (`observation_bytes`)."""
+    shows, can_scout_and_show = obs.shows_and_scout_and_show()
     request = b"".join((
         _str_field(b"\x0a", match_id),
         _int_field(b"\x10", request_id),
-        _legal_shows_bytes(obs.legal_shows()),
+        _legal_shows_bytes(shows),
         _legal_scouts_bytes(obs),
-        b"\x30\x01" if obs.can_scout_and_show() else b"",
+        b"\x30\x01" if can_scout_and_show else b"",
         _int_field(b"\x38", deadline_ms),
         _int_field(b"\x40", time_bank_ms),
         length_delimited(_OBSERVATION_TAG, observation_bytes(obs, match_id) + history)))
@@ -537,18 +566,18 @@ class MatchWire:
                                           bytes(self._history))
         if isinstance(event, ActionPlayed):
             action = self._keep(event)
-            return arena_pb2.RefereeMessage(public_event=arena_pb2.PublicEvent(
-                match_id=event.match_id, round_index=event.round_index,
-                action=action)).SerializeToString()
+            return length_delimited(_PUBLIC_EVENT_TAG, b"".join((
+                _str_field(b"\x0a", event.match_id), _int_field(b"\x10", event.round_index),
+                length_delimited(b"\x1a", action))))
         return encode_event(event)
 
     def played(self, event: ActionPlayed) -> None:
         self._keep(event)
 
-    def _keep(self, event: ActionPlayed) -> game_pb2.PublicAction:
-        action = public_action_to_pb(event.action, event.by_referee)
+    def _keep(self, event: ActionPlayed) -> bytes:
+        action = public_action_bytes(event.action, event.by_referee)
         self._follow(event.round_index)
-        self._history += history_entry_bytes(action)
+        self._history += length_delimited(_HISTORY_TAG, action)
         self._count += 1
         return action
 
