@@ -81,15 +81,14 @@ async def take_turn(gate: TurnGate, name: str, passes: PassCounter,
 
 def test_turns_past_the_pass_budget_wait_in_order_for_later_passes() -> None:
     async def scenario() -> tuple[list[tuple[str, int]], int]:
-        deferred: list[None] = []
         clock = TurnClock(0.001)  # every turn costs 1 ms
-        gate = TurnGate(budget_ms=2.5, on_deferred=lambda: deferred.append(None), clock=clock)
+        gate = TurnGate(budget_ms=2.5, clock=clock)
         passes = PassCounter()
         played: list[tuple[str, int]] = []
         await asyncio.gather(*(take_turn(gate, f"t{i}", passes, played, clock)
                                for i in range(30)))
         passes.stop()
-        return played, len(deferred)
+        return played, gate.deferred
 
     played, deferred = asyncio.run(scenario())
     assert [name for name, _ in played] == [f"t{i}" for i in range(30)]  # first come, first served

@@ -83,6 +83,16 @@ class AnswerTallies(Collector):
             "so drew on the seat's time bank.", value=self.bank_draws)
 
 
+class _CounterReading(Collector):
+    """A counter whose value something else keeps as a plain number, read when scraped."""
+
+    def __init__(self, name: str, documentation: str, read: Callable[[], int]) -> None:
+        self._name, self._documentation, self._read = name, documentation, read
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self._name, self._documentation, value=self._read())
+
+
 class RefereeMetrics:
     """The metrics of one referee, in a registry of their own (``registry``)."""
 
@@ -118,10 +128,6 @@ class RefereeMetrics:
             "scout_record_write_failures", "Ended matches whose record could not be written "
             "to the records directory (the match ends all the same; see the log).",
             registry=registry)
-        self.deferred_turns = Counter(
-            "scout_deferred_turns", "Match turns that waited for a later pass of the event "
-            "loop, which lets turns into a pass up to a time budget so that other calls are "
-            "not held up (their bots' clocks were already stopped).", registry=registry)
         self.waiting_turns = Gauge(
             "scout_waiting_turns", "Match turns waiting for a pass of the event loop now.",
             registry=registry)
@@ -137,6 +143,14 @@ class RefereeMetrics:
     def add_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         """A gauge of the app around the referee (the ladder's nodes), read when scraped."""
         Gauge(name, documentation, registry=self.registry).set_function(read)
+
+    def count_deferred_turns(self, count: Callable[[], int]) -> None:
+        """Let ``scout_deferred_turns_total`` read ``count()`` (the turn gate's own tally)
+        when scraped."""
+        self.registry.register(_CounterReading(
+            "scout_deferred_turns", "Match turns that waited for a later pass of the event "
+            "loop, which lets turns into a pass up to a time budget so that other calls are "
+            "not held up (their bots' clocks were already stopped).", count))
 
     def count_running_matches(self, count: Callable[[], int]) -> None:
         """Let the running matches gauge read ``count()`` (a ``len()``) when scraped."""

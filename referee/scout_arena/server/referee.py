@@ -92,7 +92,8 @@ class Referee:
         """This referee's Prometheus metrics (`metrics`), served by `serve_metrics`."""
         self.loop_lag = LoopLag(lambda: bool(self.matches.running), self.metrics.loop_lag.observe)
         """How far behind the loop runs, credited to answers read late (`looplag`)."""
-        self.turns = TurnGate(pass_budget_ms, self.metrics.deferred_turns.inc)
+        self.turns = TurnGate(pass_budget_ms)
+        self.metrics.count_deferred_turns(lambda: self.turns.deferred)
         """Keeps each loop pass short under load, for every call that is not a match's
         (`turns`)."""
         self.metrics.waiting_turns.set_function(lambda: float(self.turns.waiting))

@@ -56,14 +56,13 @@ class TurnGate:
     the cost of a turn measured over the passes before."""
 
     def __init__(self, budget_ms: float = DEFAULT_PASS_BUDGET_MS,
-                 on_deferred: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        """``on_deferred`` is called for each turn that has to wait for a later pass (a
-        counter: how saturated the loop is)."""
         if not budget_ms > 0:
             raise ValueError(f"a pass budget is more than 0 ms, not {budget_ms}")
         self.budget_s = budget_ms / 1000
-        self._on_deferred = on_deferred
+        self.deferred = 0
+        """Turns that had to wait for a later pass, so far: how saturated the loop is (a plain
+        count, read by the metrics when scraped; a turn past the budget costs no lock)."""
         self._clock = clock
         self._started = 0.0
         self._turns = 0
@@ -88,8 +87,7 @@ class TurnGate:
             return
         if self._waiting or self._turns >= self._room:
             self._waiting.append(waiter)
-            if self._on_deferred is not None:
-                self._on_deferred()
+            self.deferred += 1
         else:
             if self._turns == 0:
                 self._started = self._clock()
