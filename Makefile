@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sdk.py --json bench/results/sdk.json
 	$(BIN)/python bench/strength.py --json bench/results/strength.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
+	$(BIN)/python bench/referee_cpu.py --json bench/results/referee_cpu.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 	$(BIN)/python bench/distributed.py --json bench/results/distributed.json
 	$(BIN)/python bench/sprt.py --json bench/results/sprt.json
