@@ -130,8 +130,12 @@ class Observation:
         return self.phase is Phase.PLAY and self.current_seat == self.seat
 
     def legal_shows(self) -> list[Show]:
-        return legal_shows(self.hand.faces, group_key(tuple(map(face_of, self.active_set)))
-                           if self.active_set else NO_ACTIVE_SET)
+        return self._legal_shows(self.hand.faces)
+
+    def _legal_shows(self, faces: tuple[int, ...]) -> list[Show]:
+        active = self.active_set
+        return legal_shows(faces, group_key(tuple(map(face_of, active)))
+                           if active else NO_ACTIVE_SET)
 
     def can_scout(self) -> bool:
         """Whether the seat may Scout at all: there is an active set, and in 2-player matches
@@ -145,22 +149,20 @@ class Observation:
         return legal_scouts(len(self.hand), len(self.active_set))
 
     def can_scout_and_show(self) -> bool:
+        return self._can_scout_and_show(self.hand.faces)
+
+    def _can_scout_and_show(self, faces: tuple[int, ...]) -> bool:
         return (
             self.num_players > 2
             and self.scout_show_tokens[self.seat]
-            and has_scout_and_show(self.hand.faces, self.active_set)
+            and has_scout_and_show(faces, self.active_set)
         )
 
     def shows_and_scout_and_show(self) -> tuple[list[Show], bool]:
         """`legal_shows` and `can_scout_and_show` together, the hand's faces read once: what
         every decision request lists."""
         faces = self.hand.faces
-        active = self.active_set
-        shows = legal_shows(faces, group_key(tuple(map(face_of, active)))
-                            if active else NO_ACTIVE_SET)
-        both = (self.num_players > 2 and self.scout_show_tokens[self.seat]
-                and has_scout_and_show(faces, active))
-        return shows, both
+        return self._legal_shows(faces), self._can_scout_and_show(faces)
 
     def legal_scout_and_shows(self) -> list[ScoutAndShow]:
         if self.num_players == 2 or not self.scout_show_tokens[self.seat] or not self.active_set:

@@ -218,11 +218,9 @@ def length_delimited(tag: bytes, data: bytes) -> bytes:
     return b"".join((tag, _SMALL_VARINTS[size] if size < 0x80 else varint(size), data))
 
 
-def history_entry_bytes(action: game_pb2.PublicAction | bytes) -> bytes:
-    """One serialized ``Observation.history`` entry (of a PublicAction, or of its bytes); the
-    referee appends one per action."""
-    return length_delimited(_HISTORY_TAG, action if isinstance(action, bytes)
-                            else action.SerializeToString())
+def history_entry_bytes(action: game_pb2.PublicAction) -> bytes:
+    """One serialized ``Observation.history`` entry; the referee appends one per action."""
+    return length_delimited(_HISTORY_TAG, action.SerializeToString())
 
 
 _LEGAL_SHOW_TAG = b"\x22"  # DecisionRequest.legal_shows = 4

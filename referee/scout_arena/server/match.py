@@ -280,23 +280,13 @@ class MatchRunner:
     def _broadcast_unless_lean(self, event: ActionPlayed) -> None:
         """Serialized once, sent to the seats whose streams are not lean; when every stream
         is lean (the SDK's and every kit's default) only the wire's history keeps it."""
-        receivers = [seat for seat in self.seats if seat.wants_public_events()] \
-            if self._any_not_lean() else None
+        receivers = [seat for seat in self.seats if seat.wants_public_events()]
         if not receivers:
             self.wire.played(event)
             return
         message = self.wire.encode(event)
         for seat in receivers:
             seat.send(message)
-
-    def _any_not_lean(self) -> bool:
-        """Whether any seat's stream is sent public events: the common answer, no, without a
-        call per seat."""
-        for seat in self.seats:
-            connection = seat.bot.connection
-            if connection is not None and not connection.lean:
-                return True
-        return False
 
     def _match_started(self, seat: Seat, resumed: bool) -> MatchStarted:
         return MatchStarted(self.match_id, seat.index, self.names, self.state.num_players,
