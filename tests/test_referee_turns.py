@@ -9,17 +9,21 @@ import contextlib
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
+from typing import Any, cast
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server.clock import SeatClock
 from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
+from scout_arena.server.events import MatchStatus
+from scout_arena.server.match import MatchRunner, Seat
 from scout_arena.server.turns import TurnGate
-from support.rawbot import RawBot
+from support.rawbot import RawBot, legal_answer
 from support.serving import served
 
 TOKENS = {f"bot{i}": f"token-{i}" for i in range(12)}
@@ -68,15 +72,22 @@ class TurnClock:
         self.now += self.turn_s
 
 
-async def take_turn(gate: TurnGate, name: str, passes: PassCounter,
-                    played: list[tuple[str, int]], clock: TurnClock | None = None) -> None:
-    """A match turn as the referee has one: its task waits on a future that the gate wakes."""
-    waiter = asyncio.get_running_loop().create_future()
-    gate.wake(waiter)
-    await waiter
-    if clock is not None:
-        clock.turn()
-    played.append((name, passes.passes))
+def turn(name: str, passes: PassCounter, played: list[tuple[str, int]],
+         clock: TurnClock | None = None) -> Callable[[], None]:
+    """A match turn as the referee has one (`Seat.take_turn`): the gate runs it."""
+    def take() -> None:
+        if clock is not None:
+            clock.turn()
+        played.append((name, passes.passes))
+    return take
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("not reached in 10,000 passes")
 
 
 def test_turns_past_the_pass_budget_wait_in_order_for_later_passes() -> None:
@@ -85,8 +96,9 @@ def test_turns_past_the_pass_budget_wait_in_order_for_later_passes() -> None:
         gate = TurnGate(budget_ms=2.5, clock=clock)
         passes = PassCounter()
         played: list[tuple[str, int]] = []
-        await asyncio.gather(*(take_turn(gate, f"t{i}", passes, played, clock)
-                               for i in range(30)))
+        for i in range(30):
+            gate.wake(turn(f"t{i}", passes, played, clock))
+        await until(lambda: len(played) == 30)
         passes.stop()
         return played, gate.deferred
 
@@ -104,52 +116,122 @@ def test_turns_past_the_pass_budget_wait_in_order_for_later_passes() -> None:
     assert deferred == 30 - counts[0]  # every turn past the first pass waited
 
 
-def test_a_gate_with_room_wakes_a_turn_at_once() -> None:
-    async def scenario() -> list[bool]:
-        gate = TurnGate(budget_ms=1.0, clock=StepClock(0.001))  # room for 3 (0.3 ms each)
-        loop = asyncio.get_running_loop()
-        waiters = [loop.create_future() for _ in range(4)]
-        for waiter in waiters:
-            gate.wake(waiter)
-        woken = [waiter.done() for waiter in waiters]
-        assert gate.waiting == 1
-        await asyncio.sleep(0)  # the next pass wakes the one that waited
-        await asyncio.sleep(0)
-        return [*woken, waiters[3].done()]
-
-    assert asyncio.run(scenario()) == [True, True, True, False, True]
-
-
-def test_a_turn_cancelled_while_it_waits_gives_its_place_to_the_next() -> None:
+def test_a_gate_with_room_runs_a_turn_at_once_in_the_task_that_made_it_due() -> None:
     async def scenario() -> list[str]:
-        gate = TurnGate(budget_ms=0.3, clock=StepClock(0.001))  # room for 1 a pass
+        gate = TurnGate(budget_ms=1.0, clock=StepClock(0.001))  # room for 3 (0.3 ms each)
         passes = PassCounter()
         played: list[tuple[str, int]] = []
-        # All three are woken in the same pass: the first plays, the other two wait.
-        first = asyncio.create_task(take_turn(gate, "first", passes, played))
-        doomed = asyncio.create_task(take_turn(gate, "doomed", passes, played))
-        kept = asyncio.create_task(take_turn(gate, "kept", passes, played))
-        await asyncio.sleep(0)
-        assert gate.waiting == 2
-        doomed.cancel()
-        await asyncio.wait_for(asyncio.gather(first, kept), 5)
+        for i in range(4):
+            gate.wake(turn(f"t{i}", passes, played))
+        ran_at_once = [name for name, _ in played]
+        assert gate.waiting == 1
+        await until(lambda: len(played) == 4)  # a later pass runs the one that waited
         passes.stop()
-        assert gate.waiting == 0
-        return [name for name, _ in played]
+        assert played[3][1] > played[0][1]
+        return ran_at_once
 
-    assert asyncio.run(scenario()) == ["first", "kept"]
+    assert asyncio.run(scenario()) == ["t0", "t1", "t2"]
 
 
-def test_a_waiter_already_done_is_not_woken_again() -> None:
-    async def scenario() -> int:
+def test_a_turn_made_due_by_a_running_turn_waits_for_the_next_pass() -> None:
+    """A turn never runs inside another (a strike's forfeit delivers to the seat whose turn
+    is running): it is queued, in order, behind what waits already."""
+    async def scenario() -> list[tuple[str, int]]:
         gate = TurnGate(budget_ms=2.0)
-        waiter = asyncio.get_running_loop().create_future()
-        gate.wake(waiter)
-        gate.wake(waiter)  # an answer and its timer, both in one pass
-        await waiter
-        return gate.waiting
+        passes = PassCounter()
+        played: list[tuple[str, int]] = []
+        inner = turn("inner", passes, played)
 
-    assert asyncio.run(scenario()) == 0
+        def outer() -> None:
+            gate.wake(inner)
+            played.append(("outer", passes.passes))
+
+        gate.wake(outer)
+        assert [name for name, _ in played] == ["outer"]
+        await until(lambda: len(played) == 2)
+        passes.stop()
+        return played
+
+    played = asyncio.run(scenario())
+    assert [name for name, _ in played] == ["outer", "inner"]
+    assert played[1][1] > played[0][1]
+
+
+def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
+    """A seat's turn sees every answer delivered before it runs, so a seat is queued once;
+    a seat with nothing open (its match ended) gets no turn."""
+    async def scenario() -> list[list[str]]:
+        gate = TurnGate(budget_ms=0.3, clock=StepClock(0.001))  # room for 1 a pass
+        taken: list[list[str]] = []
+
+        def answer_turn(seat: Seat) -> None:
+            taken.append(list(seat.answers))
+            seat.answers.clear()
+
+        match = SimpleNamespace(host=SimpleNamespace(turns=gate), answer_turn=answer_turn)
+        seat = Seat(cast(Any, match), 0, cast(Any, None), SeatClock(1000, 1000.0))
+        gate.wake(lambda: None)  # this pass's room is taken: the seat's turn has to wait
+        seat.open = cast(Any, object())
+        seat.deliver("a")
+        seat.deliver("b")
+        seat._timer_went_off()
+        assert gate.waiting == 1
+        await until(lambda: bool(taken))
+        seat.open = None
+        seat.deliver("late")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert gate.waiting == 0
+        return taken
+
+    assert asyncio.run(scenario()) == [["a", "b"]]
+
+
+async def crash_one_of_two(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, bool]:
+    """Two matches of the same two bots; a turn of the first raises."""
+    referee = Referee(TOKENS, default_time_control=TimeControl(5000, 30_000))
+    async with served(referee) as server:
+        bots = [(await RawBot.connect(server.address, TOKENS[name]))[0]
+                for name in ("bot0", "bot1")]
+        try:
+            doomed = referee.create_match(["bot0", "bot1"], seed=7)
+            healthy = referee.create_match(["bot1", "bot0"], seed=8)
+            accept = MatchRunner._accept_action
+
+            def failing(self: MatchRunner, answer: Any) -> Any:
+                if self is doomed:
+                    raise RuntimeError("a bug in a turn")
+                return accept(self, answer)
+
+            monkeypatch.setattr(MatchRunner, "_accept_action", failing)
+            assert doomed.task is not None and healthy.task is not None
+            doomed_task = doomed.task
+
+            async def answer_doomed(bot: RawBot) -> None:
+                while not doomed_task.done():
+                    with contextlib.suppress(AssertionError):  # no request in 0.2 s
+                        await bot.send(legal_answer(await bot.request(doomed.match_id, 0.2)))
+
+            await asyncio.wait_for(asyncio.gather(
+                *(answer_doomed(bot) for bot in bots),
+                *(bot.play_to_end(healthy.match_id) for bot in bots)), 60)
+            await asyncio.wait_for(healthy.task, 30)
+            return doomed, healthy, any(bot.ended for bot in bots)
+        finally:
+            for bot in bots:
+                await bot.close()
+
+
+def test_a_turn_that_raises_aborts_its_match_and_the_bots_other_match_plays_on(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    doomed, healthy, stream_ended = asyncio.run(crash_one_of_two(monkeypatch))
+    assert doomed.status is MatchStatus.ABORTED
+    assert doomed.record is not None and doomed.record.meta is not None
+    assert doomed.record.meta["status"] == "aborted"
+    assert healthy.status is MatchStatus.FINISHED
+    assert not stream_ended  # the turn ran in the reading task, which went on
+    assert any("crashed" in r.getMessage() and r.exc_info is not None
+               and "a bug in a turn" in str(r.exc_info[1]) for r in caplog.records)
 
 
 def test_a_pass_budget_of_zero_is_refused() -> None:

@@ -1,9 +1,15 @@
 """One match as the referee plays it: ask each seat in turn, keep the clock, count strikes.
 
-Every match is its own asyncio task, so a slow, silent or hostile bot only ever costs its own
-seat time. What happens is told as `events`: the match's `MatchWire` serializes each one (a
-broadcast once for the whole table) and the seats' connections carry the bytes; spectators get
-the same events from `watch`. Nothing here knows what a message looks like on the wire.
+A match's turns run as its answers come: the task that read an answer off a bot's stream
+routes it to its seat, and the turn (judge the answer, play the move, send the next request)
+runs right there when the event loop's pass has room for it (`TurnGate`), with no task of
+the match to wake. A seat's timer runs its turn when its time could be up. The match's own
+task only waits for each phase to end and writes the record. Nothing in a turn waits, so a
+slow, silent or hostile bot only ever costs its own seat time.
+
+What happens is told as `events`: the match's `MatchWire` serializes each one (a broadcast
+once for the whole table) and the seats' connections carry the bytes; spectators get the same
+events from `watch`. Nothing here knows what a message looks like on the wire.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ..engine import (
     Action,
     End,
     IllegalAction,
     MalformedAction,
+    Observation,
     OutOfTurn,
     Phase,
     Scout,
@@ -57,12 +64,15 @@ from .turns import TurnGate
 
 log = logging.getLogger("scout_arena.referee")
 
-T = TypeVar("T")
-
 _FORFEIT = object()
-_TIMEOUT = object()
+STORE_AFTER_CANCEL_S = 10.0
+"""How long a match cancelled while writing its record still waits for the write."""
 LATE_TIMER_S = 0.005
 """A timeout timer that fires later than this waits as long again before it times out."""
+
+
+def _rotation_of(answer: RotationAnswer) -> bool:
+    return answer.rotate
 
 
 class MatchHost(Protocol):
@@ -79,8 +89,14 @@ class MatchHost(Protocol):
 
 @dataclass(slots=True)
 class OpenRequest:
+    """A request a seat has to answer: what makes a value of an answer (``accept``, which
+    raises for one that is not acceptable) and what the match does with it (``done``, given
+    None when the referee plays the fallback)."""
+
     request_id: int
     event: Request
+    accept: Callable[[Any], Any]
+    done: Callable[[Any], None]
 
     @property
     def kind(self) -> str:
@@ -103,65 +119,69 @@ class Seat:
     illegal: int = 0
     open: OpenRequest | None = None
     answers: deque[Any] = field(default_factory=deque)
-    waiter: asyncio.Future[None] | None = None
+    turn_due: bool = False
+    """A turn of this seat is waiting in the gate or running: it sees every answer delivered
+    meanwhile, so none needs another."""
+    grace_until: float = 0.0
+    """Set when the timer went off late (see `looplag`); cleared with each answer taken."""
     timer: asyncio.TimerHandle | None = None
-    """Wakes the seat's waiting match by the time its open request could time out."""
+    """Wakes the seat's turn by the time its open request could time out."""
     timer_at: float = 0.0
     """When `timer` goes off, in the loop's time."""
 
     def deliver(self, item: Any) -> None:
-        """An answer (or the forfeit signal) for the request this seat has open: the match's
-        turn wakes when the event loop has room for it (`TurnGate.wake`)."""
+        """An answer (or the forfeit signal) for the request this seat has open: the seat's
+        turn runs as soon as the event loop has room for it (`TurnGate.wake`), at once if it
+        has: in the task that read the answer, with no task of the match to wake."""
         self.answers.append(item)
-        waiter = self.waiter
-        if waiter is not None:
-            self.match.host.turns.wake(waiter)
+        self._due()
 
-    async def next_answer(self) -> Any:
-        """The next delivered item, or `_TIMEOUT` when the open request's clock (which runs
-        from its hand-off to the transport, `handed_off`) is spent. A future per wait and the
-        seat's one timer: cheaper than wait_for, which makes a task every time.
+    def _due(self) -> None:
+        if self.open is not None and not self.turn_due:
+            self.turn_due = True
+            self.match.host.turns.wake(self.take_turn)
 
-        The timer only has to go off no later than the request could time out: one that goes
-        off early (an earlier request's) wakes the wait, which sets it again. So until the
-        hand-off it is set for the earliest moment the request could time out (its clock
-        starting now), and the hand-off itself need not wake this task; and a request that is
+    def take_turn(self) -> None:
+        try:
+            self.match.answer_turn(self)
+        finally:
+            self.turn_due = False
+
+    def time_left(self) -> float:
+        """Seconds until the open request times out (0: it has). One whose timer went off
+        more than LATE_TIMER_S late gets as long again: the loop ran behind, and answers that
+        came in time may not be read yet."""
+        now = time.monotonic()
+        expires_at = self.clock.expires_at()
+        remaining = max(expires_at, self.grace_until) - now
+        if remaining <= 0:
+            lateness = now - expires_at
+            if self.grace_until or lateness <= LATE_TIMER_S:
+                return 0.0
+            self.grace_until = now + lateness
+            remaining = lateness
+        return remaining
+
+    def arm_timer(self, remaining: float) -> None:
+        """Have the seat's turn run by the time the open request could time out. A timer
+        that goes off early (an earlier request's) runs a turn that sets it again. So until
+        the hand-off it is set for the earliest moment the request could time out (its clock
+        starting now), and the hand-off itself need not wake the turn; and a request that is
         answered in time leaves it armed for the next one, so a decision neither makes nor
         cancels a timer."""
+        if not self.clock.started:
+            remaining = min(remaining, self.clock.allowed_s())
         loop = asyncio.get_running_loop()
-        clock = self.clock
-        grace_until = 0.0  # set when the timer fired late: see `looplag`
-        while not self.answers:
-            now = time.monotonic()
-            expires_at = clock.expires_at()
-            remaining = max(expires_at, grace_until) - now
-            if remaining <= 0:
-                lateness = now - expires_at
-                if not grace_until and lateness > LATE_TIMER_S:
-                    # The loop ran behind: answers that came in time may not be read yet.
-                    grace_until = now + lateness
-                    continue
-                return _TIMEOUT
-            if not clock.started:
-                remaining = min(remaining, clock.allowed_s())
-            waiter = self.waiter = loop.create_future()
-            wake_at = loop.time() + remaining
-            if self.timer is None or self.timer_at > wake_at:
-                if self.timer is not None:
-                    self.timer.cancel()
-                self.timer = loop.call_at(wake_at, self._timer_went_off)
-                self.timer_at = wake_at
-            try:
-                await waiter
-            finally:
-                self.waiter = None
-        return self.answers.popleft()
+        wake_at = loop.time() + remaining
+        if self.timer is None or self.timer_at > wake_at:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = loop.call_at(wake_at, self._timer_went_off)
+            self.timer_at = wake_at
 
     def _timer_went_off(self) -> None:
         self.timer = None
-        waiter = self.waiter
-        if waiter is not None:
-            self.match.host.turns.wake(waiter)
+        self._due()
 
     def stop_timer(self) -> None:
         if self.timer is not None:
@@ -226,6 +246,8 @@ class MatchRunner:
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = dict(meta or {})
         self._finishing = False
+        self._phase: asyncio.Future[Any] | None = None
+        """What `run` waits for: the end of the rotations or of the decisions in progress."""
         self.record_stored = True
         """False once writing the record failed (it is then kept in memory, `MatchBook`)."""
 
@@ -336,73 +358,129 @@ class MatchRunner:
 
     # ----- asking for answers -------------------------------------------------------------
 
-    async def _ask(self, seat: Seat, request: Callable[[int, int, int], Request],
-                   accept: Callable[[Any], T]) -> T | None:
-        """Send one request and wait for an acceptable answer within decision time + bank.
-
-        Returns what ``accept`` made of the answer, or None when the referee must play the
-        fallback (timeout or forfeit)."""
+    def _ask(self, seat: Seat, event: Callable[[int, int, int], Request],
+             accept: Callable[[Any], Any], done: Callable[[Any], None]) -> None:
+        """Send one request; ``done`` gets what ``accept`` made of an acceptable answer within
+        decision time + bank, or None when the referee plays the fallback (timeout, forfeit):
+        from `answer_turn`, which runs when an answer comes or the timer goes off."""
         if seat.forfeited:
-            return None
+            done(None)
+            return
         self._next_request += 1
         request_id = self._next_request
-        decision_ms = self.time_control.decision_ms
-        event = request(request_id, decision_ms, int(seat.clock.bank_ms))
-        message = self.wire.encode(event)
+        request = event(request_id, self.time_control.decision_ms, int(seat.clock.bank_ms))
+        message = self.wire.encode(request)
         seat.clock.queue()
-        seat.open = OpenRequest(request_id, event)
+        seat.open = OpenRequest(request_id, request, accept, done)
+        seat.grace_until = 0.0
         seat.send_request(message, request_id)
+        seat.arm_timer(max(seat.time_left(), 0.0))
+
+    def answer_turn(self, seat: Seat) -> None:
+        """Take the seat's delivered answers until one is acceptable, or time it out if its
+        time is spent; else wait on (the timer is set). A turn that raises ends the match
+        (`run`)."""
+        request = seat.open
+        if request is None:
+            return
         try:
-            while True:
-                item = await seat.next_answer()
-                if item is _TIMEOUT:
-                    seat.clock.ran_out()
-                    seat.timeouts += 1
-                    self.metrics.time_losses.inc()
-                    seat.open = None
-                    self.strike(seat, "timeout", f"no acceptable answer to request "
-                                f"{request_id} within {decision_ms} ms and the bank")
-                    self.judge(seat, request_id, Verdict.TIMED_OUT,
-                               "time ran out (decision time and bank); the referee played the "
-                               "fallback")
-                    return None
+            answers = seat.answers
+            while answers:
+                item = answers.popleft()
+                seat.grace_until = 0.0
                 if item is _FORFEIT:
-                    return None
+                    self._answered(seat, request, None)
+                    return
                 answer, received_at, loop_lag = item
                 try:
-                    value = accept(answer)
+                    value = request.accept(answer)
                 except (MalformedAction, IllegalAction, OutOfTurn) as exc:
                     malformed = isinstance(exc, MalformedAction)
                     seat.illegal += 1
                     self.strike(seat, "malformed_action" if malformed else "illegal_action",
-                                f"request {request_id}: {exc}")
-                    self.judge(seat, request_id,
+                                f"request {request.request_id}: {exc}")
+                    self.judge(seat, request.request_id,
                                Verdict.MALFORMED if malformed else Verdict.ILLEGAL, str(exc))
                     if seat.forfeited:
-                        return None
+                        self._answered(seat, request, None)
+                        return
                     continue
+                decision_ms = self.time_control.decision_ms
                 taken = seat.clock.answered(received_at, loop_lag)
-                self.metrics.answered_request(event.kind, taken, decision_ms / 1000)
+                self.metrics.answered_request(request.kind, taken, decision_ms / 1000)
                 seat.open = None
-                self.judge(seat, request_id, Verdict.ACCEPTED)
-                return value
-        finally:
+                self.judge(seat, request.request_id, Verdict.ACCEPTED)
+                self._answered(seat, request, value)
+                return
+            remaining = seat.time_left()
+            if remaining > 0:
+                seat.arm_timer(remaining)
+                return
+            decision_ms = self.time_control.decision_ms
+            seat.clock.ran_out()
+            seat.timeouts += 1
+            self.metrics.time_losses.inc()
+            seat.open = None
+            self.strike(seat, "timeout", f"no acceptable answer to request "
+                        f"{request.request_id} within {decision_ms} ms and the bank")
+            self.judge(seat, request.request_id, Verdict.TIMED_OUT,
+                       "time ran out (decision time and bank); the referee played the "
+                       "fallback")
+            self._answered(seat, request, None)
+        except Exception as exc:  # the match ends on it (`run` logs it)
+            self._crash(exc)
+
+    def _answered(self, seat: Seat, request: OpenRequest, value: Any) -> None:
+        seat.open = None
+        seat.answers.clear()
+        request.done(value)
+
+    def _stop_asking(self) -> None:
+        """The match is ending: no open request is answered any more."""
+        for seat in self.seats:
             seat.open = None
             seat.answers.clear()
 
-    async def _rotation(self, seat: Seat) -> bool:
+    def _crash(self, exc: Exception) -> None:
+        """A turn raised: `run` ends the match (ABORTED) with the traceback in the log. The
+        turn ran in some other task (the one that read an answer), which goes on."""
+        self._stop_asking()
+        phase = self._phase
+        if phase is not None and not phase.done():
+            phase.set_exception(exc)
+        else:
+            log.error("match %s: a turn failed outside a phase", self.match_id, exc_info=exc)
+
+    def _end_phase(self, value: Any = None) -> None:
+        phase = self._phase
+        if phase is not None and not phase.done():
+            phase.set_result(value)
+
+    def _ask_rotations(self) -> None:
+        """Every seat's rotation request at once; the phase ends with the last answer."""
         state = self.state
-        hand = tuple(state.deals[state.round_index][seat.index])
+        round_index = state.round_index
+        choices = [False] * len(self.seats)
+        left = [len(self.seats)]
 
-        def request(request_id: int, deadline_ms: int, time_bank_ms: int) -> RotationRequested:
-            return RotationRequested(self.match_id, request_id, seat.index, state.round_index,
-                                     hand, deadline_ms, time_bank_ms)
+        def ask(seat: Seat) -> None:
+            hand = tuple(state.deals[round_index][seat.index])
 
-        def accept(answer: RotationAnswer) -> bool:
-            return answer.rotate
+            def event(request_id: int, deadline_ms: int, time_bank_ms: int
+                      ) -> RotationRequested:
+                return RotationRequested(self.match_id, request_id, seat.index, round_index,
+                                         hand, deadline_ms, time_bank_ms)
 
-        choice = await self._ask(seat, request, accept)
-        return bool(choice)
+            def done(rotate: Any) -> None:
+                choices[seat.index] = bool(rotate)
+                left[0] -= 1
+                if not left[0]:
+                    self._end_phase(choices)
+
+            self._ask(seat, event, _rotation_of, done)
+
+        for seat in self.seats:
+            ask(seat)
 
     def fallback(self) -> Action:
         """The documented always-legal move: the first legal Show (lowest start, then
@@ -410,58 +488,84 @@ class MatchRunner:
         shows = self.state.legal_shows()
         return shows[0] if shows else Scout(End.LEFT, False, 0)
 
-    async def _decision(self, seat: Seat) -> tuple[Action, bool]:
-        state = self.state
-        observation = state.observation(seat.index)
-
-        def request(request_id: int, deadline_ms: int, time_bank_ms: int) -> DecisionRequested:
-            return DecisionRequested(self.match_id, request_id, observation, deadline_ms,
-                                     time_bank_ms)
-
-        def accept(answer: ActionAnswer) -> Action:
-            action = answer.action
-            if action is None:
-                raise MalformedAction(answer.unreadable)
-            state.check(action)
-            return action
-
-        action = await self._ask(seat, request, accept)
+    def _accept_action(self, answer: ActionAnswer) -> Action:
+        action = answer.action
         if action is None:
-            return self.fallback(), True
-        return action, False
+            raise MalformedAction(answer.unreadable)
+        self.state.check(action)
+        return action
+
+    def _advance(self) -> None:
+        """Play on until a bot has to answer: the fallback for a forfeited seat, else a
+        decision request. The phase ends when a round's rotations are due or the match is
+        over."""
+        state = self.state
+        while not state.is_over and state.phase is not Phase.ROTATION:
+            actor = state.current_seat
+            assert actor is not None
+            seat = self.seats[actor]
+            if not seat.forfeited:
+                observation = state.observation(actor)
+
+                def event(request_id: int, deadline_ms: int, time_bank_ms: int,
+                          observation: Observation = observation) -> DecisionRequested:
+                    return DecisionRequested(self.match_id, request_id, observation,
+                                             deadline_ms, time_bank_ms)
+
+                self._ask(seat, event, self._accept_action, self._decided)
+                return
+            self._play(self.fallback(), by_referee=True)
+        self._end_phase()
+
+    def _decided(self, action: Action | None) -> None:
+        if action is None:
+            self._play(self.fallback(), by_referee=True)
+        else:
+            self._play(action, by_referee=False)
+        self._advance()
+
+    def _play(self, action: Action, by_referee: bool) -> None:
+        state = self.state
+        rounds_before = len(state.round_results)
+        round_index = state.round_index
+        state.apply(action)
+        self._action_done(round_index, by_referee)
+        if len(state.round_results) > rounds_before:
+            self._round_done(rounds_before)
+            if not state.is_over:
+                self._round_started()
 
     # ----- the match loop -----------------------------------------------------------------
 
     async def run(self) -> None:
+        """The match from start to record. Its turns run outside this task, as answers come
+        (`answer_turn`); the task waits for each phase (a round's rotations, its decisions)
+        to end, and writes the record."""
         state = self.state
+        loop = asyncio.get_running_loop()
         try:
             for seat in self.seats:
                 seat.send(self.wire.encode(self._match_started(seat, resumed=False)))
             self._round_started()
             while not state.is_over:
+                phase = self._phase = loop.create_future()
                 if state.phase is Phase.ROTATION:
-                    choices = await asyncio.gather(*(self._rotation(s) for s in self.seats))
+                    self._ask_rotations()
+                    choices = await phase
                     for seat, rotate in zip(self.seats, choices, strict=True):
                         state.choose_rotation(seat.index, rotate)
                     continue
-                actor = state.current_seat
-                assert actor is not None
-                seat = self.seats[actor]
-                action, by_referee = await self._decision(seat)
-                rounds_before = len(state.round_results)
-                round_index = state.round_index
-                state.apply(action)
-                self._action_done(round_index, by_referee)
-                if len(state.round_results) > rounds_before:
-                    self._round_done(rounds_before)
-                    if not state.is_over:
-                        self._round_started()
+                self._advance()
+                await phase
+            self._phase = None
             await self._finish(MatchStatus.FINISHED)
         except asyncio.CancelledError:
+            self._stop_asking()
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
             raise
         except Exception:
             log.exception("match %s crashed", self.match_id)
+            self._stop_asking()
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
 
     def _action_done(self, round_index: int, by_referee: bool) -> None:
@@ -502,8 +606,25 @@ class MatchRunner:
             extra=self.extra_meta)
         self.record = build_record(state, self.names, match_id=self.match_id,
                                    forfeits=forfeits, notes=self.notes, meta=meta)
+        # A match that is over stays over: cancelled while its record is being written (a
+        # shutdown, a stopped tournament), it ends as it was once the record is on disk (for
+        # up to STORE_AFTER_CANCEL_S more), and the cancellation comes after.
+        stored = asyncio.ensure_future(self.host.store_record(self))
+        cancelled = False
+        while not stored.done():
+            try:
+                await asyncio.wait((stored,), timeout=STORE_AFTER_CANCEL_S if cancelled
+                                   else None)
+            except asyncio.CancelledError:
+                cancelled = True
+                continue
+            if cancelled:
+                break
         try:
-            await self.host.store_record(self)
+            if not stored.done():
+                raise TimeoutError(f"no record written {STORE_AFTER_CANCEL_S:g} s after the "
+                                   "match was cancelled")
+            stored.result()
         except Exception:
             # The match still ends: its seats are freed, the apps get the record, and it is
             # kept in memory like any finished one. A match left running would hold its bots
@@ -536,3 +657,5 @@ class MatchRunner:
         # for a full garbage collection (which stalls the event loop ~1 s at 10,000 bots).
         for seat in self.seats:
             del seat.match
+        if cancelled:
+            raise asyncio.CancelledError

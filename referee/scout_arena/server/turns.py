@@ -1,7 +1,7 @@
 """Match turns share the event loop in short passes, so nothing else waits behind them.
 
 A busy referee has a turn to play in nearly every match at once: each answer that came in
-wakes its match, and one pass of the event loop runs every task that is ready. With 300
+makes its seat's turn due, and one pass of the event loop reads every answer that is ready. With 300
 matches whose bots answer at once, a pass runs 300 turns (tens of milliseconds of CPU), and
 anything else on the loop (a `CreateMatch`, a health check, a new bot's Hello, the loop-lag
 tick) waits one such pass per step it takes. grpc.aio needs several steps per call, so an
@@ -19,7 +19,7 @@ the reads and writes they bring (tried: CreateMatch p99 doubled).
 Short passes cost throughput where every bot has its own connection: 4,000 bots in 1,000
 matches made 1,259 decisions/s with the budget and 1,765 without (`bench/soak.py`); no bot
 drew on its bank either way. The wait never costs a bot time: its answer's arrival was noted
-before its match waits here (`Seat.next_answer`, `clock`).
+before its turn waits here (`Seat.deliver`, `clock`).
 """
 
 from __future__ import annotations
@@ -44,16 +44,15 @@ _SMOOTHING = 0.2
 
 
 class TurnGate:
-    """Decides which waiting match turns wake into the coming event-loop pass, while the pass
-    has budget, and queues the rest in order.
+    """Decides which match turns run in the current event-loop pass, while the pass has
+    budget, and queues the rest in order.
 
-    A match's task waits on a future for its seat's next answer (or its timer); whatever
-    resolves that future goes through `wake`, which resolves it at once while this pass has
-    room and otherwise queues it. The gate sits where a turn is woken, not where it runs: a
-    turn that has to wait is never woken to be put to sleep again, so waiting costs no task
-    step. `_next_pass` runs once in each pass that follows one with turns (`call_soon`), so an
-    idle gate costs nothing: it wakes as many waiting turns as the budget has room for, by
-    the cost of a turn measured over the passes before."""
+    A turn (`Seat.take_turn`) is due when a seat's answer is delivered or its timer goes off;
+    whatever makes it due goes through `wake`, which runs it at once while this pass has room
+    (in the task that read the answer: no match task to wake, no pass to wait for) and
+    otherwise queues it. `_next_pass` runs once in each pass that follows one with turns
+    (`call_soon`), so an idle gate costs nothing: it runs as many waiting turns as the budget
+    has room for, by the cost of a turn measured over the passes before."""
 
     def __init__(self, budget_ms: float = DEFAULT_PASS_BUDGET_MS,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -66,12 +65,13 @@ class TurnGate:
         self._clock = clock
         self._started = 0.0
         self._turns = 0
-        """Turns woken since `_next_pass` last ran (they run in the coming pass)."""
+        """Turns run in this pass so far (since `_next_pass` last ran)."""
         self.turn_s = _FIRST_TURN_S
         """What one turn costs the loop, smoothed over recent passes."""
         self._room = self._room_for(self.turn_s)
         self._scheduled = False
-        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._running = False
+        self._waiting: deque[Callable[[], None]] = deque()
 
     @property
     def waiting(self) -> int:
@@ -80,20 +80,25 @@ class TurnGate:
     def _room_for(self, turn_s: float) -> int:
         return max(1, int(self.budget_s / turn_s)) if turn_s > 0 else 1 << 30
 
-    def wake(self, waiter: asyncio.Future[None]) -> None:
-        """Resolve ``waiter`` (a match turn's) now if this pass has room, else once a later
-        pass has: turns wake in the order they came. A waiter already done is left alone."""
-        if waiter.done():
-            return
-        if self._waiting or self._turns >= self._room:
-            self._waiting.append(waiter)
+    def wake(self, turn: Callable[[], None]) -> None:
+        """Run ``turn`` now if this pass has room, else once a later pass has: turns run in
+        the order they came. A turn made due by another turn waits for the next pass."""
+        if self._waiting or self._turns >= self._room or self._running:
+            self._waiting.append(turn)
             self.deferred += 1
         else:
             if self._turns == 0:
                 self._started = self._clock()
             self._turns += 1
-            waiter.set_result(None)
+            self._run(turn)
         self._schedule()
+
+    def _run(self, turn: Callable[[], None]) -> None:
+        self._running = True
+        try:
+            turn()
+        finally:
+            self._running = False
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -101,24 +106,21 @@ class TurnGate:
             asyncio.get_running_loop().call_soon(self._next_pass)
 
     def _next_pass(self) -> None:
-        """Wakes the next turns in line, as many as the budget has room for. They run in the
-        coming pass and count against it, with the turns `wake` lets in there."""
+        """Runs the next turns in line, as many as the budget has room for; they count
+        against this pass, with the turns `wake` runs in it."""
         self._scheduled = False
         now = self._clock()
         if self._turns:
-            # Everything since the first turn was woken, spread over the turns: a cost estimate
+            # Everything since the first turn ran, spread over the turns: a cost estimate
             # that errs high (it includes the rest of the pass), so passes err short.
             cost = (now - self._started) / self._turns
             self.turn_s += (cost - self.turn_s) * _SMOOTHING
             self._room = self._room_for(self.turn_s)
-        woken = 0
-        waiting = self._waiting
-        while waiting and woken < self._room:
-            waiter = waiting.popleft()
-            if not waiter.done():  # done: its match was cancelled while it waited
-                waiter.set_result(None)
-                woken += 1
-        self._turns = woken
+        self._turns = 0
         self._started = now
-        if woken or waiting:
+        waiting = self._waiting
+        while waiting and self._turns < self._room:
+            self._turns += 1
+            self._run(waiting.popleft())
+        if self._turns or waiting:
             self._schedule()
