@@ -37,6 +37,9 @@ from .config import (
 from .report import progress_bar
 from .standings import compute_standings
 
+ABORT_WAIT_S = 30.0
+"""How long a stopped tournament waits for its aborted matches to write their records."""
+
 
 @dataclass
 class BotProcess:
@@ -173,11 +176,23 @@ class Node:
                    on_record: Callable[[MatchRecord], None] | None = None
                    ) -> list[MatchRecord]:
         """Play ``items``, starting matches as seats free up, until all have ended or ``stop``
-        is set (matches still running then are aborted by `close`). Returns the finished
-        records, each also given to ``on_record`` as it ends (aborted ones are not)."""
+        is set (matches still running then are aborted, and any that finished meanwhile is
+        counted). Returns the finished records, each also given to ``on_record`` as it ends
+        (aborted ones are not)."""
         pending = list(items)
         running: dict[str, ScheduledMatch] = {}
         finished: list[MatchRecord] = []
+
+        def take_ended() -> None:
+            self._woken.clear()
+            records, self._ended[:] = self._ended[:], []
+            for record in records:
+                scheduled = running.pop(record.match_id or "", None)
+                if scheduled is not None and self._finish(record, scheduled):
+                    finished.append(record)
+                    if on_record is not None:
+                        on_record(record)
+
         while (pending or running) and not stop.is_set():
             while pending and len(running) < self.config.concurrency:
                 started = self._start_next(pending)
@@ -196,15 +211,25 @@ class Node:
                 finally:
                     for wait in waits:
                         wait.cancel()
-            self._woken.clear()
-            records, self._ended[:] = self._ended[:], []
-            for record in records:
-                scheduled = running.pop(record.match_id or "", None)
-                if scheduled is not None and self._finish(record, scheduled):
-                    finished.append(record)
-                    if on_record is not None:
-                        on_record(record)
+            take_ended()
+        if running:
+            await self._abort(running, take_ended)
         return finished
+
+    async def _abort(self, running: dict[str, ScheduledMatch],
+                     take_ended: Callable[[], None]) -> None:
+        """Abort the matches still running and wait (up to ABORT_WAIT_S) until each has
+        ended: one that was writing its finished record as the stop came ends finished, and
+        is counted with the others; the aborted ones write their unfinished records."""
+        for match_id in list(running):
+            self.referee.cancel_match(match_id, "the tournament was stopped")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ABORT_WAIT_S
+        while running and (remaining := deadline - loop.time()) > 0:
+            if not self._ended:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), remaining)
+            take_ended()
 
     def _start_next(self, pending: list[ScheduledMatch]) -> tuple[str, ScheduledMatch] | None:
         connected = self.referee.connected_bots()

@@ -1,0 +1,66 @@
+"""A match that is over stays over: its record is written and it is reported finished even
+when the referee cancels it (a shutdown, a stopped tournament) while the record is being
+written. Matches here have every seat absent (the fallback plays every move at once), driven
+through the `Referee` in process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scout_arena.record import MatchRecord, load_record
+from scout_arena.server import Referee, TimeControl
+from scout_arena.server import referee as referee_module
+from scout_arena.server.convert import ProtobufWire
+from scout_arena.server.events import MatchStatus
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKENS = {name: f"token-{name}" for name in ("a", "b", "c")}
+
+
+def slow_dump(seconds: float) -> Any:
+    real = referee_module.dump_record
+
+    def dump(record: MatchRecord, path: Path) -> None:
+        time.sleep(seconds)
+        real(record, path)
+
+    return dump
+
+
+@pytest.mark.parametrize("write_s", [0.3, 4.0])
+def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_s: float) -> None:
+    monkeypatch.setattr(referee_module, "dump_record", slow_dump(write_s))
+    monkeypatch.setattr("scout_arena.server.match.STORE_AFTER_CANCEL_S", 1.0)
+
+    async def main() -> tuple[Any, list[MatchRecord], bool, bool]:
+        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=TimeControl(50, 0))
+        referee.wire = ProtobufWire()
+        reported: list[MatchRecord] = []
+        referee.on_match_finished.append(lambda match: reported.append(match.record))
+        runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
+        task = runner.task
+        assert task is not None
+        while runner.record is None:  # played to the end: the record is being written
+            await asyncio.sleep(0.01)
+        assert runner.status is MatchStatus.RUNNING
+        assert referee.cancel_match(runner.match_id, "a test")
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return runner, reported, (tmp_path / f"{runner.match_id}.json").exists(), \
+            runner.record_stored
+
+    runner, reported, on_disk, stored = asyncio.run(main())
+    if write_s < 1.0:  # written within the wait: finished, on disk, reported
+        assert runner.status is MatchStatus.FINISHED and on_disk and stored
+        assert [r.match_id for r in reported] == [runner.match_id]
+        assert reported[0].status == "finished"
+        assert load_record(tmp_path / f"{runner.match_id}.json").finished
+    else:  # a write that hangs is given up on: the match ends, its record only in memory
+        assert runner.status is MatchStatus.FINISHED and not on_disk and not stored
+        assert [r.match_id for r in reported] == [runner.match_id]
