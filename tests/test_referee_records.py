@@ -22,20 +22,20 @@ pytestmark = pytest.mark.timeout(120)
 TOKENS = {name: f"token-{name}" for name in ("a", "b", "c")}
 
 
-def slow_dump(seconds: float) -> Any:
-    real = referee_module.dump_record
+def slow_write(seconds: float) -> Any:
+    real = referee_module.write_record_bytes
 
-    def dump(record: MatchRecord, path: Path) -> None:
+    def write(data: bytes, path: Path) -> None:
         time.sleep(seconds)
-        real(record, path)
+        real(data, path)
 
-    return dump
+    return write
 
 
-@pytest.mark.parametrize("write_s", [0.3, 4.0])
+@pytest.mark.parametrize("write_s", [0.3, 2.0])
 def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_s: float) -> None:
-    monkeypatch.setattr(referee_module, "dump_record", slow_dump(write_s))
+    monkeypatch.setattr(referee_module, "write_record_bytes", slow_write(write_s))
     monkeypatch.setattr("scout_arena.server.match.STORE_AFTER_CANCEL_S", 1.0)
 
     async def main() -> tuple[Any, list[MatchRecord], bool, bool]:

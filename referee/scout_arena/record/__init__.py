@@ -10,8 +10,10 @@ from .json_v1 import (
     dump_record,
     load_record,
     read_record_json,
+    record_bytes,
     record_from_json,
     record_to_json,
+    write_record_bytes,
 )
 from .model import (
     JSON,
@@ -29,5 +31,6 @@ __all__ = [
     "JSON", "RECORD_FORMAT", "RECORD_VERSION", "MatchOutcome", "MatchRecord", "Note",
     "RecordError", "RefereeMeta", "ReplayResult", "ReplayStep", "RoundRecord", "SeatStats",
     "action_from_json", "action_to_json", "build_record", "describe_action", "dump_record",
-    "load_record", "read_record_json", "record_from_json", "record_to_json", "replay",
+    "load_record", "read_record_json", "record_bytes", "record_from_json", "record_to_json",
+    "replay", "write_record_bytes",
 ]

@@ -179,13 +179,22 @@ def record_from_json(obj: Any) -> MatchRecord:
 
 
 def dump_record(record: MatchRecord, path: str | Path) -> None:
-    """Write atomically (temp file + rename), so a reader never sees half a record. Compact:
-    `json`'s C encoder only serves unindented output, and an indented record cost a referee
-    ~6 ms of the interpreter per finished match, held against its event loop."""
+    """Write atomically (temp file + rename), so a reader never sees half a record."""
+    write_record_bytes(record_bytes(record), path)
+
+
+def record_bytes(record: MatchRecord) -> bytes:
+    """The record file's bytes. Compact: `json`'s C encoder only serves unindented output, and
+    an indented record cost a referee ~6 ms of the interpreter per finished match."""
+    return (json.dumps(record_to_json(record), separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def write_record_bytes(data: bytes, path: str | Path) -> None:
+    """Write a record file's bytes atomically (temp file + rename): only system calls, so a
+    thread doing it hardly needs the interpreter (see `Referee.store_record`)."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(record_to_json(record), separators=(",", ":")) + "\n",
-                   encoding="utf-8")
+    tmp.write_bytes(data)
     tmp.replace(target)
 
 
