@@ -53,8 +53,8 @@ def record_writer() -> concurrent.futures.ThreadPoolExecutor:
     and on a busy machine every hand-over costs the loop more than the write itself. With
     asyncio's pool (up to 6 threads here) the referee made 10,500-10,800 decisions/s at 100
     matches (bench/referee.py --quick) against 11,700-12,000 with no thread at all; with one
-    thread and the JSON made on the loop, p99 fell by 1-3 ms. Records are written in the order
-    their matches ended."""
+    thread and the JSON made on the loop, p99 was 13.2 and 15.1 ms in two runs, against 17.3
+    and 17.5 with the pool. Records are written in the order their matches ended."""
     return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scout-records")
 
 
