@@ -157,6 +157,52 @@ def test_a_turn_made_due_by_a_running_turn_waits_for_the_next_pass() -> None:
     assert played[1][1] > played[0][1]
 
 
+def test_a_turn_that_raises_is_logged_and_the_turns_behind_it_still_run(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> list[str]:
+        gate = TurnGate(budget_ms=0.3, clock=StepClock(0.001))  # room for 1 a pass
+        passes = PassCounter()
+        played: list[tuple[str, int]] = []
+
+        def broken() -> None:
+            raise RuntimeError("a broken turn")
+
+        gate.wake(turn("first", passes, played))
+        gate.wake(broken)  # waits, then raises inside a later pass's `_next_pass`
+        gate.wake(turn("after", passes, played))
+        await until(lambda: len(played) == 2)
+        passes.stop()
+        return [name for name, _ in played]
+
+    assert asyncio.run(scenario()) == ["first", "after"]
+    assert any("a match turn raised" in r.getMessage() and r.exc_info is not None
+               for r in caplog.records)
+
+
+def test_a_seat_turn_queued_before_its_match_ended_does_nothing() -> None:
+    """A match ends (cancelled, or its last turn ran) while a seat's turn waits in the gate:
+    nothing is open any more and the seat no longer has its match when the turn runs."""
+    async def scenario() -> tuple[bool, list[Any]]:
+        errors: list[Any] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(
+            context))
+        gate = TurnGate(budget_ms=0.3, clock=StepClock(0.001))  # room for 1 a pass
+        match = SimpleNamespace(host=SimpleNamespace(turns=gate))
+        seat = Seat(cast(Any, match), 0, cast(Any, None), SeatClock(1000, 1000.0))
+        gate.wake(lambda: None)
+        seat.open = cast(Any, object())
+        seat.deliver("an answer")
+        assert gate.waiting == 1
+        seat.open = None
+        del seat.match
+        await until(lambda: gate.waiting == 0)
+        return seat.turn_due, errors
+
+    turn_due, errors = asyncio.run(scenario())
+    assert not turn_due
+    assert errors == []
+
+
 def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
     """A seat's turn sees every answer delivered before it runs, so a seat is queued once;
     a seat with nothing open (its match ended) gets no turn."""

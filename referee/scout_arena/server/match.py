@@ -142,8 +142,11 @@ class Seat:
             self.match.host.turns.wake(self.take_turn)
 
     def take_turn(self) -> None:
+        """Run by the gate, maybe a pass after it was due: by then the match may have ended
+        (nothing open, and `match` deleted)."""
         try:
-            self.match.answer_turn(self)
+            if self.open is not None:
+                self.match.answer_turn(self)
         finally:
             self.turn_due = False
 

@@ -25,9 +25,12 @@ before its turn waits here (`Seat.deliver`, `clock`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
+
+log = logging.getLogger("scout_arena.referee")
 
 DEFAULT_PASS_BUDGET_MS = 2.0
 """Measured against 1.5 and 3 ms (`bench/soak.py`, 10,000 bots, 300 matches: CreateMatch p99
@@ -94,9 +97,13 @@ class TurnGate:
         self._schedule()
 
     def _run(self, turn: Callable[[], None]) -> None:
+        """A turn that raises (it should not: a match catches its own errors) is logged, and
+        the gate goes on with the turns behind it."""
         self._running = True
         try:
             turn()
+        except Exception:
+            log.exception("a match turn raised; the turns behind it go on")
         finally:
             self._running = False
 
