@@ -16,8 +16,9 @@ connection. A turn's cost is measured as everything its pass did, spread over it
 reads and writes a turn brings about are part of it. Turns timed alone let passes grow with
 the reads and writes they bring (tried: CreateMatch p99 doubled).
 
-Short passes cost throughput where every bot has its own connection: 4,000 bots in 1,000
-matches made 1,259 decisions/s with the budget and 1,765 without (`bench/soak.py`); no bot
+Short passes can cost throughput where every bot has its own connection: 4,000 bots in 1,000
+matches made 1,259 decisions/s with the budget and 1,765 without (`bench/soak.py`) when each
+turn woke its match's task; run where the answers are read, they make 2,447 with it. No bot
 drew on its bank either way. The wait never costs a bot time: its answer's arrival was noted
 before its turn waits here (`Seat.deliver`, `clock`).
 """
