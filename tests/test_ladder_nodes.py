@@ -142,11 +142,14 @@ class Cluster:
 
     def running_on(self, name: str) -> int:
         """Matches running on a node now, from its Matches service."""
+        return len(self.running_matches(name))
+
+    def running_matches(self, name: str) -> list[matches_pb2.MatchInfo]:
         with grpc.insecure_channel(f"127.0.0.1:{self.node_ports[name]}") as channel:
             listed = matches_pb2_grpc.MatchesStub(channel).ListMatches(
                 matches_pb2.ListMatchesRequest(status=matches_pb2.MATCH_STATUS_RUNNING),
                 metadata=[("authorization", "Bearer adm")], timeout=10)
-        return len(listed.matches)
+        return list(listed.matches)
 
     def finished(self) -> dict[str, dict[str, Any]]:
         """Finished matches: id -> record JSON."""
@@ -290,6 +293,16 @@ def test_a_stopped_node_is_dropped_by_its_heartbeat_and_its_late_results_are_nev
     cluster.start_python_bots(BOTS)
     wait_for(lambda: len(cluster.finished()) >= 10, 180, "10 finished matches")
     victim = cluster.nodes["n3"]
+    # Stopped while a match is running there, short of its last round: it cannot end in the
+    # moment between the listing and the stop, so it is among the voided.
+    begun: list[str] = []
+
+    def one_running_before_its_last_round() -> bool:
+        begun[:] = [m.match_id for m in cluster.running_matches("n3")
+                    if m.round_index < len(m.bots) - 1]
+        return bool(begun)
+
+    wait_for(one_running_before_its_last_round, 60, "a match running on n3")
     victim.signal(signal.SIGSTOP)
     try:
         wait_for(lambda: any("n3" in r and "no heartbeat" in r for r in cluster.voids().values()),
@@ -317,9 +330,18 @@ def test_a_stopped_node_is_dropped_by_its_heartbeat_and_its_late_results_are_nev
     log = (cluster.tmp / "ladder.log").read_text()
     assert log.count("node n3 attached from") >= 2, "the stopped node never attached again"
     # The voided matches that had begun there are in the node's own records (finished late,
-    # or aborted by the ladder's cancel); one still waiting for its bots leaves none.
-    wait_for(lambda: any((cluster.tmp / "records-n3" / f"{m}.json").exists() for m in voided),
-             30, "a voided match's record on the node")
+    # or aborted by the ladder's cancel); one still waiting for its bots leaves none, and the
+    # node says it dropped it.
+    assert set(begun) <= voided
+
+    def on_the_node(match_id: str) -> bool:
+        return (cluster.tmp / "records-n3" / f"{match_id}.json").exists()
+
+    wait_for(lambda: all(on_the_node(m) for m in begun), 30, "the begun match's record on n3")
+    node_log = (cluster.tmp / "n3.log").read_text()
+    for match_id in voided - set(begun):
+        assert on_the_node(match_id) or \
+            f"assigned match {match_id} cancelled before it began" in node_log, match_id
 
 
 def test_the_ladder_killed_and_restarted_loses_no_finished_match_and_nodes_come_back(
