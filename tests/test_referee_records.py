@@ -64,3 +64,32 @@ def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_
     else:  # a write that hangs is given up on: the match ends, its record only in memory
         assert runner.status is MatchStatus.FINISHED and not on_disk and not stored
         assert [r.match_id for r in reported] == [runner.match_id]
+
+
+@pytest.mark.parametrize("stop", ["cancel_match", "shutdown"])
+def test_a_match_cancelled_before_its_task_first_runs_is_aborted_with_its_record(
+        tmp_path: Path, stop: str) -> None:
+    """A stop that comes in the same step as the match's creation (a tournament stopped as it
+    starts one, a ladder's cancel read with the bots' joins) still ends the match."""
+
+    async def main() -> tuple[Any, list[MatchRecord], bool]:
+        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=TimeControl(50, 0))
+        referee.wire = ProtobufWire()
+        reported: list[MatchRecord] = []
+        referee.on_match_finished.append(lambda match: reported.append(match.record))
+        runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
+        task = runner.task
+        assert task is not None
+        if stop == "shutdown":
+            await referee.shutdown()
+            assert task.cancelled()
+        else:
+            assert referee.cancel_match(runner.match_id, "a test")
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        return runner, reported, not referee.running()
+
+    runner, reported, idle = asyncio.run(main())
+    assert runner.status is MatchStatus.ABORTED and idle
+    assert [r.status for r in reported] == ["aborted"]
+    assert load_record(tmp_path / f"{runner.match_id}.json").status == "aborted"

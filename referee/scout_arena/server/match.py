@@ -249,6 +249,8 @@ class MatchRunner:
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = dict(meta or {})
         self._finishing = False
+        self._begun = False
+        self._abort_at_start = False
         self._phase: asyncio.Future[Any] | None = None
         """What `run` waits for: the end of the rotations or of the decisions in progress."""
         self.record_stored = True
@@ -540,13 +542,30 @@ class MatchRunner:
 
     # ----- the match loop -----------------------------------------------------------------
 
+    def cancel(self) -> bool:
+        """Stop the match without a result: it is aborted and its record written. A task
+        cancelled before its first step never runs its body (no record, its seats and its
+        place in the referee held for ever), so a match whose task has not begun yet is
+        told to abort as it begins. False when it has ended already."""
+        task = self.task
+        if task is None or task.done():
+            return False
+        if self._begun:
+            task.cancel()
+        else:
+            self._abort_at_start = True
+        return True
+
     async def run(self) -> None:
         """The match from start to record. Its turns run outside this task, as answers come
         (`answer_turn`); the task waits for each phase (a round's rotations, its decisions)
-        to end, and writes the record."""
+        to end, and writes the record. Cancel it with `cancel`, not through its task."""
+        self._begun = True
         state = self.state
         loop = asyncio.get_running_loop()
         try:
+            if self._abort_at_start:
+                raise asyncio.CancelledError
             for seat in self.seats:
                 seat.send(self.wire.encode(self._match_started(seat, resumed=False)))
             self._round_started()

@@ -361,9 +361,8 @@ class Referee:
             log.info("assigned match %s cancelled before it began: %s", match_id, reason)
             return True
         match = self.matches.running.get(match_id)
-        if match is None or match.task is None or match.task.done():
+        if match is None or not match.cancel():
             return False
-        match.task.cancel()
         log.info("match %s cancelled: %s", match_id, reason)
         return True
 
@@ -427,7 +426,8 @@ class Referee:
         if drain_s > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wait_idle(), drain_s)
-        tasks = [m.task for m in self.running() if m.task is not None]
-        for task in tasks:
-            task.cancel()
+        running = self.running()
+        tasks = [m.task for m in running if m.task is not None]
+        for match in running:
+            match.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
