@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest postgres browser bench proto clean
+.PHONY: demo test lint typecheck pytest postgres browser screenshots bench proto clean
 
 $(STAMP): pyproject.toml proto/python/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -47,6 +47,10 @@ browser:
 
 pytest: $(STAMP) postgres browser
 	SCOUT_TEST_POSTGRES_URL=$$(bash .ci/postgres.sh --url) $(BIN)/pytest
+
+# Refresh the pictures in docs/screenshots/ (the web pages' browser tests take them).
+screenshots: $(STAMP) postgres browser
+	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py -k browser
 
 bench: $(STAMP)
 	mkdir -p bench/results

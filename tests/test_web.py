@@ -4,7 +4,8 @@
 against a seeded ladder database; every replay frame is checked against the engine's own
 state after the same action. (b) Browser tests: the real pages in headless Chromium (Debian's
 ``chromium`` + ``chromedriver``, driven by Selenium), served by uvicorn on a free port. They
-save screenshots of each page to docs/screenshots/.
+save a screenshot of each page in ``$SCOUT_SCREENSHOTS`` (``make screenshots`` points it at
+docs/screenshots/), else in a temporary directory: a test run leaves the checkout as it was.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -36,7 +38,8 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCREENSHOTS = Path(os.environ.get("SCOUT_SCREENSHOTS")
+                   or Path(tempfile.gettempdir()) / f"scout-arena-screenshots-{os.getpid()}")
 SCOUT_ARENA = Path(sys.executable).parent / "scout-arena"
 
 
