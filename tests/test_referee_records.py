@@ -32,6 +32,19 @@ def slow_write(seconds: float) -> Any:
     return write
 
 
+def started_match(records_dir: Path) -> tuple[Referee, Any, asyncio.Task[None],
+                                              list[MatchRecord]]:
+    """A referee with one match of absent seats just created (its task not yet begun), and
+    the records the referee reports as its matches end."""
+    referee = Referee(TOKENS, records_dir=records_dir, default_time_control=TimeControl(50, 0))
+    referee.wire = ProtobufWire()
+    reported: list[MatchRecord] = []
+    referee.on_match_finished.append(lambda match: reported.append(match.record))
+    runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
+    assert runner.task is not None
+    return referee, runner, runner.task, reported
+
+
 @pytest.mark.parametrize("write_s", [0.3, 2.0])
 def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_s: float) -> None:
@@ -39,13 +52,7 @@ def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_
     monkeypatch.setattr("scout_arena.server.match.STORE_AFTER_CANCEL_S", 1.0)
 
     async def main() -> tuple[Any, list[MatchRecord], bool, bool]:
-        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=TimeControl(50, 0))
-        referee.wire = ProtobufWire()
-        reported: list[MatchRecord] = []
-        referee.on_match_finished.append(lambda match: reported.append(match.record))
-        runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
-        task = runner.task
-        assert task is not None
+        referee, runner, task, reported = started_match(tmp_path)
         while runner.record is None:  # played to the end: the record is being written
             await asyncio.sleep(0.01)
         assert runner.status is MatchStatus.RUNNING
@@ -73,13 +80,7 @@ def test_a_match_cancelled_before_its_task_first_runs_is_aborted_with_its_record
     starts one, a ladder's cancel read with the bots' joins) still ends the match."""
 
     async def main() -> tuple[Any, list[MatchRecord], bool]:
-        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=TimeControl(50, 0))
-        referee.wire = ProtobufWire()
-        reported: list[MatchRecord] = []
-        referee.on_match_finished.append(lambda match: reported.append(match.record))
-        runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
-        task = runner.task
-        assert task is not None
+        referee, runner, task, reported = started_match(tmp_path)
         if stop == "shutdown":
             await referee.shutdown()
             assert task.cancelled()
