@@ -8,8 +8,8 @@ back; a bundle of answers is read in order, each answer in its own right.
 from __future__ import annotations
 
 from scout.v1 import arena_pb2
+from scout_rules import MalformedAction
 
-from ...engine import MalformedAction
 from ..events import ActionAnswer, RotationAnswer
 from .objects import action_from_pb
 

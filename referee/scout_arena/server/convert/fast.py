@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scout.v1 import arena_pb2, game_pb2
+from scout_rules import Card, Observation, PublicAction, Show
 
-from ...engine import Card, Observation, PublicAction, Show
 from ..events import ActionPlayed, BotEvent, DecisionRequested
 from . import tags
 from .cache import BoundedCache

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
-
-from ...engine import (
+from scout_rules import (
     Action,
     Card,
     End,
@@ -27,6 +26,7 @@ from ...engine import (
     ScoutAndShow,
     Show,
 )
+
 from ..clock import TimeControl
 from ..errors import InvalidTimeControl
 from ..events import (
