@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from ..engine import (
+from scout_rules import (
     Action,
     End,
     IllegalAction,
@@ -38,6 +38,7 @@ from ..engine import (
     rank_scores,
     spectator_view,
 )
+
 from ..record import JSON, MatchRecord, Note, RefereeMeta, SeatStats, build_record
 from .clock import SeatClock, TimeControl
 from .connections import BotEntry, Handoff
