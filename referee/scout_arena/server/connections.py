@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .match import Seat
+    from .seat import Seat
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 """A token's bot name, or None: for tokens the referee was not given itself."""

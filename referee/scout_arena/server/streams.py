@@ -17,8 +17,8 @@ from collections.abc import Callable
 from .connections import BotConnection, BotEntry, BotRegistry
 from .events import Answer, AnswerJudged, Goodbye, Verdict, Welcome, Wire
 from .looplag import LoopLag
-from .match import Delivered, SeatRequest
 from .metrics import RefereeMetrics
+from .seat import Delivered, SeatRequest
 
 _CHOICE = {"rotation": "a RotationChoice", "decision": "an ActionChoice"}
 
