@@ -20,8 +20,12 @@ from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.clock import SeatClock
 from scout_arena.server.convert import ProtobufWire
-from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
 from scout_arena.server.events import MatchStatus
+from scout_arena.server.hardening.cqdrain import (
+    _drained,
+    _pending_bytes,
+    drain_completion_notifications,
+)
 from scout_arena.server.match import MatchRunner
 from scout_arena.server.seat import Seat
 from scout_arena.server.turns import TurnGate

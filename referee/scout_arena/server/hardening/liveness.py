@@ -55,7 +55,7 @@ from typing import Any, cast
 
 import grpc
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("scout_arena.server.liveness")  # its name before the move to hardening/
 
 _MAIN_LOOP = "AioServer._server_main_loop"
 _REQUEST_CALL = "AioServer._request_call"
