@@ -18,6 +18,7 @@ from .clock import TimeControl
 from .events import Answer, MatchWire, Request, Verdict
 from .metrics import RefereeMetrics
 from .seat import FORFEIT, OpenRequest, Seat, SeatRequest
+from .table import Table
 
 if TYPE_CHECKING:
     from .match import MatchRunner
@@ -28,11 +29,13 @@ T = TypeVar("T")
 class Asking:
     """The requests of one match to its seats, and what becomes of their answers."""
 
-    __slots__ = ("_next_request", "decision_ms", "decision_s", "match", "metrics", "wire")
+    __slots__ = ("_next_request", "decision_ms", "decision_s", "match", "metrics", "table",
+                 "wire")
 
-    def __init__(self, match: MatchRunner, time_control: TimeControl, wire: MatchWire,
-                 metrics: RefereeMetrics) -> None:
+    def __init__(self, match: MatchRunner, table: Table, time_control: TimeControl,
+                 wire: MatchWire, metrics: RefereeMetrics) -> None:
         self.match = match
+        self.table = table
         self.decision_ms = time_control.decision_ms
         self.decision_s = time_control.decision_ms / 1000
         self.wire = wire
@@ -81,7 +84,7 @@ class Asking:
                     seat.illegal += 1
                     match.strike(seat, "malformed_action" if malformed else "illegal_action",
                                 f"request {request.request_id}: {exc}")
-                    match.judge(seat, request.request_id,
+                    self.table.judge(seat, request.request_id,
                                Verdict.MALFORMED if malformed else Verdict.ILLEGAL, str(exc))
                     if seat.forfeited:
                         self._answered(seat, request)
@@ -90,7 +93,7 @@ class Asking:
                 taken = seat.clock.answered(received_at, loop_lag)
                 self.metrics.answered_request(request.kind, taken, self.decision_s)
                 seat.open = None
-                match.judge(seat, request.request_id, Verdict.ACCEPTED)
+                self.table.judge(seat, request.request_id, Verdict.ACCEPTED)
                 self._answered(seat, request)
                 return
             remaining = seat.time_left()
@@ -104,7 +107,7 @@ class Asking:
             seat.open = None
             match.strike(seat, "timeout", f"no acceptable answer to request "
                         f"{request.request_id} within {decision_ms} ms and the bank")
-            match.judge(seat, request.request_id, Verdict.TIMED_OUT,
+            self.table.judge(seat, request.request_id, Verdict.TIMED_OUT,
                        "time ran out (decision time and bank); the referee played the "
                        "fallback")
             self._answered(seat, request)

@@ -15,7 +15,6 @@ events from `watch`. Nothing here knows what a message looks like on the wire.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -41,12 +40,9 @@ from .events import (
     ActionAnswer,
     ActionPlayed,
     Answer,
-    AnswerJudged,
-    BotEvent,
     DecisionRequested,
     MatchEnded,
     MatchSnapshot,
-    MatchStarted,
     MatchStatus,
     MatchWire,
     RotationAnswer,
@@ -54,11 +50,11 @@ from .events import (
     RoundEnded,
     RoundStarted,
     SpectatorEvent,
-    Verdict,
 )
 from .metrics import RefereeMetrics
 from .seat import FORFEIT, Seat
 from .spectators import Spectators
+from .table import Table
 from .turns import TurnGate
 
 log = logging.getLogger("scout_arena.referee")
@@ -128,7 +124,10 @@ class MatchRunner:
         self.notes: list[Note] = []
         self.record: MatchRecord | None = None
         self.spectators = Spectators()
-        self.asking = Asking(self, time_control, wire, host.metrics)
+        self.table = Table(match_id, self.seats, wire, self.names, self.state.num_rounds,
+                           time_control)
+        """What the match says to its seats (`table`)."""
+        self.asking = Asking(self, self.table, time_control, wire, host.metrics)
         """Its requests to the seats and their answers (`asking`)."""
         self.created_at = time.time()
         self.task: asyncio.Task[None] | None = None
@@ -165,47 +164,6 @@ class MatchRunner:
         state = self.state
         self.notes.append(Note(kind, seat, state.round_index,
                                len(state.round_logs[-1].actions), detail))
-
-    # ----- messages to seats --------------------------------------------------------------
-
-    def _broadcast(self, event: BotEvent) -> None:
-        message = self.wire.encode(event)
-        for seat in self.seats:
-            seat.send(message)
-
-    def _broadcast_unless_lean(self, event: ActionPlayed) -> None:
-        """Serialized once, sent to the seats whose streams are not lean; when every stream
-        is lean (the SDK's and every kit's default) only the wire's history keeps it."""
-        receivers = [seat for seat in self.seats if seat.wants_public_events()]
-        if not receivers:
-            self.wire.played(event)
-            return
-        message = self.wire.encode(event)
-        for seat in receivers:
-            seat.send(message)
-
-    def _match_started(self, seat: Seat, resumed: bool) -> MatchStarted:
-        return MatchStarted(self.match_id, seat.index, self.names, self.state.num_players,
-                            self.state.num_rounds, self.time_control, resumed,
-                            int(seat.clock.bank_ms), seat.strikes)
-
-    def resync(self, seat: Seat) -> None:
-        """After a reconnect: the match's start again, then the open request with its time
-        left."""
-        seat.send(self.wire.encode(self._match_started(seat, resumed=True)))
-        request = seat.open
-        if request is None:
-            return
-        deadline_ms, time_bank_ms = seat.clock.left()
-        seat.send_request(self.wire.encode(dataclasses.replace(
-            request.event, deadline_ms=deadline_ms, time_bank_ms=time_bank_ms)),
-            request.request_id)
-
-    def judge(self, seat: Seat, request_id: int, verdict: Verdict, reason: str = "") -> None:
-        if verdict is Verdict.ACCEPTED and not seat.wants_public_events():
-            return
-        seat.send(self.wire.encode(AnswerJudged(self.match_id, request_id, verdict, reason,
-                                                seat.strikes, int(seat.clock.bank_ms))))
 
     # ----- strikes and forfeits -----------------------------------------------------------
 
@@ -360,7 +318,7 @@ class MatchRunner:
             if self._abort_at_start:
                 raise asyncio.CancelledError
             for seat in self.seats:
-                seat.send(self.wire.encode(self._match_started(seat, resumed=False)))
+                self.table.match_started(seat, resumed=False)
             self._round_started()
             while not state.is_over:
                 phase = self._phase = loop.create_future()
@@ -388,7 +346,7 @@ class MatchRunner:
         public = self.state.last_action
         assert public is not None
         event = ActionPlayed(self.match_id, round_index, public, by_referee)
-        self._broadcast_unless_lean(event)
+        self.table.broadcast_unless_lean(event)
         self.spectators.publish(event)
 
     def _round_started(self) -> None:
@@ -402,20 +360,8 @@ class MatchRunner:
         assert round_log.result is not None
         event = RoundEnded(self.match_id, round_log.result, tuple(state.scores),
                            round_log.dealt_hands, tuple(round_log.rotations))
-        self._broadcast(event)
+        self.table.broadcast(event)
         self.spectators.publish(event)
-
-    def _referee_meta(self, status: MatchStatus) -> RefereeMeta:
-        tc = self.time_control
-        return RefereeMeta(
-            status=RECORD_STATUS[status], decision_ms=tc.decision_ms,
-            time_bank_ms=tc.time_bank_ms, bot_versions=tuple(self.versions),
-            created_at=self.created_at, ended_at=time.time(),
-            seats=tuple(SeatStats(strikes=s.strikes, timeouts=s.timeouts,
-                                  illegal_actions=s.illegal, forfeited=s.forfeited,
-                                  time_bank_ms=int(s.clock.bank_ms),
-                                  referee_ms=int(s.clock.referee_ms)) for s in self.seats),
-            extra=self.extra_meta)
 
     async def _finish(self, status: MatchStatus) -> None:
         if self._finishing:
@@ -425,7 +371,7 @@ class MatchRunner:
         forfeits = self.forfeited
         self.record = build_record(state, self.names, match_id=self.match_id,
                                    forfeits=forfeits, notes=self.notes,
-                                   meta=self._referee_meta(status))
+                                   meta=referee_meta(self, status))
         stored, cancelled = await _through_cancellation(self.host.store_record(self))
         try:
             if not stored.done():
@@ -450,7 +396,7 @@ class MatchRunner:
             ended = MatchEnded(self.match_id, tuple(state.scores),
                                rank_scores(state.scores, forfeits), tuple(forfeits),
                                record_id=self.match_id)
-            self._broadcast(ended)
+            self.table.broadcast(ended)
             self.spectators.publish(ended)
         else:
             self.spectators.publish(self.snapshot())
@@ -467,3 +413,17 @@ class MatchRunner:
         del self.asking  # which refers to this runner too
         if cancelled:
             raise asyncio.CancelledError
+
+
+def referee_meta(match: MatchRunner, status: MatchStatus) -> RefereeMeta:
+    """The referee's bookkeeping of ``match``, ended with ``status``, for its record."""
+    tc = match.time_control
+    return RefereeMeta(
+        status=RECORD_STATUS[status], decision_ms=tc.decision_ms,
+        time_bank_ms=tc.time_bank_ms, bot_versions=tuple(match.versions),
+        created_at=match.created_at, ended_at=time.time(),
+        seats=tuple(SeatStats(strikes=s.strikes, timeouts=s.timeouts,
+                              illegal_actions=s.illegal, forfeited=s.forfeited,
+                              time_bank_ms=int(s.clock.bank_ms),
+                              referee_ms=int(s.clock.referee_ms)) for s in match.seats),
+        extra=match.extra_meta)
