@@ -228,7 +228,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
     from .server.convert import ProtobufWire
-    from .server.gcpolicy import tune_gc, watch_gc_pauses
+    from .server.hardening import watch_gc_pauses
     from .server.matches_service import admin_token_problem
     from .server.metrics import MetricsServer, serve_metrics
     from .server.node import NodeLink
@@ -260,7 +260,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                                admin_token=args.admin_token, tls=tls,
                                max_streams_per_connection=args.max_streams_per_connection,
                                max_streams_per_token=args.max_streams_per_token,
-                               goodbye_retry_after_ms=args.goodbye_retry_ms)
+                               goodbye_retry_after_ms=args.goodbye_retry_ms, gc_policy=True)
         metrics: MetricsServer | None = None
         if args.metrics_port is not None:
             try:
@@ -268,11 +268,10 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                                  f"{args.metrics_port}: {exc}") from None
-        tune_gc()
-        watch_gc_pauses(referee.metrics.gc_paused)
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
-        await ready.wait()
+        await ready.wait()  # the server has started, and with it the GC policy (hardening)
+        watch_gc_pauses(referee.metrics.gc_paused)
         print(f"referee listening on {server.address}", flush=True)
         link_task = None
         if args.join:
