@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest postgres browser screenshots bench proto clean
+.PHONY: demo test lint typecheck pytest postgres browser bubblewrap screenshots bench proto clean
 
 $(STAMP): pyproject.toml proto/python/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -45,7 +45,14 @@ browser:
 			|| { apt-get update && apt-get install -y chromium chromium-driver; }; }; } \
 		|| echo "chromium/chromedriver missing and not root: the browser tests will fail"
 
-pytest: $(STAMP) postgres browser
+# Hosted bots run inside Debian's bubblewrap (tests/test_sandbox_*.py start real sandboxes).
+bubblewrap:
+	@command -v bwrap >/dev/null \
+		|| { [ "$$(id -u)" = 0 ] && { apt-get install -y bubblewrap \
+			|| { apt-get update && apt-get install -y bubblewrap; }; }; } \
+		|| echo "bwrap missing and not root: the sandbox tests will fail"
+
+pytest: $(STAMP) postgres browser bubblewrap
 	SCOUT_TEST_POSTGRES_URL=$$(bash .ci/postgres.sh --url) $(BIN)/pytest
 
 # Refresh the pictures in docs/screenshots/ (the web pages' browser tests take them).

@@ -252,15 +252,16 @@ class HostedProcess:
         tick = 0
         while self._process.returncode is None:
             await asyncio.sleep(TICK_S)
-            usage = tree_usage(await self._table.snapshot(), self.pid)
+            usage = await asyncio.to_thread(tree_usage, await self._table.snapshot(), self.pid)
             self._cpu_seconds = max(self._cpu_seconds, usage.cpu_seconds)
-            if usage.rss_bytes > limits.memory_mb * MiB:
+            # The tree holds bwrap's init besides the bot's own processes and threads.
+            if usage.threads - 1 >= limits.processes:
+                self._kill(f"killed: reached the limit of {limits.processes} processes "
+                           "and threads")
+            elif usage.rss_bytes > limits.memory_mb * MiB:
                 self._kill(f"killed: memory limit of {limits.memory_mb} MB")
             elif usage.cpu_seconds > limits.cpu_seconds:
                 self._kill(f"killed: CPU time limit of {limits.cpu_seconds} s")
-            elif usage.threads - 1 >= limits.processes:
-                self._kill(f"killed: reached the limit of {limits.processes} processes "
-                           "and threads")
             tick += 1
             if tick % DISK_EVERY == 0:
                 await self._check_folders()
