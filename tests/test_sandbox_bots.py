@@ -27,7 +27,7 @@ from scout_arena.sandbox import (
     probe,
 )
 
-LIMITS = SandboxLimits(memory_mb=64, cpu_seconds=2, processes=16, open_files=64, file_size_mb=4,
+LIMITS = SandboxLimits(memory_mb=64, cpu_seconds=1, processes=16, open_files=64, file_size_mb=4,
                        output_bytes=64 * 1024, data_mb=4, tmp_mb=4, data_files=500)
 #: A safety net against a hung test, never an assertion about speed.
 PATIENCE_S = 120.0
@@ -308,7 +308,7 @@ def test_one_file_cannot_outgrow_the_file_size_limit(host: Host) -> None:
 
 def test_a_bot_spinning_past_its_cpu_time_is_killed(host: Host) -> None:
     outcome = asyncio.run(host.run("while True:\n    pass\n"))
-    assert outcome.reason == "killed: CPU time limit of 2 s", outcome.output_tail
+    assert outcome.reason == "killed: CPU time limit of 1 s", outcome.output_tail
 
 
 def test_a_bot_flooding_its_output_is_killed_and_only_its_tail_kept(host: Host) -> None:
@@ -359,6 +359,37 @@ def test_a_bot_ignoring_sigterm_is_killed_after_the_grace(host: Host) -> None:
     outcome = asyncio.run(scenario())
     assert outcome.reason == "stopped after its match"
     assert no_process_runs(marker)
+
+
+JAVA_BOT = """
+import java.net.*; import java.nio.*; import java.nio.channels.*;
+public class Bot {
+    public static void main(String[] args) throws Exception {
+        var path = System.getenv("SCOUT_ADDRESS").substring("unix:".length());
+        try (var channel = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            channel.connect(UnixDomainSocketAddress.of(path));
+            channel.write(ByteBuffer.wrap("java here\\n".getBytes()));
+            var buffer = ByteBuffer.allocate(100);
+            channel.read(buffer);
+            System.out.println(new String(buffer.array(), 0, buffer.position()).trim());
+        }
+    }
+}
+"""
+
+
+def test_a_java_bot_runs_with_the_hosts_jdk(host: Host) -> None:
+    code = host.root / "bots" / "javabot" / "code"
+    code.mkdir(parents=True)
+    (code / "Bot.java").write_text(JAVA_BOT)
+    subprocess.run(["javac", "Bot.java"], cwd=code, check=True)
+    subprocess.run(["jar", "cfe", "bot.jar", "Bot", "Bot.class"], cwd=code, check=True)
+    outcome = asyncio.run(host.run(
+        "", name="javabot",
+        manifest='runtime = "java"\ncommand = ["java", "-jar", "bot.jar"]\n',
+        limits=SandboxLimits(**{**LIMITS.__dict__, "memory_mb": 256, "cpu_seconds": 30})))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "echo java here" in outcome.output_tail
 
 
 NODE_BOT = """
