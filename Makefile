@@ -59,7 +59,7 @@ pytest: $(STAMP) postgres browser bubblewrap
 screenshots: $(STAMP) postgres browser
 	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py -k browser
 
-bench: $(STAMP)
+bench: $(STAMP) bubblewrap
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
 	$(BIN)/python bench/env.py --json bench/results/env.json
@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/soak.py --json bench/results/soak.json
 	$(BIN)/python bench/ladder_kill.py --json bench/results/ladder_kill.json
 	$(BIN)/python bench/nodes.py --seconds 45 --json bench/results/nodes.json
+	$(BIN)/python bench/sandbox.py --json bench/results/sandbox.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)
