@@ -408,3 +408,54 @@ def test_a_node_bot_runs_with_the_hosts_node(host: Host) -> None:
         "", name="nodebot", manifest='runtime = "node"\ncommand = ["node", "bot.js"]\n'))
     assert outcome.reason == "exited with status 0", outcome.output_tail
     assert "echo node here" in outcome.output_tail
+
+
+def test_a_fork_bomb_leaves_a_bot_running_beside_it_unaffected(host: Host) -> None:
+    bomb = """
+        import os, time
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                time.sleep(0.01)
+    """
+    patient = """
+        import os, socket, time
+        time.sleep(1.0)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(os.environ["SCOUT_ADDRESS"].removeprefix("unix:"))
+            s.sendall(f"uid {os.getuid()}\\n".encode())
+            print(s.recv(100).decode().strip())
+    """
+
+    async def scenario() -> tuple[RunOutcome, RunOutcome]:
+        limits = SandboxLimits(**{**LIMITS.__dict__, "cpu_seconds": 30})
+        return await asyncio.gather(host.run(bomb, name="bomb", limits=limits),
+                                    host.run(patient, name="patient", limits=limits))
+
+    bombed, patient_outcome = asyncio.run(scenario())
+    assert bombed.reason == "killed: reached the limit of 16 processes and threads"
+    assert patient_outcome.reason == "exited with status 0", patient_outcome.output_tail
+    assert "echo uid" in patient_outcome.output_tail
+
+
+def test_bots_running_at_once_run_under_different_uids_as_root(host: Host) -> None:
+    source = """
+        import os, time
+        time.sleep(0.5)
+        print("uid", os.getuid(), "gid", os.getgid(), "groups", os.getgroups())
+    """
+
+    async def scenario() -> list[RunOutcome]:
+        return list(await asyncio.gather(*(host.run(source, name=f"b{index}")
+                                           for index in range(3))))
+
+    outcomes = asyncio.run(scenario())
+    lines = [next(line for line in outcome.output_tail.splitlines() if line.startswith("uid"))
+             for outcome in outcomes]
+    uids = {int(line.split()[1]) for line in lines}
+    if os.geteuid() == 0:
+        assert len(uids) == 3 and 0 not in uids, lines
+        assert all(line.endswith("groups []") for line in lines), lines
+    else:
+        assert uids == {os.getuid()}

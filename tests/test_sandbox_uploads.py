@@ -30,6 +30,7 @@ from scout_arena.sandbox import (
     UploadLimits,
     UploadTooLarge,
     load_upload,
+    pack_data,
     pack_folder,
     unpack_upload,
 )
@@ -350,3 +351,22 @@ def test_load_upload_reads_archives_by_content_and_packs_folders(tmp_path: Path)
         load_upload(tmp_path / "bot.zip")
     with pytest.raises(UploadTooLarge):
         load_upload(tmp_path / "bot.bin", UploadLimits(max_upload_bytes=10))
+
+
+def test_a_data_folder_packs_its_files_and_folders_but_no_link_or_fifo(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
+    (data / "models" / "weights.bin").write_bytes(b"\1\2\3")
+    (data / "notes.txt").write_text("hi")
+    (data / "passwd").symlink_to("/etc/passwd")
+    (data / "etc").symlink_to("/etc")
+    os.mkfifo(data / "pipe")
+    packed = pack_data(data, 1024)
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as archive:
+        contents = {member.name: (archive.extractfile(member).read()  # type: ignore[union-attr]
+                                  if member.isfile() else None)
+                    for member in archive.getmembers()}
+    assert contents == {"models": None, "models/weights.bin": b"\1\2\3", "notes.txt": b"hi"}
+    assert pack_data(data, 1024) == packed
+    with pytest.raises(UploadTooLarge):
+        pack_data(data, 4)
