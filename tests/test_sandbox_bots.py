@@ -264,6 +264,53 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
     assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
 
 
+def test_a_bot_mapping_shared_memory_without_end_is_killed_by_the_memory_limit(
+        host: Host) -> None:
+    # Shared anonymous mappings escape RLIMIT_DATA; the watchdog counts them (RssShmem).
+    source = """
+        import mmap, time
+        hoard = []
+        while True:
+            block = mmap.mmap(-1, 1024 * 1024, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+            block.write(b"x" * (1024 * 1024))
+            hoard.append(block)
+            time.sleep(0.01)
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
+
+
+def test_memory_no_process_holds_and_new_namespaces_are_refused(host: Host) -> None:
+    source = """
+        import ctypes, os, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        def call(name, *args):
+            result = getattr(libc, name)(*args)
+            print(name, args[:1], "ALLOWED" if result >= 0 else os.strerror(ctypes.get_errno()))
+        call("shmget", 0, 512 * 1024 * 1024, 0o1000 | 0o600)
+        call("msgget", 0, 0o1000 | 0o600)
+        call("unshare", 0x10000000)
+        call("unshare", 0x40000000)
+        call("syscall", 319, b"x", 0)
+        call("syscall", 425, 8, None)
+        try:
+            os.memfd_create("hoard")
+            print("memfd ALLOWED")
+        except OSError as error:
+            print("memfd", error.strerror)
+        worker = threading.Thread(target=lambda: print("threads work"))
+        worker.start()
+        worker.join()
+        print(subprocess.run(["/bin/echo", "children work"], capture_output=True,
+                             text=True).stdout.strip())
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "ALLOWED" not in outcome.output_tail, outcome.output_tail
+    assert outcome.output_tail.count("Operation not permitted") == 7
+    assert "threads work" in outcome.output_tail and "children work" in outcome.output_tail
+
+
 def test_a_bot_filling_its_data_folder_is_killed_at_the_cap(host: Host) -> None:
     source = """
         import itertools, time

@@ -27,7 +27,7 @@ class ProcStat:
 class TreeUsage:
     processes: int
     threads: int
-    #: Private resident memory (see :func:`private_bytes`).
+    #: Resident memory the bot allocated (see :func:`private_bytes`).
     rss_bytes: int
     cpu_seconds: float
 
@@ -71,15 +71,21 @@ def sandbox_usage(init_pid: int) -> TreeUsage | None:
 
 
 def private_bytes(folder: str) -> int:
-    """Resident memory that is not file-backed or shared memory (RssAnon): what the process
-    itself allocated. Pages a fork still shares with its parent count in both, which errs on the
-    side of the limit."""
+    """Resident anonymous and shared memory (RssAnon + RssShmem): what the process allocated,
+    shared mappings included (RLIMIT_DATA does not count those), library and file pages not.
+    Pages a fork still shares with its parent count in both, which errs on the side of the
+    limit."""
     try:
-        with open(f"{folder}/statm", "rb") as file:
-            fields = file.read().split()
+        with open(f"{folder}/status", "rb") as file:
+            text = file.read()
     except OSError:
         return 0
-    return max(int(fields[1]) - int(fields[2]), 0) * PAGE_SIZE
+    total = 0
+    for key in (b"RssAnon:", b"RssShmem:"):
+        start = text.find(key)
+        if start >= 0:
+            total += int(text[start + len(key):text.index(b"kB", start)]) * 1024
+    return total
 
 
 def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
