@@ -11,8 +11,10 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -506,3 +508,42 @@ def test_bots_running_at_once_run_under_different_uids_as_root(host: Host) -> No
         assert all(line.endswith("groups []") for line in lines), lines
     else:
         assert uids == {os.getuid()}
+
+
+HOST_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from scout_arena.sandbox import Sandbox, parse_manifest
+
+async def main() -> None:
+    root, socket_path = Path(sys.argv[1]), Path(sys.argv[2])
+    server = await asyncio.start_unix_server(lambda reader, writer: None, str(socket_path))
+    process = await Sandbox().start(
+        name="orphan", code_dir=root / "code", data_dir=root / "data", socket_path=socket_path,
+        manifest=parse_manifest((root / "code" / "scout-bot.toml").read_text()))
+    while "asleep" not in process.output_tail():
+        await asyncio.sleep(0.05)
+    print("started", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_a_bot_dies_with_the_process_that_hosts_it(host: Host) -> None:
+    marker = f"orphan-{os.getpid()}"
+    host.bot_folder("orphan", "import time\nprint('asleep', flush=True)\ntime.sleep(3600)\n",
+                    f'runtime = "python"\ncommand = ["python", "bot.py", "{marker}"]\n')
+    node = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(host.root / "bots" / "orphan"),
+                             str(host.socket_dir / "orphan.sock")], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert node.stdout is not None and node.stdout.readline().strip() == "started"
+        assert not no_process_runs(marker)
+    finally:
+        node.kill()
+        node.wait()
+    deadline = time.monotonic() + PATIENCE_S
+    while not no_process_runs(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert no_process_runs(marker)
