@@ -137,6 +137,20 @@ def test_a_well_behaved_bot_reaches_its_socket_and_keeps_its_data(host: Host) ->
     assert (host.root / "bots" / "good" / "data" / "runs").read_text() == "2"
 
 
+def test_a_python_bot_imports_the_nodes_sdk_rules_and_grpc(host: Host) -> None:
+    source = """
+        import grpc, scout_client, scout_rules
+        from scout_client import GreedyBot
+        channel = grpc.insecure_channel("unix:/run/scout/referee.sock")
+        channel.close()
+        print("imports ok", GreedyBot.__name__)
+    """
+    outcome = asyncio.run(host.run(source, limits=SandboxLimits(
+        **{**LIMITS.__dict__, "memory_mb": 256, "cpu_seconds": 30})))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "imports ok GreedyBot" in outcome.output_tail
+
+
 def test_the_hosts_environment_does_not_reach_the_bot(host: Host,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCOUT_ADMIN_TOKEN", "admin-secret-1234")
