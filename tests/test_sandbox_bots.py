@@ -561,3 +561,15 @@ def test_a_bot_dies_with_the_process_that_hosts_it(host: Host) -> None:
     while not no_process_runs(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert no_process_runs(marker)
+
+
+def test_a_binary_bot_runs_its_own_program_with_its_arguments(host: Host) -> None:
+    code = host.root / "bots" / "binbot" / "code"
+    (code / "bin").mkdir(parents=True)
+    (code / "bin" / "bot").write_text('#!/bin/sh\necho "binary $0 $1 $2 uid=$(id -u)"\n')
+    (code / "bin" / "bot").chmod(0o755)
+    outcome = asyncio.run(host.run(
+        "", name="binbot",
+        manifest='runtime = "binary"\ncommand = ["bin/bot", "a b", "$(reboot)"]\n'))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "binary /bot/bin/bot a b $(reboot) uid=" in outcome.output_tail
