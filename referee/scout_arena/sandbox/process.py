@@ -94,9 +94,10 @@ class HostedProcess:
 
     async def _watch(self, info_fd: int) -> None:
         try:
-            self._init_pid = await asyncio.to_thread(_read_child_pid, info_fd)
+            self._init_pid = await _read_child_pid(info_fd)
         finally:
-            os.close(info_fd)
+            with contextlib.suppress(OSError):
+                os.close(info_fd)
         limits = self.limits
         tick = 0
         while self._process.returncode is None:
@@ -184,14 +185,22 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _read_child_pid(fd: int) -> int | None:
-    """bwrap's ``--info-fd`` JSON: the pid (on the host) of the sandbox's init."""
-    text = b""
-    while not text.rstrip().endswith(b"}"):
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
+async def _read_child_pid(fd: int) -> int | None:
+    """bwrap's ``--info-fd`` JSON (one flat object): the pid (on the host) of the sandbox's
+    init. Read on the loop, no thread held: bwrap writes it as soon as the sandbox exists, and
+    the pipe ends with bwrap at the latest."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(fd), "rb", buffering=0))
+    try:
+        text = await reader.readuntil(b"}")
+    except asyncio.IncompleteReadError as error:
+        text = error.partial
+    except asyncio.LimitOverrunError:
+        return None
+    finally:
+        transport.close()
     try:
         value = json.loads(text).get("child-pid")
     except (ValueError, AttributeError):
