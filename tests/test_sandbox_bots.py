@@ -573,3 +573,14 @@ def test_a_binary_bot_runs_its_own_program_with_its_arguments(host: Host) -> Non
         manifest='runtime = "binary"\ncommand = ["bin/bot", "a b", "$(reboot)"]\n'))
     assert outcome.reason == "exited with status 0", outcome.output_tail
     assert "binary /bot/bin/bot a b $(reboot) uid=" in outcome.output_tail
+
+
+def test_a_program_killed_by_the_file_size_limit_says_so(host: Host) -> None:
+    code = host.root / "bots" / "ddbot" / "code"
+    code.mkdir(parents=True)
+    (code / "fill").write_text("#!/bin/sh\nexec dd if=/dev/zero of=/bot/data/big bs=64k count=64\n")
+    (code / "fill").chmod(0o755)
+    limits = SandboxLimits(**{**LIMITS.__dict__, "file_size_mb": 1})
+    outcome = asyncio.run(host.run("", name="ddbot", limits=limits,
+                                   manifest='runtime = "binary"\ncommand = ["fill"]\n'))
+    assert outcome.reason == "killed: file size limit of 1 MB", outcome.output_tail

@@ -121,9 +121,10 @@ class HostedProcess:
 
     async def _check_folders(self) -> None:
         limits = self.limits
-        size, entries = await asyncio.to_thread(folder_usage, self._data_dir, limits.data_files)
-        used = None if self._init_pid is None else await asyncio.to_thread(
-            tmpfs_used, self._init_pid)
+        init_pid = self._init_pid
+        size, entries, used = await asyncio.to_thread(
+            lambda: (*folder_usage(self._data_dir, limits.data_files),
+                     None if init_pid is None else tmpfs_used(init_pid)))
         if size > limits.data_mb * MiB:
             self._kill(f"killed: data/ over {limits.data_mb} MB")
         elif entries > limits.data_files:
@@ -160,6 +161,9 @@ class HostedProcess:
                 signum == signal.SIGXCPU or self._cpu_seconds >= self.limits.cpu_seconds - 1):
             return RunOutcome(exit_code, signum,
                               f"killed: CPU time limit of {self.limits.cpu_seconds} s", tail)
+        if signum == signal.SIGXFSZ:
+            return RunOutcome(exit_code, signum, "killed: file size limit of "
+                              f"{self.limits.file_size_mb} MB", tail)
         if signum is not None:
             return RunOutcome(exit_code, signum, f"killed by {_signal_name(signum)}", tail)
         return RunOutcome(exit_code, None, f"exited with status {code}", tail)
