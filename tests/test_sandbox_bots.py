@@ -584,3 +584,20 @@ def test_a_program_killed_by_the_file_size_limit_says_so(host: Host) -> None:
     outcome = asyncio.run(host.run("", name="ddbot", limits=limits,
                                    manifest='runtime = "binary"\ncommand = ["fill"]\n'))
     assert outcome.reason == "killed: file size limit of 1 MB", outcome.output_tail
+
+
+def test_links_a_bot_leaves_in_its_data_folder_are_not_followed_by_the_host(
+        host: Host) -> None:
+    victim = host.root / "host-file"
+    victim.write_text("the node's")
+    source = f"""
+        import os
+        os.symlink("{victim}", "/bot/data/link-to-host-file")
+        os.symlink("{host.root}", "/bot/data/link-to-host-folder")
+        print("planted")
+    """
+    first = asyncio.run(host.run(source))
+    assert "planted" in first.output_tail, first.output_tail
+    second = asyncio.run(host.run("print('second run')\n"))
+    assert second.reason == "exited with status 0", second.output_tail
+    assert victim.stat().st_uid == os.getuid() and host.root.stat().st_uid == os.getuid()
