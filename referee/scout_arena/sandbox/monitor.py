@@ -45,13 +45,13 @@ def read_stat(folder: str) -> ProcStat | None:
                     int(fields[21]) * PAGE_SIZE, ticks / CLOCK_TICKS)
 
 
-def sandbox_usage(init_pid: int) -> TreeUsage | None:
-    """What the processes of one sandbox use, read from the sandbox's own procfs through its
-    init's root: it lists exactly the sandbox's processes (PID namespaces nest, so even a
-    process in a namespace of the bot's own shows there), in a few reads however busy the host
-    is. bwrap's init (pid 1 inside) is not the bot's, except for the CPU of the orphans it
-    reaped, which is."""
-    proc = f"/proc/{init_pid}/root/proc"
+def sandbox_usage(init: str) -> TreeUsage | None:
+    """What the processes of one sandbox use, read from the sandbox's own procfs through the
+    root of its init (``init``: the init's /proc folder). That procfs lists exactly the
+    sandbox's processes (PID namespaces nest, so even a process in a namespace of the bot's own
+    shows there), in a few reads however busy the host is. bwrap's init (pid 1 inside) is not
+    the bot's, except for the CPU of the orphans it reaped, which is."""
+    proc = f"{init}/root/proc"
     try:
         names = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
@@ -112,10 +112,10 @@ def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
     return total, entries
 
 
-def tmpfs_used(init_pid: int) -> int | None:
+def tmpfs_used(init: str) -> int | None:
     """Bytes used on the sandbox's private /tmp, seen through its init's root."""
     try:
-        status = os.statvfs(f"/proc/{init_pid}/root/tmp")
+        status = os.statvfs(f"{init}/root/tmp")
     except OSError:
         return None
     return (status.f_blocks - status.f_bfree) * status.f_frsize
