@@ -278,6 +278,7 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
     """
     outcome = asyncio.run(host.run(source))
     assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
+    assert outcome.peak_memory_bytes > 64 * 1024 * 1024
 
 
 def test_a_bot_mapping_shared_memory_without_end_is_killed_by_the_memory_limit(
@@ -372,6 +373,7 @@ def test_one_file_cannot_outgrow_the_file_size_limit(host: Host) -> None:
 def test_a_bot_spinning_past_its_cpu_time_is_killed(host: Host) -> None:
     outcome = asyncio.run(host.run("while True:\n    pass\n"))
     assert outcome.reason == "killed: CPU time limit of 1 s", outcome.output_tail
+    assert outcome.cpu_seconds >= 0.2
 
 
 def test_a_bot_flooding_its_output_is_killed_and_only_its_tail_kept(host: Host) -> None:
