@@ -13,7 +13,13 @@ from pathlib import Path
 
 from scout_arena.sandbox.identity import UidLease
 from scout_arena.sandbox.limits import OUTPUT_TAIL_BYTES, MiB, SandboxLimits, size_text
-from scout_arena.sandbox.monitor import folder_usage, read_stat, sandbox_usage, tmpfs_used
+from scout_arena.sandbox.monitor import (
+    folder_usage,
+    proportional_memory,
+    read_stat,
+    sandbox_usage,
+    tmpfs_used,
+)
 
 #: How often the watchdog measures the process tree; the folders every DISK_EVERY ticks.
 TICK_S = 0.2
@@ -127,12 +133,18 @@ class HostedProcess:
                     sandbox_usage, self._init)
             if usage is None:
                 continue
+            memory = usage.rss_bytes
+            if memory > limits.memory_mb * MiB and usage.processes > 1:
+                # Forked processes count the pages they share once each: ask for the exact sum.
+                async with self._init_users:
+                    if self._init is not None:
+                        memory = await asyncio.to_thread(proportional_memory, self._init)
             self._cpu_seconds = max(self._cpu_seconds, usage.cpu_seconds)
-            self._peak_memory = max(self._peak_memory, usage.rss_bytes)
+            self._peak_memory = max(self._peak_memory, memory)
             if usage.threads >= limits.processes:
                 self._kill(f"killed: reached the limit of {limits.processes} processes "
                            "and threads")
-            elif usage.rss_bytes > limits.memory_mb * MiB:
+            elif memory > limits.memory_mb * MiB:
                 self._kill(f"killed: memory limit of {limits.memory_mb} MB")
             elif usage.cpu_seconds > limits.cpu_seconds:
                 self._kill(f"killed: CPU time limit of {limits.cpu_seconds} s")
