@@ -274,7 +274,7 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
         hoard = []
         while True:
             hoard.append(b"x" * (1024 * 1024))
-            time.sleep(0.01)
+            time.sleep(0.02)  # 50 MB/s: the watchdog, not RLIMIT_DATA, stops it
     """
     outcome = asyncio.run(host.run(source))
     assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
