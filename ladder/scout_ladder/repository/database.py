@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from . import lease
+from .files import FileStore, OwnerLimits, default_storage
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -74,7 +75,9 @@ class Database:
 
     ``url`` is a SQLAlchemy URL: ``sqlite:///path/ladder.db`` or
     ``postgresql+psycopg://user:password@host/db``. ``clock`` gives the current time (tests
-    pass a fake one to control the finish order).
+    pass a fake one to control the finish order). ``storage`` is the folder of hosted bots'
+    uploads and data (default: :func:`~.files.default_storage`); ``limits`` what each owner
+    account may do.
     """
 
     def __init__(
@@ -83,9 +86,14 @@ class Database:
         *,
         echo: bool = False,
         clock: Callable[[], datetime] | None = None,
+        storage: str | Path | None = None,
+        limits: OwnerLimits | None = None,
     ) -> None:
         self._url = make_url(url)
         self._clock = clock or _utc_now
+        self.files = FileStore(Path(storage) if storage is not None
+                               else default_storage(self._url))
+        self.limits = limits or OwnerLimits()
         self._backend = self._url.get_backend_name()
         self._memory_lock: threading.RLock | None = None
         if self._backend == "sqlite":
