@@ -207,10 +207,37 @@ class Database:
         is there already, so the service runs it at every start."""
         config = alembic_config()
         with _ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection:
-            connection.execution_options(**{_WRITE_OPTION: True})
-            with connection.begin():
-                config.attributes["connection"] = connection
-                command.upgrade(config, "head")
+            with self._foreign_keys_off(connection):
+                connection.execution_options(**{_WRITE_OPTION: True})
+                with connection.begin():
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, "head")
+                    self._check_foreign_keys(connection)
+
+    @contextmanager
+    def _foreign_keys_off(self, connection: Connection) -> Iterator[None]:
+        """SQLite's way to change a table others refer to (its "generalized ALTER TABLE
+        procedure", which Alembic's batch mode follows): foreign keys off, outside any
+        transaction (the pragma is a no-op inside one), while the table is rebuilt, then
+        checked (:meth:`_check_foreign_keys`) before the commit, and on again."""
+        if self._backend != "sqlite":
+            yield
+            return
+        raw = connection.connection.driver_connection
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            yield
+        finally:
+            raw.execute("PRAGMA foreign_keys=ON")
+
+    def _check_foreign_keys(self, connection: Connection) -> None:
+        if self._backend != "sqlite":
+            return
+        broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"the migration broke {len(broken)} foreign keys, e.g. "
+                               f"{tuple(broken[0])}: rolled back")
 
     def _locked(self) -> AbstractContextManager[object]:
         return self._memory_lock if self._memory_lock is not None else nullcontext()
