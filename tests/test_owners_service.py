@@ -19,7 +19,6 @@ from scout_ladder.owners_service import Registration
 from scout_ladder.repository import OwnerLimits, Repository, hash_token
 from scout_ladder.service import Ladder, LadderConfig
 from sqlalchemy import create_engine, text
-
 from support.validators import RecordingValidator, VerdictValidator
 
 ADMIN = "admin-secret"

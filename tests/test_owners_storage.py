@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, create_engine, text
-
 from scout_ladder.repository import (
     BotKind,
     BotKindError,
@@ -36,6 +34,7 @@ from scout_ladder.repository import (
     hash_token,
     tail_text,
 )
+from sqlalchemy import Engine, create_engine, text
 
 COMMAND = ("python", "bot.py")
 
@@ -138,7 +137,7 @@ def test_owners_register_remote_bots_and_act_only_on_their_own(repo: Repository)
     assert repo.get_bot("a1").version == 1  # type: ignore[union-attr]
     _, admin_token = repo.rotate_bot_token("a1", as_owner=None)  # the admin acts on any bot
     assert repo.authenticate(admin_token) is not None
-    again, new = repo.register_owned_bot("a1", owner="alice", kind=BotKind.REMOTE)
+    again, _ = repo.register_owned_bot("a1", owner="alice", kind=BotKind.REMOTE)
     assert again.version == 2 and repo.authenticate(admin_token) is None
     assert [v.status for v in repo.list_versions("a1", as_owner="alice")] == [
         VersionStatus.ACTIVE, VersionStatus.SUPERSEDED]

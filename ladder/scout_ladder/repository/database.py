@@ -206,13 +206,13 @@ class Database:
         """Brings the schema to the newest revision (``alembic upgrade head``); a no-op when it
         is there already, so the service runs it at every start."""
         config = alembic_config()
-        with _ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection:
-            with self._foreign_keys_off(connection):
-                connection.execution_options(**{_WRITE_OPTION: True})
-                with connection.begin():
-                    config.attributes["connection"] = connection
-                    command.upgrade(config, "head")
-                    self._check_foreign_keys(connection)
+        with (_ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection,
+              self._foreign_keys_off(connection)):
+            connection.execution_options(**{_WRITE_OPTION: True})
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+                self._check_foreign_keys(connection)
 
     @contextmanager
     def _foreign_keys_off(self, connection: Connection) -> Iterator[None]:
