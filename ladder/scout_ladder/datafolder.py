@@ -75,3 +75,56 @@ def _pack(archive: tarfile.TarFile, folder: Path, limit: int) -> None:
                 os.close(fd)
             if total > limit:
                 raise DataTooLargeError(f"the data folder holds more than {limit} bytes")
+
+
+def unpack_data_archive(archive: IO[bytes], dest: Path, *, max_bytes: int = DATA_DOWNLOAD_LIMIT,
+                        max_files: int = 100_000) -> int:
+    """Writes a downloaded data folder (.tar.gz) into ``dest`` (created; must be missing or
+    empty) with the sandbox package's name checks (``entry_path``: no absolute paths, no
+    ``..``, no NULs), directories and regular files only, nothing written outside ``dest``
+    and within the limits; returns the number of files. Raises ``UploadError`` subclasses
+    (the sandbox's) for what it refuses."""
+    from scout_arena.sandbox.archive import entry_path
+    from scout_arena.sandbox.errors import (
+        MalformedArchive,
+        SpecialEntry,
+        TooManyFiles,
+        UploadTooLarge,
+    )
+
+    if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
+        raise FileExistsError(f"{dest} exists and is not an empty folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    files = total = 0
+    try:
+        with tarfile.open(fileobj=archive, mode="r:gz") as tar:
+            for member in tar:
+                relative = entry_path(member.name)
+                if not relative.parts:
+                    continue
+                target = dest.joinpath(*relative.parts)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if not member.isfile():
+                    raise SpecialEntry(f"entry {member.name!r} is not a file or folder")
+                files += 1
+                total += member.size
+                if files > max_files:
+                    raise TooManyFiles(f"the data folder holds more than {max_files} files")
+                if total > max_bytes:
+                    raise UploadTooLarge(f"the data folder holds more than {max_bytes} bytes")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                assert source is not None
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    while block := source.read(MiB):
+                        out.write(block)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        if isinstance(exc, FileExistsError):
+            raise MalformedArchive(f"the data archive names a file twice: {exc}") from None
+        if isinstance(exc, tarfile.TarError | EOFError):
+            raise MalformedArchive(f"the data archive does not read: {exc}") from None
+        raise
+    return files
