@@ -51,17 +51,25 @@ def pack_data_folder(folder: Path, limit: int = DATA_DOWNLOAD_LIMIT) -> IO[bytes
     return out
 
 
+def _is_folder(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False  # gone meanwhile
+
+
 def _pack(archive: tarfile.TarFile, folder: Path, limit: int) -> None:
     total = 0
     for top, dirs, files, top_fd in os.fwalk(folder, follow_symlinks=False):
         relative = os.path.relpath(top, folder)
         prefix = "" if relative == "." else relative + "/"
-        for name in sorted(dirs):
+        # fwalk lists a link to a folder among the folders (without entering it): drop it.
+        dirs[:] = sorted(name for name in dirs if _is_folder(name, top_fd))
+        for name in dirs:
             entry = tarfile.TarInfo(prefix + name)
             entry.type = tarfile.DIRTYPE
             entry.mode = 0o755
             archive.addfile(entry)
-        dirs.sort()
         for name in sorted(files):
             try:
                 fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top_fd)

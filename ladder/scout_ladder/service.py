@@ -69,6 +69,7 @@ from .matchmaker import (
 from .nodes import NodeRegistry, NodeSession, NodesServicer
 from .owners_service import OwnersServicer, Registration, VersionValidator
 from .repository import (
+    BotKindError,
     BotOwnerError,
     BotRetiredError,
     DuplicateMatchError,
@@ -959,7 +960,7 @@ def _status_of(exc: Exception) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.ALREADY_EXISTS, str(exc)
     if isinstance(exc, BotRetiredError):
         return grpc.StatusCode.FAILED_PRECONDITION, f"{exc} is retired"
-    if isinstance(exc, MatchStateError):
+    if isinstance(exc, MatchStateError | BotKindError):
         return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
     if isinstance(exc, ValueError):  # InvalidInputError
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
