@@ -141,6 +141,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          max_upload_bytes=args.max_upload_mb * 2**20)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise _Exit("--tls-cert and --tls-key go together", 2)
+    if args.storage is not None and Path(args.storage).exists() \
+            and not Path(args.storage).is_dir():
+        raise _Exit(f"--storage: {args.storage} is not a folder", 2)
     if args.tls_cert:
         config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                                Path(args.tls_client_ca) if args.tls_client_ca else None)

@@ -7,7 +7,8 @@ owner token comes from ``--owner-token`` or ``SCOUT_OWNER_TOKEN``, the admin's f
 ``--admin-token`` or ``SCOUT_LADDER_ADMIN_TOKEN``. Every call has a deadline (``--timeout``).
 A token the ladder hands out is printed alone on the last line of stdout, so that scripts take
 ``tail -n 1``. Errors are one line on stderr: exit status 2 for a usage error (no address, no
-token, an unreadable upload), 1 for a refusal by the ladder (its status and message) or a
+token, an unreadable upload, a value the ladder calls INVALID_ARGUMENT: a bad name, an upload
+its checks refuse), 1 for any other refusal by the ladder (its status and message) or a
 version that failed validation.
 """
 
@@ -52,7 +53,9 @@ def guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
             code = exc.code() if isinstance(exc, grpc.Call) else None
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
             name = code.name if code is not None else "ERROR"
-            message, status = f"{name}: {' '.join((details or '').split())}", 1
+            message = f"{name}: {' '.join((details or '').split())}"
+            # The ladder refused a value given here (a name, an upload): a usage error.
+            status = 2 if code == grpc.StatusCode.INVALID_ARGUMENT else 1
             if code == grpc.StatusCode.UNAVAILABLE:
                 message += f" (is a ladder serving {args.address}?)"
         except UploadError as exc:
@@ -296,6 +299,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _reason(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a reason is not empty (it is shown on the owner's "
+                                         "bots)")
+    return text
+
+
 def _limit(text: str) -> int:
     try:
         value = int(text)
@@ -343,7 +353,8 @@ def add_owner_commands(ladder_sub: Any) -> None:
 
     suspend = ladder_sub.add_parser("suspend", help="suspend an owner account (admin)")
     suspend.add_argument("owner", metavar="OWNER")
-    suspend.add_argument("--reason", required=True, help="shown on the owner's bots")
+    suspend.add_argument("--reason", required=True, type=_reason,
+                         help="shown on the owner's bots")
     add_client_options(suspend, owner=False, admin=True)
     suspend.set_defaults(func=guarded(cmd_suspend))
 
