@@ -227,12 +227,12 @@ def test_a_suspended_owner_is_told_why_and_their_bots_are_not_scheduled(
                     ladder_pb2.GetBotProfileRequest(name="a1"), timeout=30)
             assert profile.bot.suspended_reason == "colluding bots"
             assert profile.bot.kind == "remote"
-            await ladder._refresh_bots()
-            assert ladder.unschedulable["a1"] == "its owner is suspended: colluding bots"
+            await ladder.roster.refresh()
+            assert ladder.roster.unschedulable["a1"] == "its owner is suspended: colluding bots"
             await stub.ReinstateOwner(owners_pb2.ReinstateOwnerRequest(name="alice"),
                                       metadata=bearer(ADMIN), timeout=30)
-            await ladder._refresh_bots()
-            assert "a1" not in ladder.unschedulable
+            await ladder.roster.refresh()
+            assert "a1" not in ladder.roster.unschedulable
 
     run(scenario)
 
