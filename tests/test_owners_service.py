@@ -18,6 +18,7 @@ from scout.v1 import ladder_pb2, ladder_pb2_grpc, owners_pb2, owners_pb2_grpc
 from scout_ladder.owners_service import Registration
 from scout_ladder.repository import OwnerLimits, Repository, hash_token
 from scout_ladder.service import Ladder, LadderConfig
+from scout_ladder.web_source import LadderSource
 from sqlalchemy import create_engine, text
 from support.validators import RecordingValidator, VerdictValidator
 
@@ -227,6 +228,9 @@ def test_a_suspended_owner_is_told_why_and_their_bots_are_not_scheduled(
                     ladder_pb2.GetBotProfileRequest(name="a1"), timeout=30)
             assert profile.bot.suspended_reason == "colluding bots"
             assert profile.bot.kind == "remote"
+            page = LadderSource(repo).bot_profile("a1")
+            assert page is not None and page["suspended_reason"] == "colluding bots"
+            assert (page["kind"], page["paused_reason"]) == ("remote", None)
             await ladder.roster.refresh()
             assert ladder.roster.unschedulable["a1"] == "its owner is suspended: colluding bots"
             await stub.ReinstateOwner(owners_pb2.ReinstateOwnerRequest(name="alice"),
