@@ -26,7 +26,7 @@ from typing import Any
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.gcpolicy import tune_gc
 
-from .owner_cli import add_client_options, add_owner_commands
+from .owner_cli import add_client_options, add_owner_commands, add_owner_serve_flags
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -330,9 +330,12 @@ def cmd_bot(args: argparse.Namespace) -> int:
         return 1
     console = _console()
     bot = profile.bot
-    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}"
+    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}, {bot.kind}"
                   + (" (retired)" if bot.retired else "")
-                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else ""))
+                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else "")
+                  + (f"\nowner suspended: {bot.suspended_reason}" if bot.suspended_reason
+                     else "")
+                  + (f"\npaused: {bot.paused_reason}" if bot.paused_reason else ""))
     console.print(f"timeouts {profile.timeouts}, forfeits {profile.forfeits}")
     sizes = Table(title="Results by table size")
     for col in ("players", "matches", "mean rank", "wins"):
@@ -393,31 +396,6 @@ def _plain(row: Any) -> Any:
     return row
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
-    return value
-
-
-def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
-    owners = serve.add_argument_group(
-        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
-    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
-                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
-                             "closed (default): only the admin token makes accounts")
-    owners.add_argument("--storage", metavar="DIR",
-                        help="hosted bots' uploads and data folders (default: "
-                             "<database file>-storage beside a SQLite file, else "
-                             "./ladder-storage)")
-    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
-
-
 def add_ladder_parser(sub: Any) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
     ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
@@ -448,7 +426,7 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
-    _add_owner_flags(serve)
+    add_owner_serve_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
