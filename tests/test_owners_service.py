@@ -253,6 +253,9 @@ def test_limits_are_refused_as_resource_exhausted(repo: Repository) -> None:
                 timeout=30))
             assert code == Code.RESOURCE_EXHAUSTED and "retire one" in says
             bob = await signup(stub, "bob")
+            code, says = await refused(stub.SubmitVersion(chunks("x" * 10_000, b"x"),
+                                                          metadata=bearer(bob), timeout=30))
+            assert code == Code.INVALID_ARGUMENT and "not a bot name" in says and len(says) < 300
             code, says = await refused(stub.SubmitVersion(
                 chunks("big", b"x" * (64 * 1024 + 1), 16 * 1024), metadata=bearer(bob),
                 timeout=30))

@@ -42,6 +42,7 @@ from .repository import (
     VersionStatus,
     echo,
 )
+from .repository.common import is_bot_name
 
 log = logging.getLogger("scout_ladder.owners")
 
@@ -350,6 +351,9 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
                     await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                                     "the first message of an upload names the bot")
                 name = chunk.bot
+                if not is_bot_name(name):  # said before the bytes are read, not after
+                    await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"not a bot name: {echo(name)}")
                 continue
             if part != "data":
                 await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
