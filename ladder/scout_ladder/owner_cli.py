@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scout.v1 import owners_pb2
 
-SUBMIT_CHUNK_BYTES = 256 * 1024
+SUBMIT_CHUNK_BYTES = 32 * 1024
+"""Under the 64 KiB the ladder's server reads per message (listener.SERVER_OPTIONS): a larger
+chunk ends the upload RESOURCE_EXHAUSTED."""
 POLL_S = 1.0
 
 
@@ -314,36 +316,6 @@ def _limit(text: str) -> int:
     if not 1 <= value <= 100:
         raise argparse.ArgumentTypeError(f"a number from 1 to 100, got {text[:40]!r}")
     return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
-    return value
-
-
-def add_owner_serve_flags(serve: argparse.ArgumentParser) -> None:
-    """`ladder serve`'s flags for owner accounts: the registration policy, the storage
-    folder, the limits."""
-    owners = serve.add_argument_group(
-        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
-    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
-                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
-                             "closed (default): only the admin token makes accounts")
-    owners.add_argument("--storage", metavar="DIR",
-                        help="hosted bots' uploads and data folders (default: "
-                             "<database file>-storage beside a SQLite file, else "
-                             "./ladder-storage)")
-    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N",
-                        help="unretired bots an owner may have (default 10)")
-    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N",
-                        help="uploads an owner may make in any hour (default 10)")
-    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB",
-                        help="largest upload (default 50)")
 
 
 def add_client_options(p: argparse.ArgumentParser, *, admin: bool = False,
