@@ -1,4 +1,5 @@
-"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history.
+"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history
+(an owner's commands over the ladder's Owners service are in :mod:`.owner_cli`).
 
 Errors are one line on stderr, never a traceback: exit status 2 for a usage error (a bad name,
 owner or option), 1 for a refusal (a name of another owner, an unknown bot, no ladder database
@@ -24,6 +25,8 @@ from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.hardening import tune_gc
+
+from .owner_cli import add_client_options, add_owner_commands
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -119,7 +122,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
-    from .repository import LeaseHeldError, Repository
+    from .owners_service import Registration
+    from .repository import LeaseHeldError, OwnerLimits, Repository
     from .service import Ladder, LadderConfig
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -130,9 +134,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                     allow_same_owner=args.allow_same_owner),
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
-        web_host=args.web_host, web_port=args.web_port)
+        web_host=args.web_host, web_port=args.web_port,
+        registration=Registration(args.registration))
+    limits = OwnerLimits(bots_per_owner=args.max_bots_per_owner,
+                         submissions_per_hour=args.max_submissions_per_hour,
+                         max_upload_bytes=args.max_upload_mb * 2**20)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise _Exit("--tls-cert and --tls-key go together", 2)
+    if args.storage is not None and Path(args.storage).exists() \
+            and not Path(args.storage).is_dir():
+        raise _Exit(f"--storage: {args.storage} is not a folder", 2)
     if args.tls_cert:
         config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                                Path(args.tls_client_ca) if args.tls_client_ca else None)
@@ -160,7 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, on_signal)
-        repo = Repository(args.database)
+        repo = Repository(args.database, storage=args.storage, limits=limits)
         ladder = Ladder(repo, config)
         try:
             await ladder.start()
@@ -256,6 +267,10 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_retire(args: argparse.Namespace) -> int:
+    if args.address:  # through a running ladder, as the bot's owner (or the admin)
+        from .owner_cli import cmd_retire_remote, guarded
+
+        return guarded(cmd_retire_remote)(args)
     _repo(args).retire_bot(args.name)
     print(f"retired {args.name}")
     return 0
@@ -315,9 +330,12 @@ def cmd_bot(args: argparse.Namespace) -> int:
         return 1
     console = _console()
     bot = profile.bot
-    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}"
+    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}, {bot.kind}"
                   + (" (retired)" if bot.retired else "")
-                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else ""))
+                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else "")
+                  + (f"\nowner suspended: {bot.suspended_reason}" if bot.suspended_reason
+                     else "")
+                  + (f"\npaused: {bot.paused_reason}" if bot.paused_reason else ""))
     console.print(f"timeouts {profile.timeouts}, forfeits {profile.forfeits}")
     sizes = Table(title="Results by table size")
     for col in ("players", "matches", "mean rank", "wins"):
@@ -378,6 +396,31 @@ def _plain(row: Any) -> Any:
     return row
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+    return value
+
+
+def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
+    owners = serve.add_argument_group(
+        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
+    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
+                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
+                             "closed (default): only the admin token makes accounts")
+    owners.add_argument("--storage", metavar="DIR",
+                        help="hosted bots' uploads and data folders (default: "
+                             "<database file>-storage beside a SQLite file, else "
+                             "./ladder-storage)")
+    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
+
+
 def add_ladder_parser(sub: Any) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
     ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
@@ -408,6 +451,7 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    _add_owner_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
@@ -434,8 +478,12 @@ def add_ladder_parser(sub: Any) -> None:
     reg.add_argument("--owner", required=True)
     reg.set_defaults(func=_guarded(cmd_register))
 
-    retire = with_db(ladder_sub.add_parser("retire", help="stop scheduling a bot"))
+    retire = with_db(ladder_sub.add_parser(
+        "retire", help="stop scheduling a bot (in the database, or with --address through "
+        "a running ladder as its owner)"))
     retire.add_argument("name")
+    add_client_options(retire, address_required=False)
+    retire.set_defaults(address=None)
     retire.set_defaults(func=_guarded(cmd_retire))
 
     board = with_db(ladder_sub.add_parser("leaderboard", help="print the standings"))
@@ -451,6 +499,8 @@ def add_ladder_parser(sub: Any) -> None:
     bot = with_db(ladder_sub.add_parser("bot", help="print a bot's profile"))
     bot.add_argument("name")
     bot.set_defaults(func=_guarded(cmd_bot))
+
+    add_owner_commands(ladder_sub)
 
     recompute = with_db(ladder_sub.add_parser(
         "recompute", help="rebuild every rating from the match history and compare"))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from scout_arena.server import TimeControl, TlsConfig
 
 from .matchmaker import MatchmakerConfig
+from .owners_service import Registration, VersionValidator
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,7 @@ class LadderConfig:
     """How long a node waits for an assigned match's bots; a bot not there by then forfeits."""
     node_rejoin_s: float = 20.0
     """After a restart, how long the nodes have to claim the matches left in flight."""
+    registration: Registration = Registration.CLOSED
+    """Who may sign up for an owner account (`scout.v1.Owners`, owners_service)."""
+    version_validator: VersionValidator | None = None
+    """Runs uploaded versions (the hosting code); None: the ladder hosts no bots."""

@@ -9,7 +9,9 @@ from .repository import BotInfo, BotProfile, LeaderboardRow, MatchSummary
 
 def bot_summary(bot: BotInfo) -> ladder_pb2.BotSummary:
     return ladder_pb2.BotSummary(name=bot.name, owner=bot.owner, version=bot.version,
-                                 retired=bot.retired, probation_reason=bot.probation_reason or "")
+                                 retired=bot.retired, probation_reason=bot.probation_reason or "",
+                                 kind=bot.kind, paused_reason=bot.paused_reason or "",
+                                 suspended_reason=bot.suspended_reason or "")
 
 
 def leaderboard_entry(row: LeaderboardRow) -> ladder_pb2.LeaderboardEntry:

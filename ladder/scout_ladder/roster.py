@@ -46,7 +46,8 @@ class Roster:
         self.owners: dict[str, str] = {}
         self.versions: dict[str, int] = {}
         self.unschedulable: dict[str, str] = {}
-        """Bot name -> why it is not scheduled ("retired", "probation: ...")."""
+        """Bot name -> why it is not scheduled ("retired", "probation: ...", "its owner is
+        suspended: ...", "paused: ...")."""
         self.idle_since: dict[str, float] = {}
 
     def _know(self, bot: BotInfo) -> None:
@@ -67,8 +68,9 @@ class Roster:
         unschedulable = {}
         for bot in bots:
             self._know(bot)
-            if bot.retired:
-                unschedulable[bot.name] = "retired"
+            reason = bot.unschedulable_reason  # retired, suspended owner, paused, no version
+            if reason is not None:
+                unschedulable[bot.name] = reason
             elif bot.probation_reason:
                 unschedulable[bot.name] = f"probation: {bot.probation_reason}"
         self.unschedulable = unschedulable

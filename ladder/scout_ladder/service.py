@@ -5,7 +5,8 @@ stop: `roster` (who the bots are, who can play), `scheduler` (the matchmaking lo
 `placement` (where a match is played: the ladder's own referee or a node), `flight` (a match's
 intent, bind and settle steps, and why nothing finished is lost), `node_events` (nodes that
 attach, report and are lost), `probation`, `ratingcache`, `leasewatch`, `webserver`, and the
-gRPC services (`ladder_api`, the nodes' `nodes`) listed in `Ladder.services`.
+gRPC services (`ladder_api`, `owners_service`, the nodes' `nodes`) listed in
+`Ladder.services`.
 
 One ladder per database: `start` takes the repository's lease first and fails with
 `LeaseHeldError` when another process holds it.
@@ -29,6 +30,7 @@ from .ladder_api import ladder_service
 from .leasewatch import LeaseWatch
 from .node_events import NodeMatches
 from .nodes import NodeRegistry, NodeSession, NodesServicer
+from .owners_service import OwnersServicer, owners_service
 from .placement import LocalPlacement, NodePlacement, Placement
 from .probation import Probation
 from .ratingcache import RatingsCache
@@ -59,6 +61,10 @@ class Ladder:
             ladder_service(repository, config.admin_token)]
         """The gRPC services served beside the referee's own; a new one is one more entry,
         added here, before the referee is made (it registers them)."""
+        self.owners = OwnersServicer(repository, admin_token=config.admin_token,
+                                     registration=config.registration,
+                                     validator=config.version_validator)
+        self.services.append(owners_service(self.owners))
         self.nodes: NodeRegistry | None = None
         if config.node_token is not None:
             self.nodes = NodeRegistry(config.node_heartbeat_s, config.node_heartbeat_timeout_s)
@@ -178,6 +184,7 @@ class Ladder:
             self.scheduler.warn_about_registered_bots()
             await self.referee.start()
             referee_started = True
+            await self.owners.resume_validations()
             if self.config.web_port is not None:
                 await self.web.start(self.referee.live_matches,
                                      self.node_report if self.nodes is not None else None)
