@@ -131,7 +131,7 @@ def test_a_bounded_cache_never_outgrows_its_size_and_keeps_the_recent_entries() 
     for i in range(100):
         assert cache.keep(i, str(i)) == str(i)
         assert len(cache) <= 8
-    assert cache.get(99) == "99" and cache.get(98) == "98"
-    assert cache.get(0) is None
+    assert cache.entries.get(99) == "99" and cache.entries.get(98) == "98"
+    assert cache.entries.get(0) is None
     with pytest.raises(ValueError):
         BoundedCache(1)

@@ -102,12 +102,12 @@ _SCOUT_ENTRIES: BoundedCache[tuple[int, int], bytes] = BoundedCache(1024)
 
 def _legal_shows_bytes(shows: Sequence[Show]) -> bytes:
     """The serialized ``legal_shows`` entries: each (start, length) is serialized once."""
-    entries = _SHOW_ENTRIES
+    entries = _SHOW_ENTRIES.entries
     parts = []
     for show in shows:
         entry = entries.get(show)
         if entry is None:
-            entry = entries.keep(show, length_delimited(
+            entry = _SHOW_ENTRIES.keep(show, length_delimited(
                 _REQ_LEGAL_SHOWS, show_to_pb(show).SerializeToString()))
         parts.append(entry)
     return b"".join(parts)
@@ -119,7 +119,7 @@ def _legal_scouts_bytes(obs: Observation) -> bytes:
     if not obs.can_scout():
         return b""
     key = (len(obs.hand), len(obs.active_set))
-    entry = _SCOUT_ENTRIES.get(key)
+    entry = _SCOUT_ENTRIES.entries.get(key)
     if entry is None:
         entry = _SCOUT_ENTRIES.keep(key, b"".join(
             length_delimited(_REQ_LEGAL_SCOUTS, scout.SerializeToString())
@@ -142,7 +142,7 @@ of a round; match ids come and go, so the bound is what keeps it from growing fo
 def _str_field(tag: bytes, value: str) -> bytes:
     """A proto3 string field (omitted at its default, empty)."""
     key = (tag, value)
-    data = _FIELDS.get(key)
+    data = _FIELDS.entries.get(key)
     if data is None:
         data = _FIELDS.keep(key, length_delimited(tag, value.encode()) if value else b"")
     return data
@@ -151,7 +151,7 @@ def _str_field(tag: bytes, value: str) -> bytes:
 def _int_field(tag: bytes, value: int) -> bytes:
     """A proto3 int32 field (omitted at its default, 0)."""
     key = (tag, value)
-    data = _FIELDS.get(key)
+    data = _FIELDS.entries.get(key)
     if data is None:
         data = _FIELDS.keep(key, tag + _varint_signed(value) if value else b"")
     return data
@@ -160,7 +160,7 @@ def _int_field(tag: bytes, value: int) -> bytes:
 def _packed_ints(tag: bytes, values: tuple[int, ...]) -> bytes:
     """A packed repeated int32 or bool field (omitted when empty)."""
     key = (tag, values)
-    data = _FIELDS.get(key)
+    data = _FIELDS.entries.get(key)
     if data is not None:
         return data
     if not values:
@@ -215,7 +215,7 @@ def _seat_fields(obs: Observation) -> bytes:
     """Observation fields 2-6 (the seat's place in its match and round), serialized once per
     combination: they change once a round."""
     key = (obs.seat, obs.num_players, obs.round_index, obs.num_rounds, obs.starting_seat)
-    data = _SEAT_FIELDS.get(key)
+    data = _SEAT_FIELDS.entries.get(key)
     if data is None:
         data = _SEAT_FIELDS.keep(key, b"".join((
             _int_field(_OBS_SEAT, obs.seat), _int_field(_OBS_NUM_PLAYERS, obs.num_players),

@@ -88,7 +88,7 @@ def legal_scouts_to_pb(obs: Observation) -> list[game_pb2.Scout]:
     if not scouts:
         return []
     key = (len(obs.hand), len(obs.active_set))
-    cached = _SCOUTS_PB.get(key)
+    cached = _SCOUTS_PB.entries.get(key)
     if cached is None:
         cached = _SCOUTS_PB.keep(key, [scout_to_pb(s) for s in scouts])
     return cached
