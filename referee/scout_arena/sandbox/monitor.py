@@ -1,0 +1,115 @@
+"""What the watchdog measures: a sandbox's processes (from its own procfs) and its folders.
+
+Called in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    ppid: int
+    threads: int
+    rss_bytes: int
+    #: User and system time, its own and that of the children it reaped.
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class TreeUsage:
+    processes: int
+    threads: int
+    #: Private resident memory (see :func:`private_bytes`).
+    rss_bytes: int
+    cpu_seconds: float
+
+
+def read_stat(folder: str) -> ProcStat | None:
+    """The ``stat`` file of the process ``folder`` (a /proc/PID path) holds."""
+    try:
+        with open(f"{folder}/stat", "rb") as file:
+            text = file.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(b")") + 2:].split()
+    ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return ProcStat(int(text.split(b" ", 1)[0]), int(fields[1]), int(fields[17]),
+                    int(fields[21]) * PAGE_SIZE, ticks / CLOCK_TICKS)
+
+
+def sandbox_usage(init_pid: int) -> TreeUsage | None:
+    """What the processes of one sandbox use, read from the sandbox's own procfs through its
+    init's root: it lists exactly the sandbox's processes (PID namespaces nest, so even a
+    process in a namespace of the bot's own shows there), in a few reads however busy the host
+    is. bwrap's init (pid 1 inside) is not the bot's, except for the CPU of the orphans it
+    reaped, which is."""
+    proc = f"/proc/{init_pid}/root/proc"
+    try:
+        names = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return None
+    processes = threads = memory = 0
+    cpu = 0.0
+    for name in names:
+        stat = read_stat(f"{proc}/{name}")
+        if stat is None:
+            continue
+        cpu += stat.cpu_seconds
+        if name != "1":
+            processes += 1
+            threads += stat.threads
+            memory += private_bytes(f"{proc}/{name}")
+    return TreeUsage(processes, threads, memory, cpu)
+
+
+def private_bytes(folder: str) -> int:
+    """Resident memory that is not file-backed or shared memory (RssAnon): what the process
+    itself allocated. Pages a fork still shares with its parent count in both, which errs on the
+    side of the limit."""
+    try:
+        with open(f"{folder}/statm", "rb") as file:
+            fields = file.read().split()
+    except OSError:
+        return 0
+    return max(int(fields[1]) - int(fields[2]), 0) * PAGE_SIZE
+
+
+def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
+    """Apparent bytes and entries below ``folder`` (links not followed); stops counting entries
+    past ``stop_after`` so that a folder of millions of files costs one bounded scan."""
+    total = 0
+    entries = 0
+    stack = [str(folder)]
+    while stack and entries <= stop_after:
+        try:
+            scanner = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with scanner:
+            for entry in scanner:
+                entries += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return total, entries
+
+
+def tmpfs_used(init_pid: int) -> int | None:
+    """Bytes used on the sandbox's private /tmp, seen through its init's root."""
+    try:
+        status = os.statvfs(f"/proc/{init_pid}/root/tmp")
+    except OSError:
+        return None
+    return (status.f_blocks - status.f_bfree) * status.f_frsize
