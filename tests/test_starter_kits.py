@@ -16,17 +16,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from referee_support import (
-    SCOUT_ARENA,
     DroppingProxy,
     RefereeProcess,
     create_match,
@@ -37,7 +34,9 @@ from referee_support import (
     wait_connected,
     wait_finished,
 )
+from scout_arena.cli import main as cli_main
 from scout_arena.record import replay
+from scout_arena.sandbox import UploadLimits, load_upload, unpack_upload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,8 +75,6 @@ PYTHON_EXAMPLES = ("greedy", "random")
 #: a sandbox shows the host's /usr and /lib, never its other libraries for certain.
 HOST_LIBRARIES = ("libc.so", "libm.so", "libmvec.so", "libpthread.so", "libdl.so", "librt.so",
                   "libresolv.so", "libutil.so", "libgcc_s.so", "ld-linux")
-#: Upload limits of a ladder (scout_arena.sandbox.UploadLimits' defaults).
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
 class KitBuilds(dict[str, str]):
@@ -131,7 +128,7 @@ def kit_packages(built_kits: dict[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Upload:
-    """An unpacked submission: its folder and its manifest."""
+    """An unpacked submission: its folder and its manifest's runtime and command."""
 
     folder: Path
     runtime: str
@@ -152,19 +149,11 @@ class Upload:
         return list(self.command)
 
 
-def unpack(archive: Path, dest: Path) -> Upload:
-    """Unpack a kit's package as a ladder would (members inside the folder only) and read its
-    scout-bot.toml."""
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
-    return read_upload(dest)
-
-
-def read_upload(folder: Path) -> Upload:
-    manifest = tomllib.loads((folder / "scout-bot.toml").read_text())
-    command = manifest["command"]
-    assert isinstance(command, list) and all(isinstance(arg, str) for arg in command), manifest
-    return Upload(folder, manifest["runtime"], tuple(command))
+def unpack(path: Path, dest: Path) -> Upload:
+    """What `ladder submit` uploads for ``path`` (an archive, or a folder it packs), unpacked
+    as the ladder unpacks it, within the ladder's default limits."""
+    manifest = unpack_upload(load_upload(path), dest)
+    return Upload(dest, str(manifest.runtime), manifest.command)
 
 
 def foreign_libraries(executable: Path, folder: Path) -> list[str]:
@@ -304,30 +293,32 @@ def test_kit_package_is_an_upload_whose_command_runs_a_file_inside_it(
         name: str, kit_packages: dict[str, str], tmp_path: Path) -> None:
     assert not kit_packages[name], kit_packages[name]
     archive = package_path(name)
-    assert archive.stat().st_size <= MAX_UPLOAD_BYTES
-    upload = unpack(archive, tmp_path)
+    assert archive.stat().st_size <= UploadLimits().max_upload_bytes
+    upload = unpack(archive, tmp_path / "bot")
     assert upload.runtime == PACKAGE_RUNTIMES[name]
     entry = upload.entry()
-    assert entry.is_file() and entry.resolve().is_relative_to(tmp_path.resolve()), upload
+    assert entry.is_file() and entry.resolve().is_relative_to(upload.folder.resolve()), upload
     if upload.runtime == "binary":
         assert os.access(entry, os.X_OK), entry
-        assert foreign_libraries(entry, tmp_path) == []
+        assert foreign_libraries(entry, upload.folder) == []
 
 
-def test_python_examples_are_uploads_of_the_bundled_bots() -> None:
-    for example in PYTHON_EXAMPLES:
-        upload = read_upload(ROOT / "clients" / "python" / "examples" / example)
+def test_python_examples_are_uploads_of_the_bundled_bots(tmp_path: Path) -> None:
+    for example in (*PYTHON_EXAMPLES, "search"):
+        upload = unpack(ROOT / "clients" / "python" / "examples" / example, tmp_path / example)
         assert (upload.runtime, upload.command) == ("python", ("python", "bot.py"))
         assert upload.entry().is_file()
 
 
 @pytest.mark.parametrize("path", ["/no/such/directory/referee.sock", "/" + "x" * 120,
                                   "/etc/passwd"])
-def test_referee_serve_refuses_a_unix_socket_it_cannot_listen_on(path: str) -> None:
-    done = subprocess.run([*SCOUT_ARENA, "referee", "serve", "--port", "0", "--unix-socket", path],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert "--unix-socket" in done.stderr and "Traceback" not in done.stderr
+def test_referee_serve_refuses_a_unix_socket_it_cannot_listen_on(
+        path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["referee", "serve", "--port", "0", "--unix-socket", path])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("scout-arena referee serve: error: argument --unix-socket: "), error
 
 
 def test_packaged_kits_and_python_examples_play_over_a_unix_socket(
@@ -343,7 +334,8 @@ def test_packaged_kits_and_python_examples_play_over_a_unix_socket(
     socket = socket_dir / "referee.sock"
     uploads = {name: unpack(package_path(name), tmp_path / name) for name in KITS}
     for example in PYTHON_EXAMPLES:
-        uploads[f"py-{example}"] = read_upload(ROOT / "clients" / "python" / "examples" / example)
+        uploads[f"py-{example}"] = unpack(ROOT / "clients" / "python" / "examples" / example,
+                                          tmp_path / f"py-{example}")
     launch = {key: value for key, value in os.environ.items()
               if not key.startswith("SCOUT_")} | {"SCOUT_CONCURRENCY": "1"}
     try:
@@ -353,7 +345,7 @@ def test_packaged_kits_and_python_examples_play_over_a_unix_socket(
                 log = (tmp_path / f"{name}.log").open("w")
                 referee.bots.append(subprocess.Popen(
                     upload.argv(), cwd=upload.folder, stdout=log, stderr=subprocess.STDOUT,
-                    env=launch | {"SCOUT_ADDRESS": address, "SCOUT_TOKEN": TOKENS[name],
+                    text=True, env=launch | {"SCOUT_ADDRESS": address, "SCOUT_TOKEN": TOKENS[name],
                                   "SCOUT_BOT_NAME": name}))
             wait_connected(referee, list(uploads), timeout=60)
             tables = [["go", "typescript", "rust", "java", "cpp"],
