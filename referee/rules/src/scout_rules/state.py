@@ -412,15 +412,15 @@ def _state_at(state: State, p: Position) -> State:
     state.rules = player_count_rules(n)
     state.num_players = n
     state.seed = None
-    hands = tuple(Hand(h) for h in p.hands)
     rotations: list[bool | None] = list(p.rotations) if p.rotations else [False] * n
+    dealt: tuple[Hand, ...] = ()
     if p.phase is Phase.ROTATION:
-        dealt = tuple(h.rotated() if r else h for h, r in zip(hands, rotations, strict=True))
+        dealt = tuple(Hand(h).rotated() if r else Hand(h)
+                      for h, r in zip(p.hands, rotations, strict=True))
         if not p.rotations:
             rotations = [None] * n
-    else:
-        dealt = ()
-    later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals)
+    later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals) if p.later_deals \
+        else ()
     state.deals = ((),) * p.round_index + (dealt,) + later
     state.last_round = p.round_index + len(later)
     state.round_logs = [RoundLog(p.round_index, p.starting_seat, dealt, rotations, [])]
@@ -431,8 +431,8 @@ def _state_at(state: State, p: Position) -> State:
     state.round_index = p.round_index
     state.starting_seat = p.starting_seat
     state.phase = p.phase
-    state.hands = [list(h) for h in hands]
-    state.faces = [[c.face for c in h] for h in hands]
+    state.hands = [list(h) for h in p.hands]
+    state.faces = [list(map(face_of, h)) for h in p.hands]
     state.active = list(p.active_set)
     state.active_faces = [c.face for c in p.active_set]
     state.active_key = group_key(state.active_faces) if p.active_set else NO_ACTIVE_SET
