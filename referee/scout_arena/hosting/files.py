@@ -30,7 +30,8 @@ class DataFolderError(ValueError):
 
 def pack_data(folder: Path, limit_bytes: int = DEFAULT_DATA_LIMIT_BYTES) -> bytes:
     """The folder as tar.gz: regular files and directories (links and the rest are left out);
-    b"" when it is empty. Raises `DataFolderError` past ``limit_bytes`` of content or `MAX_DATA_FILES` entries."""
+    b"" when it is empty. Raises `DataFolderError` past ``limit_bytes`` of content or
+    `MAX_DATA_FILES` entries."""
     out = io.BytesIO()
     total = 0
     count = 0

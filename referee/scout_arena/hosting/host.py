@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..sandbox import Manifest, RunOutcome
+from ..server.connections import BotEntry
 from ..server.match import MatchRunner
 from ..server.referee import Referee
 from .files import DEFAULT_DATA_LIMIT_BYTES, DataFolderError, pack_data, unpack_data
@@ -130,6 +131,7 @@ class Host:
         # Unix socket paths are short (108 bytes): the sockets live in a short private folder.
         self._sockets = Path(tempfile.mkdtemp(prefix="scout-h-"))
         referee.on_match_finished.append(self._match_finished)
+        referee.on_connect.append(self._connected)
         referee.on_hosting_failed.append(lambda match_id, _why: self.release(match_id))
 
     def runs(self, match_id: str) -> int:
@@ -194,13 +196,8 @@ class Host:
     def _gone(self, run: _Run) -> None:
         """The bot's process is gone while its match is held or played: its seat is lost."""
         referee = self.referee
-        pending = referee.pending.get(run.match_id)
-        if pending is not None:
-            dead = {r.bot.name for r in self._runs.get(run.match_id, ()) if r.early}
-            awaited = [n for n in pending.names
-                       if (b := referee.bots.get(n)) is None or b.connection is None]
-            if awaited and all(name in dead for name in awaited):
-                referee._start_pending(pending, True)  # nobody else to wait for
+        if run.match_id in referee.pending:
+            self._start_without_dead(run.match_id)
             return
         bot = referee.bots.get(run.bot.name)
         seat = bot.seats.get(run.match_id) if bot is not None else None
@@ -209,6 +206,24 @@ class Host:
             seat.match.forfeit(seat, f"its hosted process ended: {run.early.reason}")
             seat.absent = True
             del bot.seats[run.match_id]
+
+    def _start_without_dead(self, match_id: str) -> None:
+        """Start a held match now when the only seats it still awaits are hosted bots whose
+        processes are gone (rather than at its join deadline)."""
+        referee = self.referee
+        pending = referee.pending.get(match_id)
+        if pending is None:
+            return
+        dead = {r.bot.name for r in self._runs.get(match_id, ()) if r.early}
+        awaited = [n for n in pending.names
+                   if (b := referee.bots.get(n)) is None or b.connection is None]
+        if awaited and all(name in dead for name in awaited):
+            referee._start_pending(pending, True)
+
+    def _connected(self, bot: BotEntry) -> None:
+        for match_id, runs in list(self._runs.items()):
+            if any(r.early for r in runs) and match_id in self.referee.pending:
+                self._start_without_dead(match_id)
 
     def _match_finished(self, match: MatchRunner) -> None:
         self.release(match.match_id)
