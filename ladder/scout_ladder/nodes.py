@@ -64,6 +64,9 @@ class NodeSession:
     handler: asyncio.Task[Any] | None = None
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
+    can_host: bool = False
+    """The node runs hosted bots in its sandbox (NodeHello.can_host)."""
+    host_problem: str = ""
 
     @property
     def free(self) -> int:
@@ -166,10 +169,23 @@ def _decode_record(data: bytes) -> str:
     return raw.decode("utf-8")
 
 
+class HostingCalls(Protocol):
+    """The hosting calls of the Nodes service (`hostedfiles.HostedFiles`)."""
+
+    def FetchBotFiles(self, request: nodes_pb2.FetchBotFilesRequest, context: Context
+                      ) -> AsyncIterator[nodes_pb2.FileChunk]: ...
+
+    async def ReportHostedRun(self, request_iterator: AsyncIterator[nodes_pb2.HostedRunPart],
+                              context: Context) -> nodes_pb2.HostedRunStored: ...
+
+
 class NodesServicer(nodes_pb2_grpc.NodesServicer):
     """`Nodes.Attach`: authenticate, register, then heartbeats, replies and reports."""
 
-    def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str) -> None:
+    def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str,
+                 hosting: HostingCalls | None = None) -> None:
+        self.hosting = hosting
+        """The hosting calls (`hostedfiles.HostedFiles`); None: answered UNIMPLEMENTED."""
         self.registry = registry
         self.events = events
         self._settling: set[asyncio.Future[tuple[bool, str]]] = set()
@@ -198,7 +214,8 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
         node = NodeSession(
             node_id=f"n-{secrets.token_hex(4)}", address=hello.address,
             name=hello.name or hello.address, capacity=hello.capacity, version=hello.version,
-            tls=hello.tls, attached_at=time.time(), last_heartbeat=time.monotonic())
+            tls=hello.tls, attached_at=time.time(), last_heartbeat=time.monotonic(),
+            can_host=hello.can_host, host_problem=hello.host_problem)
         node.handler = asyncio.current_task()
         previous = self.registry.nodes.get(node.address)
         if previous is not None:
@@ -230,6 +247,21 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             self._lose(node, reason)
             for task in (reader, watchdog):
                 task.cancel()
+
+    async def FetchBotFiles(self, request: nodes_pb2.FetchBotFilesRequest, context: Context
+                            ) -> AsyncIterator[nodes_pb2.FileChunk]:
+        if self.hosting is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this ladder hosts no bots")
+            raise AssertionError("abort raises")
+        async for chunk in self.hosting.FetchBotFiles(request, context):
+            yield chunk
+
+    async def ReportHostedRun(self, request_iterator: AsyncIterator[nodes_pb2.HostedRunPart],
+                              context: Context) -> nodes_pb2.HostedRunStored:
+        if self.hosting is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this ladder hosts no bots")
+            raise AssertionError("abort raises")
+        return await self.hosting.ReportHostedRun(request_iterator, context)
 
     def _lose(self, node: NodeSession, reason: str) -> None:
         if self.registry.nodes.get(node.address) is node:
