@@ -134,3 +134,30 @@ async def test_the_socket_is_the_bots_identity_whatever_token_is_sent(tmp_path: 
         hr.referee.cancel_match("m-sock", "test over")
         hr.host.release("m-sock")
         await asyncio.sleep(0)
+
+
+@run_async
+async def test_a_hosted_bot_reaches_no_tcp_port_of_the_host(tmp_path: Path) -> None:
+    """It tries the referee's own port (and another listening port) over TCP: no network in
+    the sandbox, so both fail; it still plays its match through its socket."""
+    async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        other = listener.sockets[0].getsockname()[1]
+        remote = await start_remote(hr.server.address, "remote-token")
+        try:
+            hr.expect("m-probe", "prober")
+            hr.referee.host_match("m-probe", [("prober", _ticket()), ("remote", _ticket())], 5,
+                                  FAST, 30)
+            probe = f"{hr.server.address} 127.0.0.1:{other}"
+            await hr.host.start("m-probe", [hosted("prober", "tcp_probe", tmp_path, probe)])
+            match = await hr.finished("m-probe")
+            report = await hr.report("m-probe", "prober")
+            tail = report.outcome.output_tail
+            assert f"PROBE {hr.server.address}: refused" in tail, tail
+            assert f"PROBE 127.0.0.1:{other}: refused" in tail, tail
+            assert "CONNECTED" not in tail
+            assert match.record is not None and match.record.outcome is not None
+            assert not match.record.outcome.forfeits and not report.failed
+        finally:
+            listener.close()
+            await stop_processes(remote)
