@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/strength.py --json bench/results/strength.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/referee_cpu.py --json bench/results/referee_cpu.json
+	$(BIN)/python bench/hosted.py --json bench/results/hosted.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 	$(BIN)/python bench/distributed.py --json bench/results/distributed.json
 	$(BIN)/python bench/sprt.py --json bench/results/sprt.json
