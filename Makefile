@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint typecheck pytest postgres browser screenshots bench proto clean
 
-$(STAMP): pyproject.toml proto/python/pyproject.toml clients/python/pyproject.toml
+$(STAMP): pyproject.toml proto/python/pyproject.toml referee/rules/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e proto/python -e clients/python -e '.[bots,test,sprt,ray,rl,openspiel]'
+	$(BIN)/python -m pip install --quiet -e proto/python -e referee/rules -e clients/python -e '.[bots,test,sprt,ray,rl,openspiel]'
 	touch $@
 
 # The demo tournament adds every starter kit that is built; these two build in seconds.

@@ -36,7 +36,7 @@ import scout_arena
 from common import warn_busy_machine, write_json
 from rich.console import Console
 from rich.table import Table
-from scout_arena.engine import Action, Observation, Phase, State
+from scout_rules import Action, Observation, Phase, State
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 HOT_PATH_TARGET_NS = 20_000

@@ -34,10 +34,10 @@ import scout_arena
 from common import warn_busy_machine, write_json
 from rich.console import Console
 from rich.table import Table
-from scout_arena.engine import Phase, State
 from scout_arena.env.aec import ScoutEnv
 from scout_arena.env.spiel import ScoutGame
 from scout_arena.record import RecordError, record_to_json, replay
+from scout_rules import Phase, State
 
 JSON = dict[str, Any]
 PLAYER_COUNTS = (2, 3, 4, 5)

@@ -69,9 +69,9 @@ from google.protobuf import __version__ as protobuf_version
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
-from scout_arena.engine import Phase, State
 from scout_arena.server import convert
 from scout_arena.server.eventloop import ENV_VAR, loop_factory
+from scout_rules import Phase, State
 from trivial_bot import (
     BUNDLED,
     EOF,
@@ -750,7 +750,7 @@ def _where(key: tuple[str, int, str]) -> str:
         return func
     folder, _, name = path.rpartition("/")
     package = folder.rpartition("/")[2]
-    if package in ("server", "engine", "scout_arena", "asyncio", "grpc", "aio"):
+    if package in ("server", "scout_rules", "scout_arena", "asyncio", "grpc", "aio"):
         name = f"{package}/{name}"
     return f"{func} {name}:{line}"
 

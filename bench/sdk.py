@@ -23,9 +23,9 @@ from engine import random_playout
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2
-from scout_arena.engine import Action, State
 from scout_arena.server import convert as wire
 from scout_client import convert as sdk_wire
+from scout_rules import Action, State
 
 
 def requests(matches: int) -> list[list[arena_pb2.DecisionRequest]]:

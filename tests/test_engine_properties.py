@@ -17,7 +17,7 @@ from typing import Any
 import scout_arena
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from scout_arena.engine import (
+from scout_rules import (
     Action,
     Card,
     End,
@@ -473,7 +473,7 @@ def test_a_recorded_match_replays_to_the_same_result(n: int, seed: int, policy_s
 
 _DEAL_SCRIPT = """
 import sys
-from scout_arena.engine import deal_match
+from scout_rules import deal_match
 for n in (2, 3, 4, 5):
     for seed in map(int, sys.argv[1:]):
         print(n, seed, [[[tuple(c) for c in h] for h in r] for r in deal_match(n, seed)])

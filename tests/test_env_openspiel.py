@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pyspiel
 import pytest
-from scout_arena.engine import Phase, deck_for
 from scout_arena.env import ObservationLayout, Rotation
 from scout_arena.env.spiel import ScoutGame, ScoutState
 from scout_arena.record import record_to_json, replay
+from scout_rules import Phase, deck_for
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 

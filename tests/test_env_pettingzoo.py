@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pettingzoo.test import api_test, render_test, seed_test
-from scout_arena.engine import Card, End, Hand, Phase, Scout, ScoutAndShow, Show, State
 from scout_arena.env import ActionCodec, KnownCards, ObservationLayout, Rotation
 from scout_arena.env.aec import ScoutEnv
 from scout_arena.record import record_to_json, replay
+from scout_rules import Card, End, Hand, Phase, Scout, ScoutAndShow, Show, State
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 #: Random-agent episodes per player count here (a few hundred in all; bench/env.py plays

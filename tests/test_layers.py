@@ -1,8 +1,10 @@
-"""The layers import one way (engine -> record -> referee -> apps -> CLI), the SDK runs without
-server code and the server without the SDK. `make lint` runs the same contracts."""
+"""The layers import one way (rules -> record -> referee -> apps -> CLI), the rules package
+needs the standard library only, the SDK runs without server code and the server without the
+SDK. `make lint` runs the same contracts."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +57,20 @@ def test_the_referee_ladder_and_tournaments_import_without_the_sdk() -> None:
 def test_the_blocker_really_blocks() -> None:
     result = _python(BLOCKER.format(blocked={"scout_client"}) + "import scout_client\n")
     assert result.returncode != 0 and "is not installed here" in result.stderr
+
+
+def test_the_rules_package_imports_the_standard_library_only() -> None:
+    """import-linter forbids the packages it is told of; this catches any other one."""
+    package = ROOT / "referee" / "rules" / "src" / "scout_rules"
+    outside: list[str] = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            outside += [f"{path.name}: {name}" for name in names
+                        if name.split(".")[0] not in sys.stdlib_module_names]
+    assert list(package.glob("*.py")) and outside == []

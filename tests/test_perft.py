@@ -13,7 +13,7 @@ a brute force that offers `is_legal` every action a bot could name.
 from __future__ import annotations
 
 import pytest
-from scout_arena.engine import End, Phase, State
+from scout_rules import End, Phase, State
 from support.oracle import brute_force_legal as brute_force
 from support.oracle import oracle_actions
 

@@ -38,7 +38,6 @@ from referee_support import (
     wait_finished,
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
-from scout_arena.engine import End, Hand, PublicAction, State, deal_match
 from scout_arena.record import (
     action_from_json,
     build_record,
@@ -46,6 +45,7 @@ from scout_arena.record import (
     record_to_json,
     replay,
 )
+from scout_rules import End, Hand, PublicAction, State, deal_match
 from support.rawbot import action_choice, bearer, first_legal_action, hello, rotation_choice
 
 pytestmark = pytest.mark.timeout(120)

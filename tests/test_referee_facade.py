@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from scout_arena.engine import Phase
 from scout_arena.record import MatchRecord, load_record
 from scout_arena.server import RefereeFacade, TimeControl, UnknownBot
+from scout_rules import Phase
 
 
 @contextlib.asynccontextmanager

@@ -33,10 +33,10 @@ from referee_support import (
     wait_finished,
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
-from scout_arena.engine import IllegalAction
-from scout_arena.engine import Show as EngineShow
-from scout_arena.engine.moves import check_show
 from scout_arena.record import replay
+from scout_rules import IllegalAction
+from scout_rules import Show as EngineShow
+from scout_rules.moves import check_show
 from support.rawbot import (
     ACCEPTED,
     ILLEGAL,

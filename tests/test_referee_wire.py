@@ -26,8 +26,8 @@ def test_encode_passes_bytes_through_and_serializes_messages() -> None:
 
 
 def test_decision_request_assembled_from_history_bytes_equals_the_message_built_whole() -> None:
-    from scout_arena.engine import Phase, State
     from scout_arena.server import convert
+    from scout_rules import Phase, State
 
     rng = random.Random(11)
     checked = 0
@@ -62,9 +62,9 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
     """The events a match emits, through `MatchWire` (history spliced from bytes, fallbacks
     marked by_referee, actions no stream is sent kept by `played`), parse as the messages the
     plain converters build."""
-    from scout_arena.engine import Phase, State
     from scout_arena.server import convert
     from scout_arena.server.events import ActionPlayed, AnswerJudged, DecisionRequested, Verdict
+    from scout_rules import Phase, State
 
     state = State.new(4, 5)
     rng = random.Random(5)
@@ -107,9 +107,9 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
 
 
 def test_bot_messages_read_into_answers_or_a_protocol_error() -> None:
-    from scout_arena.engine import Show
     from scout_arena.server.convert import read_answer
     from scout_arena.server.events import ActionAnswer, RotationAnswer
+    from scout_rules import Show
 
     show = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
         match_id="m", request_id=3, action=game_pb2.Action(show=game_pb2.Show(start=1, length=2))))
@@ -175,8 +175,8 @@ def test_observation_written_field_by_field_is_the_message_serialized(
     """`observation_bytes` (what every DecisionRequest carries) against `observation_to_pb`,
     byte for byte, for every seat, through whole matches: negative scores, no active set,
     an owner at seat 0, a seat that is not to act."""
-    from scout_arena.engine import Phase, State
     from scout_arena.server import convert
+    from scout_rules import Phase, State
 
     state = State.new(players, seed)
     rng = random.Random(plays)
@@ -196,8 +196,8 @@ def test_public_action_bytes_equal_the_serialized_message_for_every_kind_of_acti
     """`public_action_bytes` (the history entry and the PublicEvent's action) writes the
     same bytes as serializing `public_action_to_pb`: every action of random 2-5 player matches,
     by a bot or by the referee, with zero starts, positions and seats among them."""
-    from scout_arena.engine import Phase, State
     from scout_arena.server import convert
+    from scout_rules import Phase, State
 
     rng = random.Random(3)
     kinds: set[str] = set()

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pytest
-from scout_arena.engine import (
+from scout_rules import (
     Card,
     End,
     Hand,
@@ -33,7 +33,7 @@ from scout_arena.engine import (
     player_count_rules,
     rank_scores,
 )
-from scout_arena.engine.cards import shuffled_deck
+from scout_rules.cards import shuffled_deck
 from support.states import snapshot
 
 L, R = End.LEFT, End.RIGHT

@@ -8,9 +8,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scout.v1 import arena_pb2
-from scout_arena.engine import Phase, State
 from scout_arena.server import convert as wire
 from scout_client import convert as sdk_wire
+from scout_rules import Phase, State
 
 
 def requests_of_a_match(players: int, seed: int) -> list[arena_pb2.DecisionRequest]:

@@ -22,13 +22,13 @@ from referee_support import (
     wait_connected,
     wait_finished,
 )
-from scout_arena.engine import Action, Phase, State, deck_for
 from scout_arena.local import BUNDLED_BOTS, play_match
 from scout_arena.search import RoundKnowledge, SearchBot, round_state, time_budget_ms
 from scout_arena.search.policy import greedy_action
 from scout_arena.server import convert as wire
 from scout_client import GreedyBot, Observation
 from scout_client import convert as sdk_wire
+from scout_rules import Action, Phase, State, deck_for
 
 
 def sdk_observation(state: State, deadline_ms: int = 1000, match_id: str = "m") -> Observation:

@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from scout_arena.engine import deal_match
 from scout_arena.record import MatchOutcome, SeatStats, read_record_json, replay
 from scout_arena.tournament import (
     BotSpec,
@@ -20,6 +19,7 @@ from scout_arena.tournament import (
     compute_standings,
     schedule,
 )
+from scout_rules import deal_match
 
 RAWBOT = Path(__file__).parent / "bots" / "rawbot.py"
 CLI = [sys.executable, "-m", "scout_arena.cli", "tournament", "--no-progress"]

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scout_arena.engine import Card, Hand, SpectatorView, State, deal_match, spectator_view
 from scout_arena.local import make_bot, play_match
 from scout_arena.record import action_from_json, build_record, record_to_json
+from scout_rules import Card, Hand, SpectatorView, State, deal_match, spectator_view
 
 with warnings.catch_warnings():
     # Starlette 1.x would rather use the httpx2 fork; plain httpx works the same here.

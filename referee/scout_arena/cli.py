@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .engine import State
+from scout_rules import State
+
 from .local import BUNDLED_BOTS, make_bot, play_match
 from .record import (
     MatchRecord,

@@ -17,8 +17,8 @@ from typing import TypeVar, cast
 from scout_client import Action as SdkAction
 from scout_client import Bot, GreedyBot, RandomBot
 from scout_client import convert as sdk_wire
+from scout_rules import Action, Phase, State, rank_scores
 
-from .engine import Action, Phase, State, rank_scores
 from .search import SearchBot
 from .server import TimeControl
 from .server import convert as wire

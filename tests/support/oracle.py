@@ -3,7 +3,7 @@ the referee's legal lists and the SDK.
 
 Property tests and perft compare the engine's legal actions against these enumerations, the
 fuzzing bot the referee's DecisionRequests, the SDK tests the SDK's own group rules. The code
-here must never call the engine's own move generators (``scout_arena.engine.moves``) or the
+here must never call the engine's own move generators (``scout_rules.moves``) or the
 SDK's (``scout_client.groups``); from the engine it takes only the action types it speaks in.
 
 The first half works on face values alone (plain ints; a card of an active set is a (face,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
-from scout_arena.engine import Action, End, Scout, ScoutAndShow, Show, State
+from scout_rules import Action, End, Scout, ScoutAndShow, Show, State
 
 L, R = End.LEFT, End.RIGHT
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scout_arena.engine import State
+from scout_rules import State
 
 
 def snapshot(state: State) -> tuple[Any, ...]:

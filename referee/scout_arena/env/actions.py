@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..engine import Action, End, Scout, ScoutAndShow, Show, player_count_rules
+from scout_rules import Action, End, Scout, ScoutAndShow, Show, player_count_rules
 
 MAX_GROUP = 10
 """The longest possible Show: a run of all ten values (a set has at most nine cards)."""

@@ -25,9 +25,9 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
+from scout_rules import IllegalAction, MalformedAction, OutOfTurn, State
+from scout_rules.cards import MASK64
 
-from ..engine import IllegalAction, MalformedAction, OutOfTurn, State
-from ..engine.cards import MASK64
 from ..record import MatchRecord, build_record
 from .actions import ActionCodec
 from .known import KnownCards

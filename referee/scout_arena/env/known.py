@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine import Observation, PublicAction
+from scout_rules import Observation, PublicAction
 
 Pair = tuple[int, int]
 

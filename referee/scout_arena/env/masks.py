@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+from scout_rules import Phase, State
 
-from ..engine import Phase, State
 from .actions import KEEP, MAX_GROUP, ROTATE, SHOW_BASE, ActionCodec, Decision, Rotation
 
 Mask = npt.NDArray[np.int8]

@@ -35,8 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from scout_rules import Card, Observation, Phase, State, deck_for, player_count_rules
 
-from ..engine import Card, Observation, Phase, State, deck_for, player_count_rules
 from .actions import MAX_GROUP, max_hand, round_cards
 from .known import KnownCards
 

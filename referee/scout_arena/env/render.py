@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine import Card, Phase, State
+from scout_rules import Card, Phase, State
 
 
 def _cards(cards: Sequence[Card]) -> str:

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyspiel
-
-from ..engine import (
+from scout_rules import (
     Card,
     Hand,
     Observation,
@@ -34,6 +33,7 @@ from ..engine import (
     deck_for,
     player_count_rules,
 )
+
 from ..record import MatchRecord, build_record
 from .actions import ActionCodec, Decision, Rotation, max_hand, round_cards
 from .known import KnownCards

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine import Action, Card, End, MalformedAction, RoundEnd, Scout, ScoutAndShow, Show
+from scout_rules import Action, Card, End, MalformedAction, RoundEnd, Scout, ScoutAndShow, Show
+
 from .model import JSON, MatchRecord, Note, RoundRecord
 
 RECORD_FORMAT = "scout-arena-match-record"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Action, Card, RoundEnd, State, rank_scores
+from scout_rules import Action, Card, RoundEnd, State, rank_scores
 
 JSON = dict[str, Any]
 

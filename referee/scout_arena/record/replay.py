@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..engine import (
+from scout_rules import (
     Action,
     Card,
     End,
@@ -28,7 +28,8 @@ from ..engine import (
     deal_match,
     rank_scores,
 )
-from ..engine.moves import remaining_active, scouted_card
+from scout_rules.moves import remaining_active, scouted_card
+
 from .json_v1 import (
     RECORD_FORMAT,
     RECORD_VERSION,

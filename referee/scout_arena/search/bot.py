@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import scout_client as sdk
 from scout_client.groups import hand_potential
-
-from scout_arena.engine import Card, Hand
+from scout_rules import Card, Hand
 
 from .knowledge import KnowledgeError, RoundKnowledge, engine_card, round_state, sdk_action
 from .mcts import SearchResult, reward, rollout, search

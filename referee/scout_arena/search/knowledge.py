@@ -17,8 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import scout_client as sdk
-
-from scout_arena.engine import (
+from scout_rules import (
     Action,
     Card,
     End,
@@ -32,7 +31,7 @@ from scout_arena.engine import (
     group_key,
     player_count_rules,
 )
-from scout_arena.engine.moves import NO_ACTIVE_SET, has_show
+from scout_rules.moves import NO_ACTIVE_SET, has_show
 
 __all__ = [
     "KnowledgeError",

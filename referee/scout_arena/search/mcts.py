@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scout_arena.engine import Action, State
+from scout_rules import Action, State
 
 from .knowledge import RoundKnowledge, round_state
 from .policy import candidates, greedy_action

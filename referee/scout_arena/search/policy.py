@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scout_arena.engine import Action, Card, End, Scout, ScoutAndShow, Show, State
-from scout_arena.engine.moves import NO_ACTIVE_SET, group_key, legal_shows
+from scout_rules import Action, Card, End, Scout, ScoutAndShow, Show, State
+from scout_rules.moves import NO_ACTIVE_SET, group_key, legal_shows
 
 __all__ = ["candidates", "fit", "greedy_action", "show_key"]
 

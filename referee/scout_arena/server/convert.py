@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
-
-from ..engine import (
+from scout_rules import (
     Action,
     Card,
     End,
@@ -29,6 +28,7 @@ from ..engine import (
     ScoutAndShow,
     Show,
 )
+
 from .clock import TimeControl
 from .errors import InvalidTimeControl
 from .events import (

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar, Protocol
 
-from ..engine import Action, Card, Hand, Observation, PublicAction, RoundResult
+from scout_rules import Action, Card, Hand, Observation, PublicAction, RoundResult
+
 from .clock import TimeControl
 
 

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, Protocol, final
 
-from ..engine import SpectatorView, spectator_view
+from scout_rules import SpectatorView, spectator_view
+
 from ..record import JSON, MatchRecord
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..engine import (
+from scout_rules import (
     Action,
     End,
     IllegalAction,
@@ -37,6 +37,7 @@ from ..engine import (
     rank_scores,
     spectator_view,
 )
+
 from ..record import JSON, MatchRecord, Note, RefereeMeta, SeatStats, build_record
 from .clock import SeatClock, TimeControl
 from .connections import BotEntry, Handoff

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import rank_scores
+from scout_rules import rank_scores
+
 from ..record import JSON, MatchRecord, dump_record
 from ..tournament import ScheduledMatch
 from .design import DealGroup, GameResult, SprtConfig, deal_group, group_value

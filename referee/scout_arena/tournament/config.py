@@ -10,7 +10,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..engine.cards import MASK64, SplitMix64
+from scout_rules.cards import MASK64, SplitMix64
+
 from ..record import JSON
 
 CONFIG_FILE = "tournament.json"

@@ -2,7 +2,7 @@
 
 The app never touches a running match's `State`: whoever runs matches (the referee, a test)
 hands it `LiveMatch` objects, and the rule "no hidden card before its round ends" stays in
-`scout_arena.engine.spectator_view`.
+`scout_rules.spectator_view`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..engine import SpectatorView
+from scout_rules import SpectatorView
+
 from ..record import JSON
 from ..record.json_v1 import cards_json
 

@@ -8,7 +8,8 @@ the checks have passed. A round-ending action shows the table the engine left in
 
 from __future__ import annotations
 
-from ..engine import Scout, State
+from scout_rules import Scout, State
+
 from ..record import JSON, action_to_json, record_from_json, replay
 from ..record.json_v1 import cards_json
 from ..record.replay import ReplayEvent
