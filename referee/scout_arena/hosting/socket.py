@@ -8,8 +8,10 @@ hosted bot holds no secret it could leak or use elsewhere. The server carries th
 service only: a hosted bot cannot create or watch matches.
 
 One server per run rather than one per referee: grpc.aio binds its ports before it starts and
-tells a servicer nothing about which of several Unix sockets a call came through, and a
-server costs about a millisecond and 100 KB to start (bench/hosted.py).
+tells a servicer nothing about which of several Unix sockets a call came through; and a
+server is cheap next to the sandboxed process it serves (measured here, 50 in a row on a busy
+2-core machine: 2.1 ms to start, 1.7 ms to stop, ~10 KiB of resident memory each, against
+~0.7 s and ~50 MB for a hosted Python bot to start and connect: bench/hosted.py).
 """
 
 from __future__ import annotations
