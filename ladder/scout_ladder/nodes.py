@@ -22,7 +22,7 @@ import gzip
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,16 +87,19 @@ class NodeSession:
         return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
 
     async def assign(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
-                     time_control: Any, join_timeout_s: float) -> nodes_pb2.AssignmentReply:
-        """Ask the node to host a match; its reply (a refusal if it does not answer in time,
-        or is lost meanwhile)."""
+                     time_control: Any, join_timeout_s: float,
+                     hosted: Mapping[str, nodes_pb2.HostedSeat] | None = None
+                     ) -> nodes_pb2.AssignmentReply:
+        """Ask the node to host a match (``hosted``: the seats it runs in its sandbox); its
+        reply (a refusal if it does not answer in time, or is lost meanwhile)."""
         future: asyncio.Future[nodes_pb2.AssignmentReply] = \
             asyncio.get_running_loop().create_future()
         self.replies[match_id] = future
         self.matches.add(match_id)
         self.send(nodes_pb2.LadderMessage(assign=nodes_pb2.AssignMatch(
             match_id=match_id, seed=seed, time_control=time_control,
-            seats=[nodes_pb2.SeatTicket(bot_name=n, ticket=t) for n, t in seats],
+            seats=[nodes_pb2.SeatTicket(bot_name=n, ticket=t, hosted=(hosted or {}).get(n))
+                   for n, t in seats],
             join_timeout_ms=round(join_timeout_s * 1000))))
         try:
             return await asyncio.wait_for(asyncio.shield(future), REPLY_TIMEOUT_S)
