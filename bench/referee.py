@@ -70,6 +70,7 @@ from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.server import convert
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.eventloop import ENV_VAR, loop_factory
 from scout_rules import Phase, State
 from trivial_bot import (
@@ -614,7 +615,7 @@ async def raw_phase(console: Console, concurrency: int, warmup: float, measure: 
 
 
 async def raw_server_main() -> int:
-    from scout_arena.server.service import SERVER_OPTIONS
+    from scout_arena.server.listener import SERVER_OPTIONS
 
     reply = raw_reply()
 
@@ -717,7 +718,8 @@ def profiled_referee_main(out: Path, records: Path, port: int) -> int:
     profiler = cProfile.Profile()
 
     async def main() -> None:
-        referee = Referee({name: f"tok-{name}" for name in BOT_NAMES}, records_dir=records,
+        referee = Referee({name: f"tok-{name}" for name in BOT_NAMES}, wire=ProtobufWire(),
+                          records_dir=records,
                           default_time_control=TimeControl(DECISION_MS, TIME_BANK_MS))
         server = RefereeServer(referee, host="127.0.0.1", port=port, admin_token=ADMIN_TOKEN)
         ready = asyncio.Event()

@@ -58,10 +58,10 @@ def child_main(matches: int, concurrency: int) -> JSON:
         """A bot's stream: everything queued in one loop pass is written (handed off) as one
         message at the start of the next, and the bot's answers come back one pass later."""
 
-        def __init__(self, referee: Referee, connection: BotConnection,
+        def __init__(self, streams: Any, connection: BotConnection,
                      loop: asyncio.AbstractEventLoop) -> None:
             self.items: list[Any] = []
-            self.referee, self.connection, self.loop = referee, connection, loop
+            self.streams, self.connection, self.loop = streams, connection, loop
             self.scheduled = False
 
         def put(self, item: Any) -> None:
@@ -128,18 +128,24 @@ def child_main(matches: int, concurrency: int) -> JSON:
             for answer in read_answers(arena_pb2.BotMessage.FromString(data)):
                 if not isinstance(answer, ActionAnswer | RotationAnswer):
                     raise SystemExit(f"the referee refused a bot message: {answer}")
-                self.referee.route(self.connection, answer, received_at)
+                self.streams.route(self.connection, answer, received_at)
 
     async def play() -> None:
         names = [f"bot{i}" for i in range(4)]
-        referee = Referee({f"token-{n}": n for n in names})
-        referee.wire = ProtobufWire()
+        tokens = {f"token-{n}": n for n in names}
+        try:
+            referee = Referee(tokens, wire=ProtobufWire())
+        except TypeError:  # --against a revision whose referee had its wire set afterwards
+            referee = Referee(tokens)  # type: ignore[call-arg]
+            referee.wire = ProtobufWire()
+        # attach and route: the referee's own before it was split, its Streams' since.
+        streams: Any = getattr(referee, "streams", referee)
         loop = asyncio.get_running_loop()
         for name in names:
             connection = BotConnection(referee.bots.entry(name), f"session-{name}", 1000, "v")
             connection.lean = connection.accepts_bundles = True
-            connection.outbox = BundlingOutbox(referee, connection, loop)  # type: ignore[assignment]
-            referee.attach(connection)
+            connection.outbox = BundlingOutbox(streams, connection, loop)  # type: ignore[assignment]
+            streams.attach(connection)
         done = asyncio.Event()
         counts = {"created": 0, "ended": 0}
 

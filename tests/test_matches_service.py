@@ -29,6 +29,7 @@ from referee_support import (
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.server import Referee, RefereeFacade, RefereeServer, TimeControl
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchSnapshot, MatchStatus
 from scout_arena.server.idempotency import CreateRequest, IdempotencyKeys
 
@@ -142,7 +143,7 @@ class BusyReferee(Referee):
 
 def test_a_create_match_that_reaches_creation_after_its_deadline_makes_no_match() -> None:
     async def main() -> None:
-        referee = BusyReferee(TOKENS)
+        referee = BusyReferee(TOKENS, wire=ProtobufWire())
         async with serving(referee, ["a", "b"]) as (_, stub, _bots):
             referee.delay_s = 0.5
             late = await rpc_error(stub.CreateMatch(
@@ -163,7 +164,7 @@ def test_a_create_match_that_reaches_creation_after_its_deadline_makes_no_match(
 
 def test_a_create_matches_call_that_reaches_creation_after_its_deadline_makes_nothing() -> None:
     async def main() -> None:
-        referee = BusyReferee(TOKENS)
+        referee = BusyReferee(TOKENS, wire=ProtobufWire())
         async with serving(referee, ["a", "b", "c", "d"]) as (_, stub, _bots):
             referee.delay_s = 0.5
             late = await rpc_error(stub.CreateMatches(matches_pb2.CreateMatchesRequest(matches=[
@@ -180,7 +181,7 @@ def test_a_create_matches_call_that_reaches_creation_after_its_deadline_makes_no
 def test_create_matches_makes_each_request_in_order_and_says_why_for_those_it_could_not(
         ) -> None:
     async def main() -> None:
-        referee = Referee(TOKENS, default_time_control=QUICK)
+        referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=QUICK)
         async with serving(referee, ["a", "b", "c", "d", "e"]) as (_, stub, _bots):
             asked = matches_pb2.CreateMatchesRequest(matches=[
                 create_request(["a", "b"], seed=1, key="batch-1", time_control=LONG),
@@ -221,7 +222,8 @@ def test_create_matches_makes_each_request_in_order_and_says_why_for_those_it_co
 
 def test_a_create_match_retried_with_its_idempotency_key_returns_the_first_match() -> None:
     async def main() -> None:
-        referee = Referee(TOKENS, default_time_control=QUICK, reconnect_grace_s=0.1,
+        referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=QUICK,
+                          reconnect_grace_s=0.1,
                           keep_finished=0)
         async with serving(referee, list(TOKENS)) as (_, stub, bots):
             async def create(request: matches_pb2.CreateMatchRequest) -> matches_pb2.MatchInfo:
@@ -313,7 +315,7 @@ def test_a_finished_match_is_freed_without_the_cyclic_garbage_collector() -> Non
     """A runner that only a full collection could free (~1,200 objects a match) makes the
     full collections that stop the loop for most of a second at 10,000 bots come often."""
     async def main() -> None:
-        referee = Referee(TOKENS, default_time_control=QUICK)
+        referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=QUICK)
         async with serving(referee):
             runner = referee.create_match(["a", "b", "c"], seed=9, absent_ok=True)
             ref = weakref.ref(runner)
@@ -347,7 +349,8 @@ async def first_watch_event(stub: matches_pb2_grpc.MatchesAsyncStub, match_id: s
 
 def test_the_seed_is_told_only_once_a_match_has_ended() -> None:
     async def main() -> None:
-        referee = Referee(TOKENS, default_time_control=QUICK, reconnect_grace_s=0.1)
+        referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=QUICK,
+                          reconnect_grace_s=0.1)
         async with contextlib.AsyncExitStack() as stack:
             server, stub, bots = await stack.enter_async_context(
                 serving(referee, ["a", "b", "c", "d"]))
@@ -418,7 +421,7 @@ def test_the_seed_is_told_only_once_a_match_has_ended() -> None:
 def test_an_admin_token_no_caller_could_send_is_refused_at_start(tmp_path: Path,
                                                                  token: str) -> None:
     with pytest.raises(ValueError, match="admin token"):
-        RefereeServer(Referee({}), admin_token=token)
+        RefereeServer(Referee({}, wire=ProtobufWire()), admin_token=token)
     with pytest.raises(ValueError, match="admin token"):
         RefereeFacade({}, admin_token=token)
     result = subprocess.run(

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import pytest
 from scout.v1 import arena_pb2
 from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server.arena_service import StreamWriter
 from scout_arena.server.connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, Outbox
-from scout_arena.server.convert import MAX_BUNDLE_MESSAGES, bundle_bytes
-from scout_arena.server.service import ArenaServicer
+from scout_arena.server.convert import MAX_BUNDLE_MESSAGES, ProtobufWire, bundle_bytes
 from support.rawbot import (
     RawBot,
     body,
@@ -37,7 +37,7 @@ def run(scenario: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
 
 @contextlib.asynccontextmanager
 async def serving() -> AsyncIterator[tuple[Referee, RefereeServer]]:
-    referee = Referee(TOKENS, default_time_control=TimeControl(5000, 10_000))
+    referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=TimeControl(5000, 10_000))
     async with served(referee) as server:
         yield referee, server
 
@@ -117,7 +117,7 @@ def test_a_requests_clock_starts_once_its_write_has_completed() -> None:
         started: list[str] = []
         context = SlowWrites()
         writer = asyncio.ensure_future(
-            ArenaServicer._write(connection, context, asyncio.Event()))  # type: ignore[arg-type]
+            StreamWriter().run(connection, context, asyncio.Event()))  # type: ignore[arg-type]
         connection.send(Handoff(b"one", lambda: started.append("one")))
         connection.send(Handoff(b"two", lambda: started.append("two")))
         for _ in range(5):

@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import grpc
@@ -17,8 +17,10 @@ import pytest
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl, clock
+from scout_arena.server.arena_service import StreamWriter, _let_writer_finish
+from scout_arena.server.calls import ArenaContext
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner, Seat
-from scout_arena.server.service import ArenaServicer, _let_writer_finish
 from support.rawbot import (
     ACCEPTED,
     MALFORMED,
@@ -44,11 +46,34 @@ def run(scenario: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
 
 
 @contextlib.asynccontextmanager
-async def serving(tc: TimeControl | None = None
+async def serving(tc: TimeControl | None = None, writer: StreamWriter | None = None
                   ) -> AsyncIterator[tuple[Referee, RefereeServer]]:
-    referee = Referee(TOKENS, default_time_control=tc or TimeControl(2000, 10_000))
-    async with served(referee) as server:
+    referee = Referee(TOKENS, wire=ProtobufWire(),
+                      default_time_control=tc or TimeControl(2000, 10_000))
+    async with served(referee, stream_writer=writer) as server:
         yield referee, server
+
+
+def carries_a_request(data: bytes) -> bool:
+    message = arena_pb2.RefereeMessage.FromString(data)
+    inner = message.bundle.messages if kind_of(message) == "bundle" else [message]
+    return any(kind_of(each) in ("rotation_request", "decision_request") for each in inner)
+
+
+class SlowHandoff(StreamWriter):
+    """A deliberately slow referee: its writers hold each request ``delay_s`` before they hand
+    it to the transport (a delay that must never be charged to the bot)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def transport(self, context: ArenaContext) -> Callable[[bytes], Awaitable[None]]:
+        async def write(data: bytes) -> None:
+            if carries_a_request(data):
+                await asyncio.sleep(self.delay_s)
+            await context.write(data)
+
+        return write
 
 
 async def connect(server: RefereeServer, name: str, lean: bool) -> RawBot:
@@ -170,11 +195,9 @@ def test_a_lean_bot_gets_its_rejections_at_once_and_no_accepted() -> None:
 # ----- the fair clock ---------------------------------------------------------------------------
 
 
-def test_time_a_request_waits_inside_the_referee_is_never_charged_to_the_bot(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_a_request_waits_inside_the_referee_is_never_charged_to_the_bot() -> None:
     """The writer holds every request 0.35 s before handing it to the transport: more than the
     decision time and the bank together. Prompt bots lose nothing; the wait is the referee's."""
-    monkeypatch.setattr(ArenaServicer, "handoff_delay_s", 0.35)
 
     async def answer_all(bot: RawBot, match_id: str, answered: list[int]) -> None:
         while True:
@@ -185,7 +208,7 @@ def test_time_a_request_waits_inside_the_referee_is_never_charged_to_the_bot(
             answered.append(1)
 
     async def scenario() -> None:
-        async with serving(TimeControl(250, 50)) as (referee, server):
+        async with serving(TimeControl(250, 50), SlowHandoff(0.35)) as (referee, server):
             bots = [await connect(server, name, lean=name == "a") for name in ("a", "b")]
             match = referee.create_match(["a", "b"], seed=5)
             answered: list[int] = []
@@ -217,11 +240,10 @@ def test_a_request_the_transport_never_takes_is_charged_after_the_handoff_ceilin
     """The writer never hands a request over (as when a bot stops reading and HTTP/2 flow
     control holds the writer): past MAX_HANDOFF_WAIT_S the clock runs anyway, so the seat
     times out, forfeits on strikes and the match ends, instead of standing still for ever."""
-    monkeypatch.setattr(ArenaServicer, "handoff_delay_s", 3600.0)
     monkeypatch.setattr(clock, "MAX_HANDOFF_WAIT_S", 0.2)
 
     async def scenario() -> None:
-        async with serving(TimeControl(50, 0)) as (referee, server):
+        async with serving(TimeControl(50, 0), SlowHandoff(3600.0)) as (referee, server):
             bots = [await connect(server, name, lean=True) for name in ("a", "b")]
             match = referee.create_match(["a", "b"], seed=3)
             assert match.task is not None

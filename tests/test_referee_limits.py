@@ -22,8 +22,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 from scout_arena.server import Referee, RefereeServer, connections
+from scout_arena.server.arena_service import MAX_STREAMS_PER_TOKEN
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.limits import FD_RESERVE, raise_fd_limit
-from scout_arena.server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
+from scout_arena.server.listener import MAX_STREAMS_PER_CONNECTION
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,7 +36,7 @@ BUDGET_S = 20.0
 @contextlib.asynccontextmanager
 async def serving(tokens: dict[str, str] | None = None, **options: int
                   ) -> AsyncIterator[RefereeServer]:
-    server = RefereeServer(Referee(tokens or {}), admin_token="adm", **options)
+    server = RefereeServer(Referee(tokens or {}, wire=ProtobufWire()), admin_token="adm", **options)
     await server.start()
     try:
         yield server

@@ -30,6 +30,7 @@ from referee_support import (
 )
 from scout.v1 import ladder_pb2, ladder_pb2_grpc, matches_pb2
 from scout_arena.server import Referee, RefereeServer
+from scout_arena.server.convert import ProtobufWire
 from support.http2 import grpc_request_headers, send_raw_headers
 
 pytestmark = pytest.mark.timeout(180)
@@ -137,13 +138,14 @@ def test_ladder_serve_is_guarded_too(tmp_path: Path) -> None:
 DYING_REFEREE = """
 import asyncio, sys
 from scout_arena.server import Referee, RefereeServer, serve_forever
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.liveness import ServerLiveness
 from support.http2 import grpc_request_headers, send_raw_headers
 
 ServerLiveness.install_guard = lambda self: False
 
 async def main() -> None:
-    server = RefereeServer(Referee({}), port=0)
+    server = RefereeServer(Referee({}, wire=ProtobufWire()), port=0)
     ready = asyncio.Event()
     task = asyncio.create_task(serve_forever(server, 0.0, ready))
     await ready.wait()
@@ -216,8 +218,9 @@ def test_every_service_of_the_server_must_be_registered() -> None:
 
     async def main() -> None:
         with pytest.raises(ValueError, match=r"test\.Generic.*add_registered_method_handlers"):
-            RefereeServer(Referee({}), extra_services=[(generic_only, "test.Generic")])
-        server = RefereeServer(Referee({}))
+            RefereeServer(Referee({}, wire=ProtobufWire()),
+                          extra_services=[(generic_only, "test.Generic")])
+        server = RefereeServer(Referee({}, wire=ProtobufWire()))
         await server.start()
         try:
             assert server.liveness.guarded, server.liveness.guard_problem
@@ -239,14 +242,14 @@ def test_a_tls_referee_has_the_guard_but_no_plaintext_probe(tmp_path: Path) -> N
         pytest.skip("openssl is not available")
 
     async def main() -> None:
-        server = RefereeServer(Referee({}), tls=TlsConfig(cert, key))
+        server = RefereeServer(Referee({}, wire=ProtobufWire()), tls=TlsConfig(cert, key))
         assert server.liveness.probe_interval_s is None
         await server.start()
         try:
             assert server.liveness.guarded, server.liveness.guard_problem
         finally:
             await server.stop()
-        plain = RefereeServer(Referee({}))
+        plain = RefereeServer(Referee({}, wire=ProtobufWire()))
         assert plain.liveness.probe_interval_s == 0.5
 
     asyncio.run(main())

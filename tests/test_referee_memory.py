@@ -48,9 +48,8 @@ def test_finished_matches_are_dropped_to_a_bounded_window_of_summaries(tmp_path:
     keep_finished, played = 10, 60
 
     async def main() -> tuple[Referee, list[weakref.ref[MatchRunner]], list[str]]:
-        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=QUICK,
-                          keep_finished=keep_finished)
-        referee.wire = ProtobufWire()
+        referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=tmp_path,
+                          default_time_control=QUICK, keep_finished=keep_finished)
         runners: list[weakref.ref[MatchRunner]] = []
         referee.on_match_finished.append(lambda runner: runners.append(weakref.ref(runner)))
         ids = [*await play(referee, played // 2, 2), *await play(referee, played // 2, 4)]
@@ -73,9 +72,8 @@ def test_finished_matches_are_dropped_to_a_bounded_window_of_summaries(tmp_path:
 
 def test_without_a_records_directory_a_bounded_number_of_records_stays_in_memory() -> None:
     async def main() -> tuple[Referee, list[str]]:
-        referee = Referee(TOKENS, default_time_control=QUICK, keep_finished=8,
-                          keep_records=3)
-        referee.wire = ProtobufWire()
+        referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=QUICK,
+                          keep_finished=8, keep_records=3)
         return referee, await play(referee, 20, 3)
 
     referee, ids = asyncio.run(main())
@@ -88,9 +86,8 @@ def test_without_a_records_directory_a_bounded_number_of_records_stays_in_memory
 def test_a_running_match_is_found_among_finished_ones_and_leaves_when_it_ends(
         tmp_path: Path) -> None:
     async def main() -> None:
-        referee = Referee(TOKENS, records_dir=tmp_path, default_time_control=QUICK,
-                          keep_finished=5)
-        referee.wire = ProtobufWire()
+        referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=tmp_path,
+                          default_time_control=QUICK, keep_finished=5)
         await play(referee, 7)
         runner = referee.create_match(["a", "b"], seed=1, absent_ok=True)
         assert referee.running() == [runner] and referee.matches[runner.match_id] is runner
@@ -110,7 +107,8 @@ def test_a_running_match_is_found_among_finished_ones_and_leaves_when_it_ends(
 @asynccontextmanager
 async def served(records: Path | None, **keep: int
                  ) -> AsyncIterator[tuple[Referee, matches_pb2_grpc.MatchesStub]]:
-    referee = Referee(TOKENS, records_dir=records, default_time_control=QUICK, **keep)
+    referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=records,
+                      default_time_control=QUICK, **keep)
     server = RefereeServer(referee)
     await server.start()
     try:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from scout_arena.record import MatchRecord, load_record
 from scout_arena.server import Referee, TimeControl
-from scout_arena.server import referee as referee_module
+from scout_arena.server import records as records_module
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchStatus
 
@@ -23,7 +23,7 @@ TOKENS = {name: f"token-{name}" for name in ("a", "b", "c")}
 
 
 def slow_write(seconds: float) -> Any:
-    real = referee_module.write_record_bytes
+    real = records_module.write_record_bytes
 
     def write(data: bytes, path: Path) -> None:
         time.sleep(seconds)
@@ -36,8 +36,8 @@ def started_match(records_dir: Path) -> tuple[Referee, Any, asyncio.Task[None],
                                               list[MatchRecord]]:
     """A referee with one match of absent seats just created (its task not yet begun), and
     the records the referee reports as its matches end."""
-    referee = Referee(TOKENS, records_dir=records_dir, default_time_control=TimeControl(50, 0))
-    referee.wire = ProtobufWire()
+    referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=records_dir,
+                      default_time_control=TimeControl(50, 0))
     reported: list[MatchRecord] = []
     referee.on_match_finished.append(lambda match: reported.append(match.record))
     runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
@@ -48,7 +48,7 @@ def started_match(records_dir: Path) -> tuple[Referee, Any, asyncio.Task[None],
 @pytest.mark.parametrize("write_s", [0.3, 2.0])
 def test_a_match_cancelled_while_its_record_is_written_ends_finished_once_it_is_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_s: float) -> None:
-    monkeypatch.setattr(referee_module, "write_record_bytes", slow_write(write_s))
+    monkeypatch.setattr(records_module, "write_record_bytes", slow_write(write_s))
     monkeypatch.setattr("scout_arena.server.match.STORE_AFTER_CANCEL_S", 1.0)
 
     async def main() -> tuple[Any, list[MatchRecord], bool, bool]:

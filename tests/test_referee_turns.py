@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.clock import SeatClock
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
 from scout_arena.server.events import MatchStatus
 from scout_arena.server.match import MatchRunner, Seat
@@ -235,7 +236,7 @@ def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
 
 async def crash_one_of_two(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, bool]:
     """Two matches of the same two bots; a turn of the first raises."""
-    referee = Referee(TOKENS, default_time_control=TimeControl(5000, 30_000))
+    referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=TimeControl(5000, 30_000))
     async with served(referee) as server:
         bots = [(await RawBot.connect(server.address, TOKENS[name]))[0]
                 for name in ("bot0", "bot1")]
@@ -287,7 +288,7 @@ def test_a_pass_budget_of_zero_is_refused() -> None:
 
 @contextlib.asynccontextmanager
 async def serving(pass_budget_ms: float) -> AsyncIterator[tuple[Referee, RefereeServer]]:
-    referee = Referee(TOKENS, default_time_control=TimeControl(5000, 30_000),
+    referee = Referee(TOKENS, wire=ProtobufWire(), default_time_control=TimeControl(5000, 30_000),
                       pass_budget_ms=pass_budget_ms)
     async with served(referee) as server:
         yield referee, server

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scout.v1 import arena_pb2, game_pb2
-from scout_arena.server.service import encode
+from scout_arena.server.arena_service import encode
 
 
 def _event(i: int) -> arena_pb2.RefereeMessage:
@@ -128,7 +128,7 @@ def test_bot_messages_read_into_answers_or_a_protocol_error() -> None:
 def test_every_kind_of_match_request_error_has_its_documented_status() -> None:
     import grpc
     from scout_arena.server import errors
-    from scout_arena.server.service import match_request_status
+    from scout_arena.server.matches_service import match_request_status
 
     expected = {
         errors.RefereeClosing: grpc.StatusCode.UNAVAILABLE,

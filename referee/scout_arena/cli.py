@@ -27,9 +27,10 @@ from .record import (
     replay,
 )
 from .record.json_v1 import note_json
+from .server.arena_service import MAX_STREAMS_PER_TOKEN
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
-from .server.service import MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_TOKEN
+from .server.listener import MAX_STREAMS_PER_CONNECTION
 from .server.turns import DEFAULT_PASS_BUDGET_MS
 
 
@@ -259,10 +260,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import logging
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
+    from .server.convert import ProtobufWire
     from .server.gcpolicy import tune_gc, watch_gc_pauses
+    from .server.matches_service import admin_token_problem
     from .server.metrics import MetricsServer, serve_metrics
     from .server.node import NodeLink
-    from .server.service import admin_token_problem
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -283,7 +285,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     records.mkdir(parents=True, exist_ok=True)
 
     async def main() -> None:
-        referee = Referee(_tokens(args), records_dir=records,
+        referee = Referee(_tokens(args), wire=ProtobufWire(), records_dir=records,
                           default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
                           reconnect_grace_s=args.reconnect_grace,
                           pass_budget_ms=args.pass_budget_ms)

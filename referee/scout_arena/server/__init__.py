@@ -4,6 +4,7 @@ Apps use `RefereeFacade` (and `LiveMatch`, `TimeControl`, the `MatchRequestError
 referee's own command line assembles `Referee` and `RefereeServer` itself.
 """
 
+from .calls import bearer_token
 from .clock import TimeControl
 from .errors import (
     BotAtCapacity,
@@ -18,8 +19,9 @@ from .errors import (
     UnknownBot,
 )
 from .facade import LiveMatch, RefereeFacade
+from .lifecycle import RefereeServer, serve_forever
+from .listener import TlsConfig
 from .referee import Referee
-from .service import RefereeServer, TlsConfig, bearer_token, serve_forever
 from .turns import DEFAULT_PASS_BUDGET_MS, NO_PASS_BUDGET_MS
 
 __all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",

@@ -17,20 +17,16 @@ from typing import NoReturn, Protocol, final
 from scout_rules import SpectatorView, spectator_view
 
 from ..record import JSON, MatchRecord
+from .calls import bearer_token
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal
+from .convert import ProtobufWire
 from .events import Assigned, Goodbye, GoodbyeReason
+from .lifecycle import RefereeServer, exit_dead, wait_stopped_or_dead
+from .listener import ExtraService, TlsConfig
 from .match import MatchRunner
 from .metrics import MetricsServer, serve_metrics
 from .referee import Referee
-from .service import (
-    ExtraService,
-    RefereeServer,
-    TlsConfig,
-    bearer_token,
-    exit_dead,
-    wait_stopped_or_dead,
-)
 from .turns import DEFAULT_PASS_BUDGET_MS
 
 
@@ -94,7 +90,7 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
                  extra_services: Sequence[ExtraService] = (),
                  tls: TlsConfig | None = None,
                  pass_budget_ms: float = DEFAULT_PASS_BUDGET_MS) -> None:
-        self._referee = Referee(tokens or {}, records_dir=records_dir,
+        self._referee = Referee(tokens or {}, wire=ProtobufWire(), records_dir=records_dir,
                                 default_time_control=time_control,
                                 reconnect_grace_s=reconnect_grace_s,
                                 pass_budget_ms=pass_budget_ms)
@@ -177,7 +173,7 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
 
     def on_connect(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(bot name)`` whenever a bot's stream is accepted (new or resumed)."""
-        self._referee.on_connect.append(lambda bot: callback(bot.name))
+        self._referee.streams.on_connect.append(lambda bot: callback(bot.name))
 
     def connected_bots(self) -> dict[str, int]:
         """Every connected bot, with how many more matches it takes now (0: it is busy). A bot
@@ -230,12 +226,12 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
 
     def on_hosting_failed(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(match id, why)`` when a held match could not start at all."""
-        self._referee.on_hosting_failed.append(callback)
+        self._referee.assigned.on_hosting_failed.append(callback)
 
     def load(self) -> tuple[int, int]:
         """(matches running or held, bots connected)."""
-        running = len(self._referee.matches.running) + len(self._referee.pending)
-        connected = sum(1 for bot in self._referee.bots if bot.connection is not None)
+        running = len(self._referee.matches.running) + len(self._referee.assigned.pending)
+        connected = self._referee.streams.connected()
         return running, connected
 
     def on_match_finished(self, callback: Callable[[MatchRecord], None]) -> None:

@@ -22,7 +22,8 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from enum import Enum
+from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
 from scout_rules import (
     Action,
@@ -44,6 +45,7 @@ from .connections import BotEntry, Handoff
 from .events import (
     ActionAnswer,
     ActionPlayed,
+    Answer,
     AnswerJudged,
     BotEvent,
     DecisionRequested,
@@ -65,14 +67,37 @@ from .turns import TurnGate
 
 log = logging.getLogger("scout_arena.referee")
 
-_FORFEIT = object()
 STORE_AFTER_CANCEL_S = 10.0
 """How long a match cancelled while writing its record still waits for the write."""
 LATE_TIMER_S = 0.005
 """A timeout timer that fires later than this waits as long again before it times out."""
 
 
-def _rotation_of(answer: RotationAnswer) -> bool:
+T = TypeVar("T")
+
+
+class Delivered(NamedTuple):
+    """An answer routed to the seat whose request it names, as it came off the stream."""
+
+    answer: Answer
+    received_at: float
+    """The monotonic time it was read (its clock stops there: `clock`)."""
+    loop_lag: float
+    """How far behind the event loop ran as it was read (`looplag`), credited to the bot."""
+
+
+class Forfeit(Enum):
+    """What a seat's answers get when its bot forfeits: no answer will come, the referee plays
+    the fallback for the open request."""
+
+    MARKER = "forfeit"
+
+
+FORFEIT: Final = Forfeit.MARKER
+
+
+def _rotation_of(answer: Answer) -> bool:
+    assert isinstance(answer, RotationAnswer)  # answers reach requests of their kind (route)
     return answer.rotate
 
 
@@ -88,20 +113,50 @@ class MatchHost(Protocol):
     def match_finished(self, match: MatchRunner) -> None: ...
 
 
+class SeatRequest(Protocol):
+    """A seat's open request, whatever the value its answer makes (`OpenRequest`)."""
+
+    @property
+    def request_id(self) -> int: ...
+
+    @property
+    def event(self) -> Request: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def accept(self, answer: Answer) -> None:
+        """Keep what ``answer`` makes; raises (the engine's errors) for one that is not
+        acceptable."""
+        ...
+
+    def close(self) -> None:
+        """Hand the match what the accepted answer made, or None when no answer was accepted:
+        the referee plays the fallback (timeout, forfeit)."""
+        ...
+
+
 @dataclass(slots=True)
-class OpenRequest:
-    """A request a seat has to answer: what makes a value of an answer (``accept``, which
+class OpenRequest(Generic[T]):
+    """A request a seat has to answer: what makes a value of an answer (``read``, which
     raises for one that is not acceptable) and what the match does with it (``done``, given
     None when the referee plays the fallback)."""
 
     request_id: int
     event: Request
-    accept: Callable[[Any], Any]
-    done: Callable[[Any], None]
+    read: Callable[[Answer], T]
+    done: Callable[[T | None], None]
+    value: T | None = None
 
     @property
     def kind(self) -> str:
         return self.event.kind
+
+    def accept(self, answer: Answer) -> None:
+        self.value = self.read(answer)
+
+    def close(self) -> None:
+        self.done(self.value)
 
 
 @dataclass(eq=False)
@@ -118,8 +173,8 @@ class Seat:
     absent: bool = False
     timeouts: int = 0
     illegal: int = 0
-    open: OpenRequest | None = None
-    answers: deque[Any] = field(default_factory=deque)
+    open: SeatRequest | None = None
+    answers: deque[Delivered | Forfeit] = field(default_factory=deque)
     turn_due: bool = False
     """A turn of this seat is waiting in the gate or running: it sees every answer delivered
     meanwhile, so none needs another."""
@@ -130,8 +185,8 @@ class Seat:
     timer_at: float = 0.0
     """When `timer` goes off, in the loop's time."""
 
-    def deliver(self, item: Any) -> None:
-        """An answer (or the forfeit signal) for the request this seat has open: the seat's
+    def deliver(self, item: Delivered | Forfeit) -> None:
+        """An answer (or the forfeit marker) for the request this seat has open: the seat's
         turn runs as soon as the event loop has room for it (`TurnGate.wake`), at once if it
         has: in the task that read the answer, with no task of the match to wake."""
         self.answers.append(item)
@@ -252,7 +307,7 @@ class MatchRunner:
         self._finishing = False
         self._begun = False
         self._abort_at_start = False
-        self._phase: asyncio.Future[Any] | None = None
+        self._phase: asyncio.Future[list[bool] | None] | None = None
         """What `run` waits for: the end of the rotations or of the decisions in progress."""
         self.record_stored = True
         """False once writing the record failed (it is then kept in memory, `MatchBook`)."""
@@ -360,13 +415,13 @@ class MatchRunner:
         log.info("match %s: seat %d (%s) forfeits: %s", self.match_id, seat.index,
                  seat.bot.name, reason)
         if seat.open is not None:
-            seat.deliver(_FORFEIT)
+            seat.deliver(FORFEIT)
 
     # ----- asking for answers -------------------------------------------------------------
 
     def _ask(self, seat: Seat, event: Callable[[int, int, int], Request],
-             accept: Callable[[Any], Any], done: Callable[[Any], None]) -> None:
-        """Send one request; ``done`` gets what ``accept`` made of an acceptable answer within
+             read: Callable[[Answer], T], done: Callable[[T | None], None]) -> None:
+        """Send one request; ``done`` gets what ``read`` made of an acceptable answer within
         decision time + bank, or None when the referee plays the fallback (timeout, forfeit):
         from `answer_turn`, which runs when an answer comes or the timer goes off."""
         if seat.forfeited:
@@ -377,7 +432,7 @@ class MatchRunner:
         request = event(request_id, self.time_control.decision_ms, int(seat.clock.bank_ms))
         message = self.wire.encode(request)
         seat.clock.queue()
-        seat.open = OpenRequest(request_id, request, accept, done)
+        seat.open = OpenRequest(request_id, request, read, done)
         seat.grace_until = 0.0
         seat.send_request(message, request_id)
         seat.arm_timer(max(seat.time_left(), 0.0))
@@ -394,12 +449,12 @@ class MatchRunner:
             while answers:
                 item = answers.popleft()
                 seat.grace_until = 0.0
-                if item is _FORFEIT:
-                    self._answered(seat, request, None)
+                if item is FORFEIT:
+                    self._answered(seat, request)
                     return
                 answer, received_at, loop_lag = item
                 try:
-                    value = request.accept(answer)
+                    request.accept(answer)
                 except (MalformedAction, IllegalAction, OutOfTurn) as exc:
                     malformed = isinstance(exc, MalformedAction)
                     seat.illegal += 1
@@ -408,7 +463,7 @@ class MatchRunner:
                     self.judge(seat, request.request_id,
                                Verdict.MALFORMED if malformed else Verdict.ILLEGAL, str(exc))
                     if seat.forfeited:
-                        self._answered(seat, request, None)
+                        self._answered(seat, request)
                         return
                     continue
                 decision_ms = self.time_control.decision_ms
@@ -416,7 +471,7 @@ class MatchRunner:
                 self.metrics.answered_request(request.kind, taken, decision_ms / 1000)
                 seat.open = None
                 self.judge(seat, request.request_id, Verdict.ACCEPTED)
-                self._answered(seat, request, value)
+                self._answered(seat, request)
                 return
             remaining = seat.time_left()
             if remaining > 0:
@@ -432,14 +487,14 @@ class MatchRunner:
             self.judge(seat, request.request_id, Verdict.TIMED_OUT,
                        "time ran out (decision time and bank); the referee played the "
                        "fallback")
-            self._answered(seat, request, None)
+            self._answered(seat, request)
         except Exception as exc:  # the match ends on it (`run` logs it)
             self._crash(exc)
 
-    def _answered(self, seat: Seat, request: OpenRequest, value: Any) -> None:
+    def _answered(self, seat: Seat, request: SeatRequest) -> None:
         seat.open = None
         seat.answers.clear()
-        request.done(value)
+        request.close()
 
     def _stop_asking(self) -> None:
         """The match is ending: no open request is answered any more."""
@@ -457,7 +512,7 @@ class MatchRunner:
         else:
             log.error("match %s: a turn failed outside a phase", self.match_id, exc_info=exc)
 
-    def _end_phase(self, value: Any = None) -> None:
+    def _end_phase(self, value: list[bool] | None = None) -> None:
         phase = self._phase
         if phase is not None and not phase.done():
             phase.set_result(value)
@@ -477,7 +532,7 @@ class MatchRunner:
                 return RotationRequested(self.match_id, request_id, seat.index, round_index,
                                          hand, deadline_ms, time_bank_ms)
 
-            def done(rotate: Any) -> None:
+            def done(rotate: bool | None) -> None:
                 choices[seat.index] = bool(rotate)
                 left[0] -= 1
                 if not left[0]:
@@ -494,7 +549,8 @@ class MatchRunner:
         shows = self.state.legal_shows()
         return shows[0] if shows else Scout(End.LEFT, False, 0)
 
-    def _accept_action(self, answer: ActionAnswer) -> Action:
+    def _accept_action(self, answer: Answer) -> Action:
+        assert isinstance(answer, ActionAnswer)  # answers reach requests of their kind (route)
         action = answer.action
         if action is None:
             raise MalformedAction(answer.unreadable)
@@ -575,6 +631,7 @@ class MatchRunner:
                 if state.phase is Phase.ROTATION:
                     self._ask_rotations()
                     choices = await phase
+                    assert choices is not None
                     for seat, rotate in zip(self.seats, choices, strict=True):
                         state.choose_rotation(seat.index, rotate)
                     continue

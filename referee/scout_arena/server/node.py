@@ -36,6 +36,7 @@ from ..record import record_to_json
 from .clock import TimeControl
 from .convert import time_control_from_pb
 from .errors import MatchRequestError
+from .events import MatchStatus
 from .match import MatchRunner
 from .referee import Referee
 
@@ -132,7 +133,7 @@ class NodeLink:
         self.hosting = hosting
         self._channel: grpc.aio.Channel | None = None
         referee.on_match_finished.append(self._match_finished)
-        referee.on_hosting_failed.append(self._hosting_failed)
+        referee.assigned.on_hosting_failed.append(self._hosting_failed)
 
     # ----- what the referee tells us --------------------------------------------------------
 
@@ -141,7 +142,7 @@ class NodeLink:
             return
         self.held.discard(match.match_id)
         self._decisions += sum(len(r.actions) for r in match.state.round_logs)
-        failure = "" if match.status.value == "finished" else "the node aborted the match"
+        failure = "" if match.status is MatchStatus.FINISHED else "the node aborted the match"
         self._report(nodes_pb2.NodeMessage(match_ended=nodes_pb2.NodeMatchEnded(
             match_id=match.match_id, record_json_gzip=_record_gzip(match), failure=failure)))
 
@@ -265,7 +266,7 @@ class NodeLink:
     async def _heartbeats(self, queue: asyncio.Queue[nodes_pb2.NodeMessage | None],
                           every_s: float) -> None:
         while True:
-            running = len(self.referee.matches.running) + len(self.referee.pending)
+            running = len(self.referee.matches.running) + len(self.referee.assigned.pending)
             connected = sum(1 for bot in self.referee.bots if bot.connection is not None)
             queue.put_nowait(nodes_pb2.NodeMessage(heartbeat=nodes_pb2.NodeHeartbeat(
                 running_matches=running, connected_bots=connected, decisions=self._decisions,
@@ -288,7 +289,7 @@ class NodeLink:
 
     def _assign(self, assign: nodes_pb2.AssignMatch) -> None:
         match_id = assign.match_id
-        running = len(self.referee.matches.running) + len(self.referee.pending)
+        running = len(self.referee.matches.running) + len(self.referee.assigned.pending)
         reason = ""
         hosted = any(seat.HasField("hosted") for seat in assign.seats)
         if hosted and (self.hosting is None or not self.hosting.can_host):
