@@ -45,6 +45,7 @@ from scout_arena.sandbox import Sandbox, pack_folder, probe
 from scout_arena.server import Referee, RefereeServer
 from scout_arena.server.clock import TimeControl
 from scout_arena.server.connections import BotEntry
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
 
 CPU_BOT = '''
@@ -95,14 +96,15 @@ class Bench:
         for kind, folder in self.folders.items():
             archive = pack_folder(folder)
             self.bots[kind] = cache.put(sha256_hex(archive), archive)
-        self.referee = Referee({"remote": "remote-token"}, default_time_control=TC)
+        self.referee = Referee({"remote": "remote-token"}, wire=ProtobufWire(),
+                               default_time_control=TC)
         self.server = RefereeServer(self.referee)
         self.reports: dict[tuple[str, str], asyncio.Future[RunReport]] = {}
         self.ended: dict[str, asyncio.Future[MatchRunner]] = {}
         self.connected_at: dict[str, float] = {}
         self.host = Host(self.referee, Sandbox(), root / "host", on_report=self._report)
         self.referee.on_match_finished.append(self._finished)
-        self.referee.on_connect.append(self._connected)
+        self.referee.streams.on_connect.append(self._connected)
 
     async def _report(self, report: RunReport) -> None:
         future = self.reports.get((report.match_id, report.bot_name))

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
 from scout_arena.sandbox import Sandbox, pack_folder
 from scout_arena.server import Referee, RefereeServer
+from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
 
 P = ParamSpec("P")
@@ -63,7 +64,7 @@ class HostedReferee:
 @contextlib.asynccontextmanager
 async def hosted_referee(tmp: Path, tokens: dict[str, str] | None = None
                          ) -> AsyncIterator[HostedReferee]:
-    referee = Referee(tokens or {}, reconnect_grace_s=30.0)
+    referee = Referee(tokens or {}, wire=ProtobufWire(), reconnect_grace_s=30.0)
     server = RefereeServer(referee)
     holder: list[HostedReferee] = []
 

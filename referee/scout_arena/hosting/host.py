@@ -131,8 +131,8 @@ class Host:
         # Unix socket paths are short (108 bytes): the sockets live in a short private folder.
         self._sockets = Path(tempfile.mkdtemp(prefix="scout-h-"))
         referee.on_match_finished.append(self._match_finished)
-        referee.on_connect.append(self._connected)
-        referee.on_hosting_failed.append(lambda match_id, _why: self.release(match_id))
+        referee.streams.on_connect.append(self._connected)
+        referee.assigned.on_hosting_failed.append(lambda match_id, _why: self.release(match_id))
 
     def runs(self, match_id: str) -> int:
         return len(self._runs.get(match_id, ()))
@@ -161,7 +161,7 @@ class Host:
                 self._gone(run)
                 continue
             run.watcher = self._spawn(self._watch(run), f"watch {bot.name} in {match_id}")
-        if match_id not in self.referee.pending and \
+        if match_id not in self.referee.assigned.pending and \
                 self.referee.matches.running.get(match_id) is None:
             self.release(match_id)  # ended (or was dropped) while its bots were starting
 
@@ -196,7 +196,7 @@ class Host:
     def _gone(self, run: _Run) -> None:
         """The bot's process is gone while its match is held or played: its seat is lost."""
         referee = self.referee
-        if run.match_id in referee.pending:
+        if run.match_id in referee.assigned.pending:
             self._start_without_dead(run.match_id)
             return
         bot = referee.bots.get(run.bot.name)
@@ -211,18 +211,18 @@ class Host:
         """Start a held match now when the only seats it still awaits are hosted bots whose
         processes are gone (rather than at its join deadline)."""
         referee = self.referee
-        pending = referee.pending.get(match_id)
+        pending = referee.assigned.pending.get(match_id)
         if pending is None:
             return
         dead = {r.bot.name for r in self._runs.get(match_id, ()) if r.early}
         awaited = [n for n in pending.names
                    if (b := referee.bots.get(n)) is None or b.connection is None]
         if awaited and all(name in dead for name in awaited):
-            referee._start_pending(pending, True)
+            referee.assigned._start_pending(pending, True)
 
     def _connected(self, bot: BotEntry) -> None:
         for match_id, runs in list(self._runs.items()):
-            if any(r.early for r in runs) and match_id in self.referee.pending:
+            if any(r.early for r in runs) and match_id in self.referee.assigned.pending:
                 self._start_without_dead(match_id)
 
     def _match_finished(self, match: MatchRunner) -> None:

@@ -18,62 +18,52 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
-from scout.v1 import arena_pb2
 
+from ..server.arena_service import ArenaServicer, FixedBot
+from ..server.calls import ArenaContext
+from ..server.connections import BotEntry
+from ..server.listener import SERVER_OPTIONS
 from ..server.referee import Referee
-from ..server.service import SERVER_OPTIONS, ArenaServicer, add_arena_to_server
 
 log = logging.getLogger("scout_arena.hosting")
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 SOCKET_OPTIONS = [option for option in SERVER_OPTIONS if option[0] != "grpc.so_reuseport"]
 STREAMS_PER_SOCKET = 2
 """Play streams a hosted bot may have open at once (one, and a reconnect racing its end)."""
 
 
-class BoundArenaServicer(ArenaServicer):
-    """The Arena service of one bot: every call on its socket is that bot's."""
+class HostedBotIdentity(FixedBot):
+    """Every call on the socket is its bot's (`FixedBot`), and the first one is noted: whether
+    the bot connected is part of its run's outcome."""
 
-    def __init__(self, referee: Referee, bot_name: str) -> None:
-        super().__init__(referee, STREAMS_PER_SOCKET)
-        self.bot_name = bot_name
+    refusal = "this socket serves one hosted bot only"
+
+    def __init__(self, bot: BotEntry) -> None:
+        super().__init__(bot)
         self.connected = False
-        """Set once the bot has opened a Play stream (for its run's outcome)."""
 
-    async def Play(  # type: ignore[override]
-        self, request_iterator: AsyncIterator[arena_pb2.BotMessage], context: Context
-    ) -> None:
-        bot = self.referee.bots.entry(self.bot_name)
-        if bot.open_streams >= self.max_streams_per_token:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"this hosted bot already has {bot.open_streams} Play streams "
-                                "open; it needs one")
+    async def bot_for(self, context: ArenaContext) -> BotEntry | None:
         self.connected = True
-        bot.open_streams += 1
-        try:
-            await self._play(bot, context)
-        finally:
-            bot.open_streams -= 1
+        return self.bot
 
 
 class BotSocket:
-    """The server on one hosted run's socket, from `start` to `stop`."""
+    """The server on one hosted run's socket, from `start` to `stop`: the Arena service alone
+    (no health, reflection or liveness probe: nobody but the bot is there to ask)."""
 
     def __init__(self, referee: Referee, bot_name: str, path: Path) -> None:
         self.path = path
-        self.servicer = BoundArenaServicer(referee, bot_name)
+        self.identity = HostedBotIdentity(referee.bots.entry(bot_name))
         self._server = grpc.aio.server(options=SOCKET_OPTIONS)
-        add_arena_to_server(self.servicer, self._server)
+        ArenaServicer(referee.streams, self.identity,
+                      max_streams_per_token=STREAMS_PER_SOCKET).add_to_server(self._server)
 
     @property
     def connected(self) -> bool:
-        return self.servicer.connected
+        return self.identity.connected
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +72,6 @@ class BotSocket:
         if self._server.add_insecure_port(f"unix:{self.path}") == 0:
             raise OSError(f"cannot listen on the Unix socket {self.path}")
         await self._server.start()
-        self.path.chmod(0o666)  # the sandbox's user is another uid in its namespace
 
     async def stop(self, grace_s: float = 0.5) -> None:
         await self._server.stop(grace_s)

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..server.clock import TimeControl
+from ..server.convert import ProtobufWire
+from ..server.lifecycle import RefereeServer
 from ..server.match import MatchRunner
 from ..server.referee import Referee
-from ..server.service import RefereeServer
 from .files import CodeCache, DataFolderError, sha256_hex
 from .host import Host, HostedBot, Launcher, RunReport
 
@@ -85,7 +86,8 @@ class Validator:
 
     async def _play(self, bot: HostedBot, folder: Path) -> Verdict:
         tokens = {f"check-{kind}": secrets.token_urlsafe(16) for kind in OPPONENTS}
-        referee = Referee(tokens, default_time_control=self.config.time_control,
+        referee = Referee(tokens, wire=ProtobufWire(),
+                          default_time_control=self.config.time_control,
                           reconnect_grace_s=2.0)
         server = RefereeServer(referee, host="127.0.0.1", port=0)
         reports: dict[str, asyncio.Future[RunReport]] = {}
