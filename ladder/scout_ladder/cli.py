@@ -119,7 +119,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
-    from .repository import LeaseHeldError, Repository
+    from .owners_service import Registration
+    from .repository import LeaseHeldError, OwnerLimits, Repository
     from .service import Ladder, LadderConfig
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -130,7 +131,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                     allow_same_owner=args.allow_same_owner),
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
-        web_host=args.web_host, web_port=args.web_port)
+        web_host=args.web_host, web_port=args.web_port,
+        registration=Registration(args.registration))
+    limits = OwnerLimits(bots_per_owner=args.max_bots_per_owner,
+                         submissions_per_hour=args.max_submissions_per_hour,
+                         max_upload_bytes=args.max_upload_mb * 2**20)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise _Exit("--tls-cert and --tls-key go together", 2)
     if args.tls_cert:
@@ -160,7 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, on_signal)
-        repo = Repository(args.database)
+        repo = Repository(args.database, storage=args.storage, limits=limits)
         ladder = Ladder(repo, config)
         try:
             await ladder.start()
@@ -378,6 +383,31 @@ def _plain(row: Any) -> Any:
     return row
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+    return value
+
+
+def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
+    owners = serve.add_argument_group(
+        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
+    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
+                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
+                             "closed (default): only the admin token makes accounts")
+    owners.add_argument("--storage", metavar="DIR",
+                        help="hosted bots' uploads and data folders (default: "
+                             "<database file>-storage beside a SQLite file, else "
+                             "./ladder-storage)")
+    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
+
+
 def add_ladder_parser(sub: Any) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
     ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
@@ -408,6 +438,7 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    _add_owner_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")

@@ -29,7 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 # Named constraints make migrations reproducible: without names, each backend invents its own
@@ -43,6 +43,8 @@ NAMING_CONVENTION = {
 }
 
 MATCH_STATUSES = ("in_flight", "finished", "void")
+BOT_KINDS = ("remote", "hosted")
+VERSION_STATUSES = ("validating", "active", "rejected", "superseded")
 CHALLENGE_STATUSES = ("open", "done", "cancelled")
 
 SEED_LIMIT = 2**64
@@ -52,6 +54,7 @@ INTEGER or a double hold exactly, so they are stored as decimal text."""
 NAME_LENGTH = 64
 OWNER_LENGTH = 128
 MATCH_ID_LENGTH = 128
+SHA256_HEX_LENGTH = 64
 
 
 class Seed(TypeDecorator[int]):
@@ -123,18 +126,101 @@ class Bot(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     probation_reason: Mapped[str | None] = mapped_column(Text)
     probation_since: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    kind: Mapped[str] = mapped_column(String(16), server_default="remote")
+    """``remote`` (its owner runs it and connects with its token) or ``hosted`` (the ladder
+    runs its uploaded versions in a sandbox)."""
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    """Why a hosted bot is not scheduled (it kept crashing...); cleared by a version that
+    passes validation. NULL: not paused."""
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"))
+    """The owner account; NULL for a bot the operator registered for a free-text owner."""
+    account: Mapped[Owner | None] = relationship(lazy="selectin")
+    """Loaded with the bot in one more query per batch, so that a bot's info says whether its
+    owner is suspended (a join would not combine with FOR UPDATE on PostgreSQL)."""
 
-    __table_args__ = (CheckConstraint("version >= 1", name="version_positive"),)
+    __table_args__ = (
+        # 0: a hosted bot none of whose versions has passed validation yet (never seated:
+        # a seat's version must be a row of bot_versions, and numbers start at 1).
+        CheckConstraint("version >= 0", name="version_not_negative"),
+        CheckConstraint("kind IN ('remote', 'hosted')", name="kind_known"),
+        Index(None, "owner_id"),
+    )
 
 
 class BotVersion(Base):
-    """One row per registration of a bot, so that a seat can say which version played it."""
+    """One row per version of a bot, so that a seat can say which version played it.
+
+    A remote bot's versions are its registrations (active at once). A hosted bot's are its
+    uploads: ``validating`` until the validator decides, then ``active`` (the one that plays;
+    ``bots.version`` names it) or ``rejected`` with the reason and the validation's output;
+    an active version becomes ``superseded`` when a newer one passes. The upload itself is a
+    file of the ladder's storage folder (`repository.files`); this row says it exists.
+    """
 
     __tablename__ = "bot_versions"
 
     bot_id: Mapped[int] = mapped_column(ForeignKey("bots.id"), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     registered_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(16), server_default="active")
+    reason: Mapped[str | None] = mapped_column(Text)
+    validation_output: Mapped[str | None] = mapped_column(Text)
+    archive_sha256: Mapped[str | None] = mapped_column(String(SHA256_HEX_LENGTH))
+    archive_size: Mapped[int | None] = mapped_column(Integer)
+    runtime: Mapped[str | None] = mapped_column(String(16))
+    command_json: Mapped[str | None] = mapped_column(Text)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('validating', 'active', 'rejected', 'superseded')", name="status_known"
+        ),
+        Index(None, "status"),
+    )
+
+
+class Owner(Base):
+    """An owner account: signs up with an invite (or freely, as the ladder's registration
+    policy says) and acts on its own bots with its owner token, of which only the SHA-256 is
+    kept. A suspended owner's bots are not scheduled; the reason shows on their profiles."""
+
+    __tablename__ = "owners"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(OWNER_LENGTH), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(SHA256_HEX_LENGTH), unique=True)
+    suspended_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Invite(Base):
+    """A single-use signup code the admin made; only its SHA-256 is kept."""
+
+    __tablename__ = "invites"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    code_hash: Mapped[str] = mapped_column(String(SHA256_HEX_LENGTH), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    used_by: Mapped[int | None] = mapped_column(ForeignKey("owners.id"))
+
+
+class HostedRun(Base):
+    """What one hosted run of a bot left: why it ended and the tail of its output, which only
+    its owner may read. Validation runs have match ids of their own (no ``matches`` row), so
+    the match id is plain text. Only the newest runs of each bot are kept."""
+
+    __tablename__ = "hosted_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    bot_id: Mapped[int] = mapped_column(ForeignKey("bots.id"))
+    match_id: Mapped[str] = mapped_column(String(MATCH_ID_LENGTH))
+    version: Mapped[int] = mapped_column(Integer)
+    outcome_reason: Mapped[str] = mapped_column(Text)
+    output_tail: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (UniqueConstraint("bot_id", "match_id"),)
 
 
 class Rating(Base):

@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
-from scout.v1 import game_pb2, ladder_pb2, ladder_pb2_grpc, nodes_pb2, nodes_pb2_grpc
+from scout.v1 import (
+    game_pb2,
+    ladder_pb2,
+    ladder_pb2_grpc,
+    nodes_pb2,
+    nodes_pb2_grpc,
+    owners_pb2_grpc,
+)
 from scout_arena.ratings import Rating, make_env, rate_table
 from scout_arena.record import (
     JSON,
@@ -60,6 +67,7 @@ from .matchmaker import (
     why_no_table,
 )
 from .nodes import NodeRegistry, NodeSession, NodesServicer
+from .owners_service import OwnersServicer, Registration, VersionValidator
 from .repository import (
     BotOwnerError,
     BotRetiredError,
@@ -134,6 +142,10 @@ class LadderConfig:
     """How long a node waits for an assigned match's bots; a bot not there by then forfeits."""
     node_rejoin_s: float = 20.0
     """After a restart, how long the nodes have to claim the matches left in flight."""
+    registration: Registration = Registration.CLOSED
+    """Who may sign up for an owner account (`scout.v1.Owners`, owners_service)."""
+    version_validator: VersionValidator | None = None
+    """Runs uploaded versions (the hosting code); None: the ladder hosts no bots."""
 
 
 class _GaveUp(Exception):
@@ -172,6 +184,11 @@ class Ladder:
         self.nodes: NodeRegistry | None = None
         services = [(lambda srv: ladder_pb2_grpc.add_LadderServicer_to_server(
             LadderServicer(self), srv), "scout.v1.Ladder")]
+        owners = self.owners_servicer = OwnersServicer(
+            repository, admin_token=config.admin_token, registration=config.registration,
+            validator=config.version_validator)
+        services.append((lambda srv: owners_pb2_grpc.add_OwnersServicer_to_server(owners, srv),
+                         "scout.v1.Owners"))
         if config.node_token is not None:
             if not config.node_token:
                 raise ValueError("the node token is empty: give nodes a secret to attach with")
@@ -248,6 +265,7 @@ class Ladder:
             self._warn_about_registered_bots()
             await self.referee.start()
             referee_started = True
+            await self.owners_servicer.resume_validations()
             if self.config.web_port is not None:
                 await self._start_web()
         except BaseException:
@@ -378,8 +396,9 @@ class Ladder:
         for bot in bots:
             self.owners[bot.name] = bot.owner
             self.versions[bot.name] = bot.version
-            if bot.retired:
-                unschedulable[bot.name] = "retired"
+            reason = bot.unschedulable_reason  # retired, suspended owner, paused, no version
+            if reason is not None:
+                unschedulable[bot.name] = reason
             elif bot.probation_reason:
                 unschedulable[bot.name] = f"probation: {bot.probation_reason}"
         self.unschedulable = unschedulable
@@ -918,7 +937,9 @@ def _cancel(match_id: str, reason: str) -> nodes_pb2.LadderMessage:
 
 def _summary(bot: Any) -> ladder_pb2.BotSummary:
     return ladder_pb2.BotSummary(name=bot.name, owner=bot.owner, version=bot.version,
-                                 retired=bot.retired, probation_reason=bot.probation_reason or "")
+                                 retired=bot.retired, probation_reason=bot.probation_reason or "",
+                                 kind=bot.kind, paused_reason=bot.paused_reason or "",
+                                 suspended_reason=bot.suspended_reason or "")
 
 
 MESSAGE_LIMIT = 300

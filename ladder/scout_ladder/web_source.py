@@ -50,7 +50,8 @@ class LadderSource:
         bot, rating = profile.bot, profile.rating
         return {
             "bot": bot.name, "owner": bot.owner, "version": bot.version, "retired": bot.retired,
-            "probation_reason": bot.probation_reason,
+            "probation_reason": bot.probation_reason, "kind": bot.kind,
+            "paused_reason": bot.paused_reason, "suspended_reason": bot.suspended_reason,
             "rating": None if rating is None else {
                 "mu": rounded(rating.mu), "sigma": rounded(rating.sigma),
                 "conservative": rounded(rating.conservative), "games": rating.games},

@@ -19,7 +19,9 @@ Why it looks the way it does:
 * **Idempotent endings** (:mod:`.matches`). Finishing or voiding a match again is a no-op, so a
   caller that lost the answer to a commit retries safely.
 * **Tokens are never stored** (:mod:`.bots`). Only their SHA-256 is, so a copy of the database
-  lets nobody play as a bot.
+  lets nobody play as a bot. Owner tokens and invite codes likewise (:mod:`.owners`).
+* **Files beside the database** (:mod:`.files`). Hosted bots' uploads and data folders live in
+  a storage folder; the database says which versions exist (:mod:`.hosted`).
 
 The queries live in one module per concern, each a :class:`~.database.Database` subclass;
 :class:`Repository` joins them, so that callers keep one object and one import.
@@ -32,32 +34,51 @@ from .challenges import ChallengeStore
 from .common import echo
 from .database import MIGRATIONS_DIR, alembic_config, is_transient
 from .errors import (
+    BotKindError,
     BotOwnerError,
     BotRetiredError,
     DuplicateMatchError,
     InvalidInputError,
+    InviteError,
     LeaseHeldError,
     LeaseLostError,
+    LimitError,
     MatchStateError,
     NoLadderDatabaseError,
+    NotYourBotError,
+    OwnerExistsError,
+    OwnerSuspendedError,
     StorageError,
+    TooManyBotsError,
+    TooManySubmissionsError,
     UnknownBotError,
     UnknownChallengeError,
     UnknownMatchError,
+    UnknownOwnerError,
+    UnknownVersionError,
+    UploadTooLargeError,
+    VersionStateError,
 )
+from .files import OUTPUT_LIMIT_BYTES, FileStore, OwnerLimits, default_storage, tail_text
+from .hosted import HostedStore
 from .lease import Lease
 from .match_history import MatchHistory
 from .matches import MatchStore
+from .owners import OwnerStore
 from .ratings import RECENT_FORM_LENGTH, RatingStore
 from .results import (
     BotInfo,
+    BotKind,
     BotProfile,
     BotResult,
     BotVersionInfo,
     ChallengeInfo,
     FinishedMatch,
+    HostedRunInfo,
     LeaderboardRow,
     MatchSummary,
+    OwnerInfo,
+    OwnerProfile,
     RatingHistoryEntry,
     RatingInfo,
     RatingPoint,
@@ -65,10 +86,12 @@ from .results import (
     SeatResult,
     SeatSummary,
     TableSizeRecord,
+    VersionStatus,
 )
 
 
-class Repository(BotStore, MatchStore, MatchHistory, RatingStore, ChallengeStore):
+class Repository(BotStore, MatchStore, MatchHistory, RatingStore, ChallengeStore, OwnerStore,
+                 HostedStore):
     """The ladder database behind one SQLAlchemy engine; safe to share between threads.
 
     ``url`` is a SQLAlchemy URL: ``sqlite:///path/ladder.db`` or
@@ -79,8 +102,11 @@ class Repository(BotStore, MatchStore, MatchHistory, RatingStore, ChallengeStore
 
 __all__ = [
     "MIGRATIONS_DIR",
+    "OUTPUT_LIMIT_BYTES",
     "RECENT_FORM_LENGTH",
     "BotInfo",
+    "BotKind",
+    "BotKindError",
     "BotOwnerError",
     "BotProfile",
     "BotResult",
@@ -88,15 +114,25 @@ __all__ = [
     "BotVersionInfo",
     "ChallengeInfo",
     "DuplicateMatchError",
+    "FileStore",
     "FinishedMatch",
+    "HostedRunInfo",
     "InvalidInputError",
+    "InviteError",
     "LeaderboardRow",
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
+    "LimitError",
     "MatchStateError",
     "MatchSummary",
     "NoLadderDatabaseError",
+    "NotYourBotError",
+    "OwnerExistsError",
+    "OwnerInfo",
+    "OwnerLimits",
+    "OwnerProfile",
+    "OwnerSuspendedError",
     "RatingHistoryEntry",
     "RatingInfo",
     "RatingPoint",
@@ -106,11 +142,20 @@ __all__ = [
     "SeatSummary",
     "StorageError",
     "TableSizeRecord",
+    "TooManyBotsError",
+    "TooManySubmissionsError",
     "UnknownBotError",
     "UnknownChallengeError",
     "UnknownMatchError",
+    "UnknownOwnerError",
+    "UnknownVersionError",
+    "UploadTooLargeError",
+    "VersionStateError",
+    "VersionStatus",
     "alembic_config",
+    "default_storage",
     "echo",
     "hash_token",
     "is_transient",
+    "tail_text",
 ]

@@ -9,17 +9,28 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scout_ladder.models import Bot, BotVersion
+from scout_ladder.models import Bot, BotVersion, Owner
 
-from .common import bot_by_name, bot_info, check_bot_name, check_owner, echo, is_bot_name
+from .common import (
+    bot_by_name,
+    bot_info,
+    check_bot_name,
+    check_owner,
+    echo,
+    is_bot_name,
+    next_version,
+    supersede_active,
+    version_info,
+)
 from .database import Database
-from .errors import BotOwnerError
-from .results import BotInfo, BotVersionInfo
+from .errors import BotKindError, BotOwnerError
+from .results import BotInfo, BotKind, BotVersionInfo, VersionStatus
 
 
 def hash_token(token: str) -> str:
@@ -28,11 +39,25 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def versions_of(session: Session, bot_id: int) -> list[BotVersionInfo]:
+def versions_of(session: Session, bot_id: int, bot: str = "") -> list[BotVersionInfo]:
     rows = session.scalars(
         select(BotVersion).where(BotVersion.bot_id == bot_id).order_by(BotVersion.version)
     )
-    return [BotVersionInfo(row.version, row.registered_at) for row in rows]
+    return [version_info(row, bot) for row in rows]
+
+
+def new_remote_version(session: Session, bot: Bot, digest: str, now: datetime) -> None:
+    """A remote bot's next version, active at once, with a new token (the old one stops
+    working) and out of retirement."""
+    if bot.kind != BotKind.REMOTE:
+        raise BotKindError(f"{bot.name} is a hosted bot: new versions of it are uploads "
+                           "(SubmitVersion, `scout-arena ladder submit`)")
+    supersede_active(session, bot.id)
+    bot.version = next_version(session, bot.id)
+    bot.token_hash = digest
+    bot.retired = False
+    session.add(BotVersion(bot_id=bot.id, version=bot.version, registered_at=now,
+                           status=VersionStatus.ACTIVE))
 
 
 class BotStore(Database):
@@ -57,13 +82,18 @@ class BotStore(Database):
                         select(Bot).where(Bot.name == name).with_for_update()
                     ).one_or_none()
                     if bot is None:
+                        account = session.scalars(
+                            select(Owner).where(Owner.name == owner)).one_or_none()
                         bot = Bot(
                             name=name,
                             owner=owner,
-                            version=1,
+                            version=0,
                             token_hash=digest,
                             retired=False,
                             created_at=now,
+                            kind=BotKind.REMOTE,
+                            owner_id=None if account is None else account.id,
+                            account=account,
                         )
                         session.add(bot)
                         session.flush()
@@ -72,11 +102,7 @@ class BotStore(Database):
                             f"{name} belongs to {echo(bot.owner)}, not {echo(owner)}: a new "
                             "version keeps its owner"
                         )
-                    else:
-                        bot.version += 1
-                        bot.token_hash = digest
-                        bot.retired = False
-                    session.add(BotVersion(bot_id=bot.id, version=bot.version, registered_at=now))
+                    new_remote_version(session, bot, digest, now)
                     session.flush()
                     return bot_info(bot), token
             except IntegrityError:
@@ -141,4 +167,4 @@ class BotStore(Database):
     def bot_versions(self, name: str) -> list[BotVersionInfo]:
         with self._transaction(write=False) as session:
             bot = bot_by_name(session, name)
-            return versions_of(session, bot.id)
+            return versions_of(session, bot.id, bot.name)

@@ -6,19 +6,28 @@ inside the caller's one transaction.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from scout_ladder.models import MATCH_ID_LENGTH, NAME_LENGTH, OWNER_LENGTH, Bot, Match, MatchSeat
+from scout_ladder.models import (
+    MATCH_ID_LENGTH,
+    NAME_LENGTH,
+    OWNER_LENGTH,
+    Bot,
+    BotVersion,
+    Match,
+    MatchSeat,
+)
 
 from .errors import InvalidInputError, UnknownBotError
-from .results import BotInfo, MatchSummary, SeatSummary
+from .results import BotInfo, BotVersionInfo, MatchSummary, SeatSummary, VersionStatus
 
 FETCH_BATCH = 500
 """Rows per IN (...) list, bulk statement or batch of a long read."""
@@ -95,7 +104,43 @@ def bot_info(bot: Bot) -> BotInfo:
         created_at=bot.created_at,
         probation_reason=bot.probation_reason,
         probation_since=bot.probation_since,
+        kind=bot.kind,
+        paused_reason=bot.paused_reason,
+        suspended_reason=None if bot.account is None else bot.account.suspended_reason,
     )
+
+
+def version_info(row: BotVersion, bot: str = "") -> BotVersionInfo:
+    command: tuple[str, ...] = ()
+    if row.command_json is not None:
+        command = tuple(str(part) for part in json.loads(row.command_json))
+    return BotVersionInfo(
+        version=row.version,
+        registered_at=row.registered_at,
+        status=VersionStatus(row.status),
+        reason=row.reason,
+        validation_output=row.validation_output,
+        archive_sha256=row.archive_sha256,
+        archive_size=row.archive_size,
+        runtime=row.runtime,
+        command=command,
+        decided_at=row.decided_at,
+        bot=bot,
+    )
+
+
+def next_version(session: Session, bot_id: int) -> int:
+    """The number of a bot's next version: one past every version it ever had (a rejected
+    upload keeps its number, so numbers never repeat)."""
+    highest = session.scalar(select(func.max(BotVersion.version))
+                             .where(BotVersion.bot_id == bot_id))
+    return (highest or 0) + 1
+
+
+def supersede_active(session: Session, bot_id: int) -> None:
+    for row in session.scalars(select(BotVersion).where(
+            BotVersion.bot_id == bot_id, BotVersion.status == VersionStatus.ACTIVE)):
+        row.status = VersionStatus.SUPERSEDED
 
 
 def bot_by_name(session: Session, name: str, *, lock: bool = False) -> Bot:

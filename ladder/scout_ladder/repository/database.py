@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from . import lease
+from .files import FileStore, OwnerLimits, default_storage
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -74,7 +75,9 @@ class Database:
 
     ``url`` is a SQLAlchemy URL: ``sqlite:///path/ladder.db`` or
     ``postgresql+psycopg://user:password@host/db``. ``clock`` gives the current time (tests
-    pass a fake one to control the finish order).
+    pass a fake one to control the finish order). ``storage`` is the folder of hosted bots'
+    uploads and data (default: :func:`~.files.default_storage`); ``limits`` what each owner
+    account may do.
     """
 
     def __init__(
@@ -83,9 +86,14 @@ class Database:
         *,
         echo: bool = False,
         clock: Callable[[], datetime] | None = None,
+        storage: str | Path | None = None,
+        limits: OwnerLimits | None = None,
     ) -> None:
         self._url = make_url(url)
         self._clock = clock or _utc_now
+        self.files = FileStore(Path(storage) if storage is not None
+                               else default_storage(self._url))
+        self.limits = limits or OwnerLimits()
         self._backend = self._url.get_backend_name()
         self._memory_lock: threading.RLock | None = None
         if self._backend == "sqlite":
@@ -198,11 +206,38 @@ class Database:
         """Brings the schema to the newest revision (``alembic upgrade head``); a no-op when it
         is there already, so the service runs it at every start."""
         config = alembic_config()
-        with _ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection:
+        with (_ALEMBIC_LOCK, self._locked(), self._engine.connect() as connection,
+              self._foreign_keys_off(connection)):
             connection.execution_options(**{_WRITE_OPTION: True})
             with connection.begin():
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
+                self._check_foreign_keys(connection)
+
+    @contextmanager
+    def _foreign_keys_off(self, connection: Connection) -> Iterator[None]:
+        """SQLite's way to change a table others refer to (its "generalized ALTER TABLE
+        procedure", which Alembic's batch mode follows): foreign keys off, outside any
+        transaction (the pragma is a no-op inside one), while the table is rebuilt, then
+        checked (:meth:`_check_foreign_keys`) before the commit, and on again."""
+        if self._backend != "sqlite":
+            yield
+            return
+        raw = connection.connection.driver_connection
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            yield
+        finally:
+            raw.execute("PRAGMA foreign_keys=ON")
+
+    def _check_foreign_keys(self, connection: Connection) -> None:
+        if self._backend != "sqlite":
+            return
+        broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"the migration broke {len(broken)} foreign keys, e.g. "
+                               f"{tuple(broken[0])}: rolled back")
 
     def _locked(self) -> AbstractContextManager[object]:
         return self._memory_lock if self._memory_lock is not None else nullcontext()

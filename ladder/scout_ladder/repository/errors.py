@@ -31,6 +31,14 @@ class UnknownChallengeError(_NotFound):
     """No challenge has this id."""
 
 
+class UnknownOwnerError(_NotFound):
+    """No owner account has this name."""
+
+
+class UnknownVersionError(_NotFound):
+    """The bot has no version with this number."""
+
+
 class BotRetiredError(StorageError):
     """The bot is retired, and a retired bot takes no seat and no challenge."""
 
@@ -64,3 +72,46 @@ class LeaseHeldError(StorageError):
 class LeaseLostError(StorageError):
     """The ladder lost its hold on the database (its lease connection died): it stops rather
     than risk a second ladder writing next to it."""
+
+
+class OwnerExistsError(StorageError):
+    """An owner account has this name already, or the name owns bots the operator registered
+    (a signup must not take over someone else's standing)."""
+
+
+class InviteError(StorageError):
+    """The invite code is missing, unknown or used already (signup by invite)."""
+
+
+class NotYourBotError(StorageError):
+    """An owner acted on a bot that is not theirs (another owner's, or one the operator
+    registered for no account)."""
+
+
+class OwnerSuspendedError(StorageError):
+    """The owner account is suspended: it can read, not change anything."""
+
+
+class BotKindError(StorageError):
+    """The call does not apply to this kind of bot (a token for a hosted bot, an upload for a
+    remote one)."""
+
+
+class VersionStateError(StorageError):
+    """The version is not in the state the call needs (deciding one that is decided)."""
+
+
+class LimitError(StorageError):
+    """A configured limit refused the call; the subclasses say which."""
+
+
+class TooManyBotsError(LimitError):
+    """The owner has as many unretired bots as an owner may have."""
+
+
+class TooManySubmissionsError(LimitError):
+    """The owner submitted as many versions in the last hour as allowed."""
+
+
+class UploadTooLargeError(LimitError):
+    """The upload is larger than the ladder takes."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from scout_arena.ratings import conservative
 
@@ -24,16 +25,101 @@ class BotInfo:
     created_at: datetime
     probation_reason: str | None
     probation_since: datetime | None
+    kind: str = "remote"
+    """A :class:`BotKind` value."""
+    paused_reason: str | None = None
+    """Why a hosted bot is paused (not scheduled until a new version passes); None: it is not."""
+    suspended_reason: str | None = None
+    """Why its owner account is suspended (its bots are not scheduled); None: it is not."""
 
     @property
     def on_probation(self) -> bool:
         return self.probation_reason is not None
 
+    @property
+    def unschedulable_reason(self) -> str | None:
+        """Why the matchmaker must not seat it, whatever its connection, or None. Probation is
+        not here: the ladder lifts it when the bot reconnects."""
+        if self.retired:
+            return "retired"
+        if self.suspended_reason is not None:
+            return f"its owner is suspended: {self.suspended_reason}"
+        if self.paused_reason is not None:
+            return f"paused: {self.paused_reason}"
+        if self.version == 0:
+            return "no version of it has passed validation yet"
+        return None
+
+
+class BotKind(StrEnum):
+    """Who runs a bot: its owner (``remote``, connecting with its token) or the ladder
+    (``hosted``, its uploaded versions in the sandbox)."""
+
+    REMOTE = "remote"
+    HOSTED = "hosted"
+
+
+class VersionStatus(StrEnum):
+    """A version's state: a hosted upload is ``validating`` until the validator decides; a
+    remote registration is ``active`` at once. Active versions become ``superseded`` when a
+    newer one becomes active."""
+
+    VALIDATING = "validating"
+    ACTIVE = "active"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+
 
 @dataclass(frozen=True, slots=True)
 class BotVersionInfo:
+    """A version of a bot. The upload fields are None for a remote bot's versions."""
+
     version: int
     registered_at: datetime
+    status: str = VersionStatus.ACTIVE
+    """A :class:`VersionStatus` value."""
+    reason: str | None = None
+    """Why it was rejected."""
+    validation_output: str | None = None
+    """The (tail of the) output of its validation runs."""
+    archive_sha256: str | None = None
+    archive_size: int | None = None
+    runtime: str | None = None
+    command: tuple[str, ...] = ()
+    decided_at: datetime | None = None
+    bot: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerInfo:
+    """An owner account; its token is never kept, only its hash."""
+
+    name: str
+    suspended_reason: str | None
+    created_at: datetime
+
+    @property
+    def suspended(self) -> bool:
+        return self.suspended_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerProfile:
+    owner: OwnerInfo
+    bots: tuple[BotInfo, ...]
+    """Its bots by name, retired ones included."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostedRunInfo:
+    """What one hosted run of a bot left (its owner's eyes only)."""
+
+    bot: str
+    match_id: str
+    version: int
+    outcome_reason: str
+    output_tail: str
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

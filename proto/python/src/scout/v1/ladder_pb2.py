@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15scout/v1/ladder.proto\x12\x08scout.v1\"1\n\x12RegisterBotRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\"G\n\x13RegisterBotResponse\x12!\n\x03\x62ot\x18\x01 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12\r\n\x05token\x18\x02 \x01(\t\" \n\x10RetireBotRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"e\n\nBotSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\x0f\n\x07retired\x18\x04 \x01(\x08\x12\x18\n\x10probation_reason\x18\x05 \x01(\t\"0\n\x15GetLeaderboardRequest\x12\x17\n\x0finclude_retired\x18\x01 \x01(\x08\"\x99\x01\n\x10LeaderboardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12!\n\x03\x62ot\x18\x02 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\r\n\x05sigma\x18\x04 \x01(\x01\x12\x14\n\x0c\x63onservative\x18\x05 \x01(\x01\x12\r\n\x05games\x18\x06 \x01(\x05\x12\x14\n\x0crecent_ranks\x18\x07 \x03(\x05\":\n\x0bLeaderboard\x12+\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1a.scout.v1.LeaderboardEntry\"$\n\x14GetBotProfileRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\":\n\x0bRatingPoint\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\r\n\x05sigma\x18\x03 \x01(\x01\"X\n\x10TableSizeResults\x12\x12\n\ntable_size\x18\x01 \x01(\x05\x12\x0f\n\x07matches\x18\x02 \x01(\x05\x12\x11\n\tmean_rank\x18\x03 \x01(\x01\x12\x0c\n\x04wins\x18\x04 \x01(\x05\"\x89\x02\n\nBotProfile\x12!\n\x03\x62ot\x18\x01 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12*\n\x06rating\x18\x02 \x01(\x0b\x32\x1a.scout.v1.LeaderboardEntry\x12&\n\x07history\x18\x03 \x03(\x0b\x32\x15.scout.v1.RatingPoint\x12\x31\n\rby_table_size\x18\x04 \x03(\x0b\x32\x1a.scout.v1.TableSizeResults\x12\x10\n\x08timeouts\x18\x05 \x01(\x05\x12\x10\n\x08\x66orfeits\x18\x06 \x01(\x05\x12-\n\x0erecent_matches\x18\x07 \x03(\x0b\x32\x15.scout.v1.LadderMatch\"J\n\x18ListLadderMatchesRequest\x12\x0b\n\x03\x62ot\x18\x01 \x01(\t\x12\x12\n\ntable_size\x18\x02 \x01(\x05\x12\r\n\x05limit\x18\x03 \x01(\x05\"h\n\nLadderSeat\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x0b\n\x03\x62ot\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x05\x12\x0c\n\x04rank\x18\x05 \x01(\x05\x12\x11\n\tforfeited\x18\x06 \x01(\x08\"\xa1\x01\n\x0bLadderMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x12\n\ntable_size\x18\x03 \x01(\x05\x12\r\n\x05rated\x18\x04 \x01(\x08\x12#\n\x05seats\x18\x05 \x03(\x0b\x32\x14.scout.v1.LadderSeat\x12\x13\n\x0b\x66inished_at\x18\x06 \x01(\t\x12\x13\n\x0bvoid_reason\x18\x07 \x01(\t\"C\n\x19ListLadderMatchesResponse\x12&\n\x07matches\x18\x01 \x03(\x0b\x32\x15.scout.v1.LadderMatch\"*\n\x16GetLadderRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\".\n\x17GetLadderRecordResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\"4\n\x10\x43hallengeRequest\x12\x11\n\topponents\x18\x01 \x03(\t\x12\r\n\x05games\x18\x02 \x01(\x05\")\n\x11\x43hallengeResponse\x12\x14\n\x0c\x63hallenge_id\x18\x01 \x01(\x03\x32\xa0\x04\n\x06Ladder\x12J\n\x0bRegisterBot\x12\x1c.scout.v1.RegisterBotRequest\x1a\x1d.scout.v1.RegisterBotResponse\x12=\n\tRetireBot\x12\x1a.scout.v1.RetireBotRequest\x1a\x14.scout.v1.BotSummary\x12H\n\x0eGetLeaderboard\x12\x1f.scout.v1.GetLeaderboardRequest\x1a\x15.scout.v1.Leaderboard\x12\x45\n\rGetBotProfile\x12\x1e.scout.v1.GetBotProfileRequest\x1a\x14.scout.v1.BotProfile\x12\\\n\x11ListLadderMatches\x12\".scout.v1.ListLadderMatchesRequest\x1a#.scout.v1.ListLadderMatchesResponse\x12V\n\x0fGetLadderRecord\x12 .scout.v1.GetLadderRecordRequest\x1a!.scout.v1.GetLadderRecordResponse\x12\x44\n\tChallenge\x12\x1a.scout.v1.ChallengeRequest\x1a\x1b.scout.v1.ChallengeResponseBW\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15scout/v1/ladder.proto\x12\x08scout.v1\"1\n\x12RegisterBotRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\"G\n\x13RegisterBotResponse\x12!\n\x03\x62ot\x18\x01 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12\r\n\x05token\x18\x02 \x01(\t\" \n\x10RetireBotRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xa4\x01\n\nBotSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\x0f\n\x07retired\x18\x04 \x01(\x08\x12\x18\n\x10probation_reason\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x15\n\rpaused_reason\x18\x07 \x01(\t\x12\x18\n\x10suspended_reason\x18\x08 \x01(\t\"0\n\x15GetLeaderboardRequest\x12\x17\n\x0finclude_retired\x18\x01 \x01(\x08\"\x99\x01\n\x10LeaderboardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12!\n\x03\x62ot\x18\x02 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\r\n\x05sigma\x18\x04 \x01(\x01\x12\x14\n\x0c\x63onservative\x18\x05 \x01(\x01\x12\r\n\x05games\x18\x06 \x01(\x05\x12\x14\n\x0crecent_ranks\x18\x07 \x03(\x05\":\n\x0bLeaderboard\x12+\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1a.scout.v1.LeaderboardEntry\"$\n\x14GetBotProfileRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\":\n\x0bRatingPoint\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\r\n\x05sigma\x18\x03 \x01(\x01\"X\n\x10TableSizeResults\x12\x12\n\ntable_size\x18\x01 \x01(\x05\x12\x0f\n\x07matches\x18\x02 \x01(\x05\x12\x11\n\tmean_rank\x18\x03 \x01(\x01\x12\x0c\n\x04wins\x18\x04 \x01(\x05\"\x89\x02\n\nBotProfile\x12!\n\x03\x62ot\x18\x01 \x01(\x0b\x32\x14.scout.v1.BotSummary\x12*\n\x06rating\x18\x02 \x01(\x0b\x32\x1a.scout.v1.LeaderboardEntry\x12&\n\x07history\x18\x03 \x03(\x0b\x32\x15.scout.v1.RatingPoint\x12\x31\n\rby_table_size\x18\x04 \x03(\x0b\x32\x1a.scout.v1.TableSizeResults\x12\x10\n\x08timeouts\x18\x05 \x01(\x05\x12\x10\n\x08\x66orfeits\x18\x06 \x01(\x05\x12-\n\x0erecent_matches\x18\x07 \x03(\x0b\x32\x15.scout.v1.LadderMatch\"J\n\x18ListLadderMatchesRequest\x12\x0b\n\x03\x62ot\x18\x01 \x01(\t\x12\x12\n\ntable_size\x18\x02 \x01(\x05\x12\r\n\x05limit\x18\x03 \x01(\x05\"h\n\nLadderSeat\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x0b\n\x03\x62ot\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x05\x12\x0c\n\x04rank\x18\x05 \x01(\x05\x12\x11\n\tforfeited\x18\x06 \x01(\x08\"\xa1\x01\n\x0bLadderMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x12\n\ntable_size\x18\x03 \x01(\x05\x12\r\n\x05rated\x18\x04 \x01(\x08\x12#\n\x05seats\x18\x05 \x03(\x0b\x32\x14.scout.v1.LadderSeat\x12\x13\n\x0b\x66inished_at\x18\x06 \x01(\t\x12\x13\n\x0bvoid_reason\x18\x07 \x01(\t\"C\n\x19ListLadderMatchesResponse\x12&\n\x07matches\x18\x01 \x03(\x0b\x32\x15.scout.v1.LadderMatch\"*\n\x16GetLadderRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\".\n\x17GetLadderRecordResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\"4\n\x10\x43hallengeRequest\x12\x11\n\topponents\x18\x01 \x03(\t\x12\r\n\x05games\x18\x02 \x01(\x05\")\n\x11\x43hallengeResponse\x12\x14\n\x0c\x63hallenge_id\x18\x01 \x01(\x03\x32\xa0\x04\n\x06Ladder\x12J\n\x0bRegisterBot\x12\x1c.scout.v1.RegisterBotRequest\x1a\x1d.scout.v1.RegisterBotResponse\x12=\n\tRetireBot\x12\x1a.scout.v1.RetireBotRequest\x1a\x14.scout.v1.BotSummary\x12H\n\x0eGetLeaderboard\x12\x1f.scout.v1.GetLeaderboardRequest\x1a\x15.scout.v1.Leaderboard\x12\x45\n\rGetBotProfile\x12\x1e.scout.v1.GetBotProfileRequest\x1a\x14.scout.v1.BotProfile\x12\\\n\x11ListLadderMatches\x12\".scout.v1.ListLadderMatchesRequest\x1a#.scout.v1.ListLadderMatchesResponse\x12V\n\x0fGetLadderRecord\x12 .scout.v1.GetLadderRecordRequest\x1a!.scout.v1.GetLadderRecordResponse\x12\x44\n\tChallenge\x12\x1a.scout.v1.ChallengeRequest\x1a\x1b.scout.v1.ChallengeResponseBW\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,38 +38,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERBOTRESPONSE']._serialized_end=157
   _globals['_RETIREBOTREQUEST']._serialized_start=159
   _globals['_RETIREBOTREQUEST']._serialized_end=191
-  _globals['_BOTSUMMARY']._serialized_start=193
-  _globals['_BOTSUMMARY']._serialized_end=294
-  _globals['_GETLEADERBOARDREQUEST']._serialized_start=296
-  _globals['_GETLEADERBOARDREQUEST']._serialized_end=344
-  _globals['_LEADERBOARDENTRY']._serialized_start=347
-  _globals['_LEADERBOARDENTRY']._serialized_end=500
-  _globals['_LEADERBOARD']._serialized_start=502
-  _globals['_LEADERBOARD']._serialized_end=560
-  _globals['_GETBOTPROFILEREQUEST']._serialized_start=562
-  _globals['_GETBOTPROFILEREQUEST']._serialized_end=598
-  _globals['_RATINGPOINT']._serialized_start=600
-  _globals['_RATINGPOINT']._serialized_end=658
-  _globals['_TABLESIZERESULTS']._serialized_start=660
-  _globals['_TABLESIZERESULTS']._serialized_end=748
-  _globals['_BOTPROFILE']._serialized_start=751
-  _globals['_BOTPROFILE']._serialized_end=1016
-  _globals['_LISTLADDERMATCHESREQUEST']._serialized_start=1018
-  _globals['_LISTLADDERMATCHESREQUEST']._serialized_end=1092
-  _globals['_LADDERSEAT']._serialized_start=1094
-  _globals['_LADDERSEAT']._serialized_end=1198
-  _globals['_LADDERMATCH']._serialized_start=1201
-  _globals['_LADDERMATCH']._serialized_end=1362
-  _globals['_LISTLADDERMATCHESRESPONSE']._serialized_start=1364
-  _globals['_LISTLADDERMATCHESRESPONSE']._serialized_end=1431
-  _globals['_GETLADDERRECORDREQUEST']._serialized_start=1433
-  _globals['_GETLADDERRECORDREQUEST']._serialized_end=1475
-  _globals['_GETLADDERRECORDRESPONSE']._serialized_start=1477
-  _globals['_GETLADDERRECORDRESPONSE']._serialized_end=1523
-  _globals['_CHALLENGEREQUEST']._serialized_start=1525
-  _globals['_CHALLENGEREQUEST']._serialized_end=1577
-  _globals['_CHALLENGERESPONSE']._serialized_start=1579
-  _globals['_CHALLENGERESPONSE']._serialized_end=1620
-  _globals['_LADDER']._serialized_start=1623
-  _globals['_LADDER']._serialized_end=2167
+  _globals['_BOTSUMMARY']._serialized_start=194
+  _globals['_BOTSUMMARY']._serialized_end=358
+  _globals['_GETLEADERBOARDREQUEST']._serialized_start=360
+  _globals['_GETLEADERBOARDREQUEST']._serialized_end=408
+  _globals['_LEADERBOARDENTRY']._serialized_start=411
+  _globals['_LEADERBOARDENTRY']._serialized_end=564
+  _globals['_LEADERBOARD']._serialized_start=566
+  _globals['_LEADERBOARD']._serialized_end=624
+  _globals['_GETBOTPROFILEREQUEST']._serialized_start=626
+  _globals['_GETBOTPROFILEREQUEST']._serialized_end=662
+  _globals['_RATINGPOINT']._serialized_start=664
+  _globals['_RATINGPOINT']._serialized_end=722
+  _globals['_TABLESIZERESULTS']._serialized_start=724
+  _globals['_TABLESIZERESULTS']._serialized_end=812
+  _globals['_BOTPROFILE']._serialized_start=815
+  _globals['_BOTPROFILE']._serialized_end=1080
+  _globals['_LISTLADDERMATCHESREQUEST']._serialized_start=1082
+  _globals['_LISTLADDERMATCHESREQUEST']._serialized_end=1156
+  _globals['_LADDERSEAT']._serialized_start=1158
+  _globals['_LADDERSEAT']._serialized_end=1262
+  _globals['_LADDERMATCH']._serialized_start=1265
+  _globals['_LADDERMATCH']._serialized_end=1426
+  _globals['_LISTLADDERMATCHESRESPONSE']._serialized_start=1428
+  _globals['_LISTLADDERMATCHESRESPONSE']._serialized_end=1495
+  _globals['_GETLADDERRECORDREQUEST']._serialized_start=1497
+  _globals['_GETLADDERRECORDREQUEST']._serialized_end=1539
+  _globals['_GETLADDERRECORDRESPONSE']._serialized_start=1541
+  _globals['_GETLADDERRECORDRESPONSE']._serialized_end=1587
+  _globals['_CHALLENGEREQUEST']._serialized_start=1589
+  _globals['_CHALLENGEREQUEST']._serialized_end=1641
+  _globals['_CHALLENGERESPONSE']._serialized_start=1643
+  _globals['_CHALLENGERESPONSE']._serialized_end=1684
+  _globals['_LADDER']._serialized_start=1687
+  _globals['_LADDER']._serialized_end=2231
 # @@protoc_insertion_point(module_scope)

@@ -105,6 +105,9 @@ class BotSummary(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     RETIRED_FIELD_NUMBER: _builtins.int
     PROBATION_REASON_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    PAUSED_REASON_FIELD_NUMBER: _builtins.int
+    SUSPENDED_REASON_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Name."""
     owner: _builtins.str
@@ -115,6 +118,12 @@ class BotSummary(_message.Message):
     """Whether it is retired."""
     probation_reason: _builtins.str
     """Why it is not being scheduled, if it is on probation."""
+    kind: _builtins.str
+    """"remote" (its owner runs it) or "hosted" (the ladder runs its uploads)."""
+    paused_reason: _builtins.str
+    """Why a hosted bot is paused (not scheduled until a new version passes), if it is."""
+    suspended_reason: _builtins.str
+    """Why its owner's account is suspended (its bots are not scheduled), if it is."""
     def __init__(
         self,
         *,
@@ -123,10 +132,13 @@ class BotSummary(_message.Message):
         version: _builtins.int = ...,
         retired: _builtins.bool = ...,
         probation_reason: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        paused_reason: _builtins.str = ...,
+        suspended_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "owner", b"owner", "probation_reason", b"probation_reason", "retired", b"retired", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "owner", b"owner", "paused_reason", b"paused_reason", "probation_reason", b"probation_reason", "retired", b"retired", "suspended_reason", b"suspended_reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
