@@ -50,20 +50,36 @@ class HostedRepository(Protocol):
 
 
 class HostedVersion(Protocol):
-    version: int
-    archive_sha256: str | None
-    archive_size: int | None
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def archive_sha256(self) -> str | None: ...
+
+    @property
+    def archive_size(self) -> int | None: ...
 
 
 class BotRow(Protocol):
     """`repository.BotInfo` as far as hosting reads it."""
 
-    name: str
-    version: int
-    retired: bool
-    kind: str
-    paused_reason: str | None
-    suspended_reason: str | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def retired(self) -> bool: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def paused_reason(self) -> str | None: ...
+
+    @property
+    def suspended_reason(self) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The ladder's queue of versions to validate: each submitted version (and, at start, every
-version a previous run left ``validating``) is checked by `scout_arena.hosting.Validator`, one
+"""The ladder's queue of versions to validate (the Owners service's `VersionValidator`): each
+submitted version (and, at start, every version a previous run left ``validating``, which the
+Owners service hands over again) is checked by `scout_arena.hosting.Validator`, one
 at a time, and its verdict stored (`finish_validation`: ``active`` or ``rejected`` with the
 reason and output). A version whose check is cut short by a stop stays ``validating`` and is
 checked again at the next start.
@@ -19,14 +20,7 @@ from scout_arena.hosting.validation import Validator, Verdict
 log = logging.getLogger("scout_ladder.hosted")
 
 
-class ValidatingVersion(Protocol):
-    bot: str
-    version: int
-
-
 class ValidationRepository(Protocol):
-    def versions_validating(self) -> list[ValidatingVersion]: ...
-
     def upload_path(self, name: str, version: int) -> Path: ...
 
     def finish_validation(self, name: str, version: int, *, passed: bool, reason: str,
@@ -54,8 +48,7 @@ class ValidationQueue:
         """Set after each verdict (the scheduler refreshes its bots)."""
 
     async def start(self) -> None:
-        for version in await asyncio.to_thread(self.repo.versions_validating):
-            self.submit(version.bot, version.version)
+        """Start checking (the Owners service hands over the versions left validating)."""
         self._task = asyncio.create_task(self._work(), name="validate versions")
 
     def submit(self, bot: str, version: int) -> None:

@@ -1,0 +1,202 @@
+"""Hosting on the ladder: everything hosted bots need, in one place the ladder plugs in.
+
+- **Who plays**: `HostedBots` (hosted.py) is one more source of players for the roster:
+  hosted bots with an active version, not paused, owner not suspended, not busy.
+- **Where**: a table with a hosted seat is played only where a sandbox runs: on the ladder's
+  own referee when it plays its matches itself and can host (`start_here`), or on a node that
+  said it can host (`node_accepts`; the seats carry `hosted_seats`).
+- **After**: every run's report (from the local `Host`, or a node's `ReportHostedRun`) goes to
+  `HostedBots.run_ended`: output stored for the owner, data folder kept, failures counted
+  (3 in a row pause the bot).
+- **Before**: new versions are checked by `ValidationQueue` (the Owners service's
+  `VersionValidator`) on a referee of their own.
+
+A ladder whose machine cannot run the sandbox (`scout_arena.sandbox.probe`) still takes
+uploads and validates nothing: it says so at start; its nodes may still host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from scout.v1 import nodes_pb2
+from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport
+from scout_arena.hosting.validation import ValidationConfig, Validator
+from scout_arena.sandbox import Sandbox, probe
+from scout_arena.server import RefereeFacade, TimeControl
+
+from .hosted import DATA_LIMIT_BYTES, BotRow, HostedBots, HostedVersion
+from .validating import ValidationQueue
+
+log = logging.getLogger("scout_ladder.hosted")
+
+
+class HostingRepository(Protocol):
+    """The repository calls hosting makes (the owners' tables)."""
+
+    def upload_path(self, name: str, version: int) -> Path: ...
+
+    def data_dir(self, name: str, *, as_owner: str | None = None) -> Path: ...
+
+    def record_hosted_run(self, name: str, match_id: str, version: int, outcome_reason: str,
+                          output_tail: str) -> object: ...
+
+    def set_paused(self, name: str, reason: str | None) -> object: ...
+
+    def get_version(self, name: str, version: int | None, *,
+                    as_owner: str | None) -> HostedVersion: ...
+
+    def finish_validation(self, name: str, version: int, *, passed: bool, reason: str,
+                          output: str) -> object: ...
+
+
+class NodeLike(Protocol):
+    @property
+    def can_host(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HostingConfig:
+    workdir: Path | None = None
+    """Where hosting keeps its working files (unpacked code, runs, checks); None: a new
+    temporary folder."""
+    data_limit_bytes: int = DATA_LIMIT_BYTES
+    validation_matches: int = 2
+    join_timeout_s: float = 20.0
+
+
+class LadderHosting:
+    """The ladder's hosting, from `start` to `stop`."""
+
+    def __init__(self, repo: HostingRepository, referee: RefereeFacade,
+                 time_control: TimeControl, config: HostingConfig, *,
+                 on_nodes: bool) -> None:
+        self.repo = repo
+        self.referee = referee
+        self.time_control = time_control
+        self.config = config
+        self.on_nodes = on_nodes
+        self.support = probe()
+        self.workdir = config.workdir or Path(tempfile.mkdtemp(prefix="scout-ladder-hosting-"))
+        self.hosted = HostedBots(repo, data_limit_bytes=config.data_limit_bytes)
+        self.validator = Validator(Sandbox(), self.workdir / "validation", ValidationConfig(
+            matches=config.validation_matches, time_control=time_control,
+            join_timeout_s=config.join_timeout_s))
+        self.queue = ValidationQueue(repo, self.validator)
+        self.cache = CodeCache(self.workdir / "code")
+        self.local: Host | None = None
+        self._versions: dict[tuple[str, int], HostedVersion] = {}
+
+    @property
+    def hosts_here(self) -> bool:
+        """The ladder's own referee runs hosted seats."""
+        return self.local is not None
+
+    async def start(self) -> None:
+        if not self.support.available:
+            log.warning("this machine cannot run the sandbox (%s): no version is validated "
+                        "here and hosted bots play only on nodes that can host",
+                        self.support.reason)
+        else:
+            await self.queue.start()
+            if not self.on_nodes:
+                self.local = Host(self.referee.core, Sandbox(), self.workdir / "host",
+                                  on_report=self._local_report,
+                                  data_limit_bytes=self.config.data_limit_bytes)
+        self.referee.on_match_finished(lambda record: self.hosted.match_over(
+            record.match_id or "", record.players))
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        if self.local is not None:
+            await self.local.close()
+
+    def submit(self, bot: str, version: int) -> None:
+        """`owners_service.VersionValidator`: check a stored version."""
+        if not self.support.available:
+            log.warning("%s version %d stays validating: this ladder cannot run the sandbox",
+                        bot, version)
+            return
+        self.queue.submit(bot, version)
+
+    # ----- who plays -------------------------------------------------------------------------
+
+    async def refresh(self, bots: Sequence[BotRow]) -> None:
+        """The roster's bots as just read: know the hosted ones' active versions."""
+        versions: dict[str, HostedVersion] = {}
+        for bot in bots:
+            if bot.kind != "hosted" or bot.version < 1:
+                continue
+            key = (bot.name, bot.version)
+            version = self._versions.get(key)
+            if version is None:
+                try:
+                    version = await asyncio.to_thread(self.repo.get_version, bot.name,
+                                                      bot.version, as_owner=None)
+                except Exception as exc:
+                    log.warning("cannot read %s version %d: %s", bot.name, bot.version, exc)
+                    continue
+                self._versions[key] = version
+            versions[bot.name] = version
+        self.hosted.refresh(bots, versions)
+
+    def free_seats(self) -> dict[str, int]:
+        """`roster.PlayerSource`: the hosted bots that can take a seat now, where some
+        referee can run them."""
+        if not self.hosts_here and not self.on_nodes:
+            return {}
+        return dict.fromkeys(self.hosted.idle(), 1)
+
+    def is_hosted(self, name: str) -> bool:
+        return self.hosted.is_hosted(name)
+
+    def node_accepts(self, names: Sequence[str], node: NodeLike) -> bool:
+        """A table with a hosted seat goes only to a node that can host."""
+        return node.can_host or not any(self.hosted.is_hosted(n) for n in names)
+
+    # ----- matches -------------------------------------------------------------------------
+
+    def seat(self, match_id: str, names: Sequence[str]) -> dict[str, nodes_pb2.HostedSeat]:
+        """The match's hosted seats are taken (busy until reported); what a node needs to run
+        them."""
+        hosted = self.hosted.seat(match_id, names)
+        return {name: self.hosted.seat_message(name) for name in hosted}
+
+    def unseat(self, match_id: str, names: Sequence[str]) -> None:
+        self.hosted.unseat(match_id, names)
+
+    async def start_here(self, match_id: str, names: Sequence[str], seed: int,
+                         join_timeout_s: float) -> None:
+        """Hold a match with hosted seats on the ladder's own referee and start them: the
+        remote bots are connected here already, the hosted ones connect through their
+        sockets. Raises `MatchRequestError` when the referee cannot hold it."""
+        assert self.local is not None
+        hosted = [n for n in names if self.hosted.is_hosted(n)]
+        self.referee.host_match(match_id, [(n, secrets.token_urlsafe(24)) for n in names],
+                                seed, self.time_control, join_timeout_s=join_timeout_s)
+        bots = []
+        for name in hosted:
+            try:
+                bots.append(await self._bot(name))
+            except Exception as exc:
+                log.error("cannot prepare hosted bot %s for match %s: %s", name, match_id, exc)
+        await self.local.start(match_id, bots)
+
+    async def _bot(self, name: str) -> HostedBot:
+        entry = self.hosted.entries[name]
+        cached = self.cache.get(entry.code_sha256)
+        if cached is None:
+            archive = await asyncio.to_thread(self.hosted.code, name)
+            cached = await asyncio.to_thread(self.cache.put, entry.code_sha256, archive)
+        data = await asyncio.to_thread(self.hosted.data, name)
+        return HostedBot(name, cached[0], cached[1], data)
+
+    async def _local_report(self, report: RunReport) -> None:
+        await self.hosted.run_ended(report)
