@@ -30,6 +30,7 @@ class _BotFilesKind:
 class _BotFilesKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BotFilesKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     BOT_FILES_KIND_UNSPECIFIED: _BotFilesKind.ValueType  # 0
+    """Not a kind: refused."""
     BOT_FILES_KIND_CODE: _BotFilesKind.ValueType  # 1
     """The version's archive (.zip or .tar.gz, as submitted)."""
     BOT_FILES_KIND_DATA: _BotFilesKind.ValueType  # 2
@@ -39,6 +40,7 @@ class BotFilesKind(_BotFilesKind, metaclass=_BotFilesKindEnumTypeWrapper):
     """Which files of a hosted seat to send."""
 
 BOT_FILES_KIND_UNSPECIFIED: BotFilesKind.ValueType  # 0
+"""Not a kind: refused."""
 BOT_FILES_KIND_CODE: BotFilesKind.ValueType  # 1
 """The version's archive (.zip or .tar.gz, as submitted)."""
 BOT_FILES_KIND_DATA: BotFilesKind.ValueType  # 2
@@ -370,7 +372,7 @@ class HostedSeat(_message.Message):
     version: _builtins.int
     """The version of the bot that plays."""
     data_size: _builtins.int
-    """Size of the bot's data folder (tar.gz) now; 0: empty."""
+    """Bytes in the bot's data folder now (0: empty, nothing to fetch)."""
     def __init__(
         self,
         *,
@@ -389,6 +391,8 @@ Global___HostedSeat: _TypeAlias = HostedSeat  # noqa: Y015
 
 @_typing.final
 class FetchBotFilesRequest(_message.Message):
+    """Which file of which hosted seat a node wants."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
@@ -399,6 +403,7 @@ class FetchBotFilesRequest(_message.Message):
     bot_name: _builtins.str
     """The hosted bot."""
     kind: Global___BotFilesKind.ValueType
+    """Its code or its data folder."""
     def __init__(
         self,
         *,
@@ -422,6 +427,7 @@ class FileChunk(_message.Message):
 
     DATA_FIELD_NUMBER: _builtins.int
     data: _builtins.bytes
+    """At most 32 KiB."""
     def __init__(
         self,
         *,
@@ -497,14 +503,20 @@ Global___HostedRunReport: _TypeAlias = HostedRunReport  # noqa: Y015
 
 @_typing.final
 class HostedRunPart(_message.Message):
+    """One message of ReportHostedRun: the report first, then the data folder's chunks."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REPORT_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def report(self) -> Global___HostedRunReport: ...
+    def report(self) -> Global___HostedRunReport:
+        """The first message."""
+
     @_builtins.property
-    def data(self) -> Global___FileChunk: ...
+    def data(self) -> Global___FileChunk:
+        """A piece of the data folder (tar.gz), in order."""
+
     def __init__(
         self,
         *,
