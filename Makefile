@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest postgres browser screenshots bench proto clean
+.PHONY: demo test lint typecheck pytest postgres browser bubblewrap screenshots bench proto clean
 
 $(STAMP): pyproject.toml proto/python/pyproject.toml referee/rules/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -45,14 +45,21 @@ browser:
 			|| { apt-get update && apt-get install -y chromium chromium-driver; }; }; } \
 		|| echo "chromium/chromedriver missing and not root: the browser tests will fail"
 
-pytest: $(STAMP) postgres browser
+# Hosted bots run inside Debian's bubblewrap (tests/test_sandbox_*.py start real sandboxes).
+bubblewrap:
+	@command -v bwrap >/dev/null \
+		|| { [ "$$(id -u)" = 0 ] && { apt-get install -y bubblewrap \
+			|| { apt-get update && apt-get install -y bubblewrap; }; }; } \
+		|| echo "bwrap missing and not root: the sandbox tests will fail"
+
+pytest: $(STAMP) postgres browser bubblewrap
 	SCOUT_TEST_POSTGRES_URL=$$(bash .ci/postgres.sh --url) $(BIN)/pytest
 
 # Refresh the pictures in docs/screenshots/ (the web pages' browser tests take them).
 screenshots: $(STAMP) postgres browser
 	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py -k browser
 
-bench: $(STAMP)
+bench: $(STAMP) bubblewrap
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
 	$(BIN)/python bench/env.py --json bench/results/env.json
@@ -69,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/soak.py --json bench/results/soak.json
 	$(BIN)/python bench/ladder_kill.py --json bench/results/ladder_kill.json
 	$(BIN)/python bench/nodes.py --seconds 45 --json bench/results/nodes.json
+	$(BIN)/python bench/sandbox.py --json bench/results/sandbox.json
 
 # Regenerate the committed Python stubs from proto/ (tests fail when they drift).
 proto: $(STAMP)

@@ -18,10 +18,11 @@ from scout_arena.sandbox.errors import (
     UploadError,
     UploadTooLarge,
 )
-from scout_arena.sandbox.launcher import HostedProcess, RunOutcome, Sandbox, SandboxUnavailable
+from scout_arena.sandbox.launcher import Sandbox, SandboxUnavailable
 from scout_arena.sandbox.limits import SandboxLimits
 from scout_arena.sandbox.manifest import MANIFEST_NAME, Manifest, Runtime, parse_manifest
-from scout_arena.sandbox.pack import load_upload, pack_folder
+from scout_arena.sandbox.pack import load_upload, pack_data, pack_folder
+from scout_arena.sandbox.process import HostedProcess, RunOutcome
 from scout_arena.sandbox.support import SandboxSupport, probe
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "UploadTooLarge",
     "archive_kind",
     "load_upload",
+    "pack_data",
     "pack_folder",
     "parse_manifest",
     "probe",

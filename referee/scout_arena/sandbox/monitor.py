@@ -30,6 +30,7 @@ class ProcStat:
 class TreeUsage:
     processes: int
     threads: int
+    #: Private resident memory (see :func:`private_bytes`).
     rss_bytes: int
     cpu_seconds: float
 
@@ -68,8 +69,20 @@ def tree_usage(table: dict[int, ProcStat], root: int) -> TreeUsage:
         below.append(table[pid])
         stack.extend(children.get(pid, ()))
     return TreeUsage(len(below), sum(stat.threads for stat in below),
-                     sum(stat.rss_bytes for stat in below),
+                     sum(private_bytes(stat) for stat in below),
                      sum(stat.cpu_seconds for stat in below))
+
+
+def private_bytes(stat: ProcStat) -> int:
+    """Resident memory that is not file-backed or shared memory (RssAnon): what the process
+    itself allocated. Pages a fork still shares with its parent count in both, which errs on the
+    side of the limit."""
+    try:
+        with open(f"/proc/{stat.pid}/statm", "rb") as file:
+            fields = file.read().split()
+    except OSError:
+        return 0
+    return max(int(fields[1]) - int(fields[2]), 0) * PAGE_SIZE
 
 
 def children_of(table: dict[int, ProcStat], parent: int) -> list[int]:

@@ -25,7 +25,7 @@ DATA_MOUNT = "/bot/data"
 SOCKET_MOUNT = "/run/scout/referee.sock"
 SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-             "/etc/localtime")
+             "/etc/localtime", "/etc/ssl/openssl.cnf")
 #: The packages a hosted Python bot imports from the referee's environment besides
 #: site-packages: the SDK, the generated stubs and the rules.
 PYTHON_PACKAGES = ("scout_client", "scout", "scout_rules")
@@ -47,10 +47,7 @@ def system_args() -> list[str]:
             args += ["--symlink", os.readlink(path), top]
         elif path.is_dir():
             args += ["--ro-bind", top, top]
-    for name in ETC_FILES:
-        if os.path.exists(name):
-            args += ["--ro-bind", name, name]
-    return args
+    return args + bind_args(tuple(name for name in ETC_FILES if os.path.exists(name)))
 
 
 def bind_args(paths: tuple[str, ...]) -> list[str]:

@@ -109,3 +109,56 @@ def load_upload(path: Path, limits: UploadLimits = DEFAULT_UPLOAD_LIMITS) -> byt
     data = path.read_bytes()
     archive_kind(data)
     return data
+
+
+def pack_data(folder: Path, max_bytes: int) -> bytes:
+    """A bot's data folder as a deterministic .tar.gz for its owner to download.
+
+    The folder is the bot's to write, even while this runs: only regular files and folders are
+    taken, links and special files it made are left out and never followed (the walk holds
+    folder descriptors and opens with O_NOFOLLOW, so a folder swapped for a link mid-walk
+    leads nowhere). More than ``max_bytes`` of files is :class:`UploadTooLarge`.
+    """
+    buffer = io.BytesIO()
+    total = 0
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as zipped, \
+            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for root, dirs, files, root_fd in os.fwalk(folder, follow_symlinks=False):
+            dirs[:] = sorted(name for name in dirs if _is_dir(name, root_fd))
+            relative_root = os.path.relpath(root, folder)
+            for name in dirs:
+                archive.addfile(_data_info(os.path.join(relative_root, name), 0, dir=True))
+            for name in sorted(files):
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                                 dir_fd=root_fd)
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb") as source:
+                    status = os.fstat(source.fileno())
+                    if not stat.S_ISREG(status.st_mode):
+                        continue
+                    total += status.st_size
+                    if total > max_bytes:
+                        raise UploadTooLarge(f"{folder} holds more than {max_bytes} bytes")
+                    info = _data_info(os.path.join(relative_root, name), status.st_size)
+                    archive.addfile(info, source)
+    return buffer.getvalue()
+
+
+def _is_dir(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _data_info(relative: str, size: int, dir: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(os.path.normpath(relative))
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.DIRTYPE if dir else tarfile.REGTYPE
+    info.mode = 0o755 if dir else 0o644
+    info.size = size
+    return info
