@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from ..sandbox import Manifest, Runtime, UploadLimits, unpack_upload
+from ..sandbox import Manifest, Runtime, UploadError, UploadLimits, unpack_upload
+from ..sandbox import pack_data as sandbox_pack_data
 
 DEFAULT_DATA_LIMIT_BYTES = 16 * 2**20
 """The most a bot's data folder may hold (unpacked) for it to be kept between matches."""
@@ -29,40 +29,14 @@ class DataFolderError(ValueError):
 
 
 def pack_data(folder: Path, limit_bytes: int = DEFAULT_DATA_LIMIT_BYTES) -> bytes:
-    """The folder as tar.gz: regular files and directories (links and the rest are left out);
-    b"" when it is empty. Raises `DataFolderError` past ``limit_bytes`` of content or
-    `MAX_DATA_FILES` entries."""
-    out = io.BytesIO()
-    total = 0
-    count = 0
-    with tarfile.open(fileobj=out, mode="w:gz", compresslevel=6) as tar:
-        for root, dirs, files in os.walk(folder, followlinks=False):
-            dirs.sort()
-            base = Path(root)
-            for name in [*dirs, *sorted(files)]:
-                path = base / name
-                st = path.lstat()
-                if not (path.is_dir() and not path.is_symlink()) and \
-                        not (path.is_file() and not path.is_symlink()):
-                    continue
-                count += 1
-                if count > MAX_DATA_FILES:
-                    raise DataFolderError(f"the data folder has more than {MAX_DATA_FILES} "
-                                          "entries")
-                total += st.st_size if path.is_file() else 0
-                if total > limit_bytes:
-                    raise DataFolderError(f"the data folder holds more than "
-                                          f"{limit_bytes // 2**20} MiB")
-                info = tarfile.TarInfo(str(path.relative_to(folder)))
-                info.mtime = int(st.st_mtime)
-                if path.is_dir():
-                    info.type, info.mode = tarfile.DIRTYPE, 0o755
-                    tar.addfile(info)
-                else:
-                    info.size, info.mode = st.st_size, 0o644
-                    with path.open("rb") as handle:
-                        tar.addfile(info, handle)
-    return out.getvalue() if count else b""
+    """The folder as tar.gz (`scout_arena.sandbox.pack_data`: regular files and folders only,
+    no link followed); b"" when it is empty. Raises `DataFolderError` past ``limit_bytes``."""
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return b""
+    try:
+        return sandbox_pack_data(folder, limit_bytes)
+    except UploadError as exc:
+        raise DataFolderError(str(exc)) from None
 
 
 def unpack_data(data: bytes, folder: Path, limit_bytes: int = DEFAULT_DATA_LIMIT_BYTES) -> None:
