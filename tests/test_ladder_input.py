@@ -6,6 +6,7 @@ a table size the bots cannot fill is said out loud, not played around."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import os
 import random
 import signal
@@ -139,16 +140,14 @@ async def status_of(awaitable: Any) -> tuple[grpc.StatusCode, str]:
 
 def test_the_ladder_service_answers_bad_calls_with_their_codes(
         ladder_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import scout_ladder.service as service
-
     compared: list[tuple[bytes, bytes]] = []
-    real_compare = service.hmac.compare_digest
+    real_compare = hmac.compare_digest
 
     def recording(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
         return real_compare(a, b)
 
-    monkeypatch.setattr(service.hmac, "compare_digest", recording)
+    monkeypatch.setattr(hmac, "compare_digest", recording)
     repo = Repository(ladder_url)
     repo.migrate()
     challenger_token = repo.register_bot("challenger", "carol")[1]
@@ -210,6 +209,47 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
     repo.close()
     # (The patch is process-wide: bot token digests are compared through it too.)
     assert (b"adm2", b"adm") in compared and (b"", b"adm") in compared
+
+
+def test_a_stray_builtin_error_in_a_ladder_call_is_internal_not_a_status_of_its_own(
+        ladder_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the repository's own errors have a status of their own: a KeyError or ValueError
+    raised by a bug is INTERNAL, not NOT_FOUND or INVALID_ARGUMENT."""
+    repo = Repository(ladder_url)
+    repo.migrate()
+
+    def stray_key_error(self: Repository) -> None:
+        raise KeyError("leaderboard")
+
+    def stray_value_error(self: Repository, *args: object) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(Repository, "leaderboard", stray_key_error)
+    monkeypatch.setattr(Repository, "list_matches", stray_value_error)
+
+    async def scenario() -> list[tuple[grpc.StatusCode, str]]:
+        ladder = Ladder(repo, LadderConfig(port=0))
+        await ladder.start()
+        try:
+            async with grpc.aio.insecure_channel(ladder.address) as channel:
+                stub = ladder_pb2_grpc.LadderStub(channel)
+                return [
+                    await status_of(stub.GetLeaderboard(ladder_pb2.GetLeaderboardRequest(),
+                                                        timeout=60)),
+                    await status_of(stub.ListLadderMatches(
+                        ladder_pb2.ListLadderMatchesRequest(), timeout=60)),
+                    await status_of(stub.RetireBot(ladder_pb2.RetireBotRequest(name="nosuch"),
+                                                   timeout=60)),
+                ]
+        finally:
+            await ladder.stop()
+
+    got = asyncio.run(scenario())
+    repo.close()
+    assert [code for code, _ in got] == [grpc.StatusCode.INTERNAL, grpc.StatusCode.INTERNAL,
+                                         grpc.StatusCode.NOT_FOUND]
+    assert all("its log has the details" in details for _, details in got[:2])
+    assert "nosuch" in got[2][1]
 
 
 # --- table sizes the bots cannot fill ------------------------------------------------------

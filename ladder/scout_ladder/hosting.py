@@ -21,7 +21,7 @@ import asyncio
 import logging
 import secrets
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,7 +32,10 @@ from scout_arena.hosting.validation import ValidationConfig, Validator
 from scout_arena.sandbox import Sandbox, probe
 from scout_arena.server import RefereeFacade, TimeControl
 
+from .flight import VOID_BEFORE_START, Flight, MatchFlights, new_intent_id
 from .hosted import DATA_LIMIT_BYTES, BotRow, HostedBots, HostedVersion
+from .placement import LocalPlacement
+from .roster import PlayerSource
 from .validating import ValidationQueue
 
 log = logging.getLogger("scout_ladder.hosted")
@@ -75,11 +78,10 @@ class HostingConfig:
 class LadderHosting:
     """The ladder's hosting, from `start` to `stop`."""
 
-    def __init__(self, repo: HostingRepository, referee: RefereeFacade,
-                 time_control: TimeControl, config: HostingConfig, *,
-                 on_nodes: bool) -> None:
+    def __init__(self, repo: HostingRepository, time_control: TimeControl,
+                 config: HostingConfig, *, on_nodes: bool) -> None:
         self.repo = repo
-        self.referee = referee
+        self._referee: RefereeFacade | None = None
         self.time_control = time_control
         self.config = config
         self.on_nodes = on_nodes
@@ -93,6 +95,16 @@ class LadderHosting:
         self.cache = CodeCache(self.workdir / "code")
         self.local: Host | None = None
         self._versions: dict[tuple[str, int], HostedVersion] = {}
+
+    @property
+    def referee(self) -> RefereeFacade:
+        if self._referee is None:
+            raise RuntimeError("bind the ladder's referee first")
+        return self._referee
+
+    def bind(self, referee: RefereeFacade) -> None:
+        """The ladder's referee (made after the services, which need the hosted bots)."""
+        self._referee = referee
 
     @property
     def hosts_here(self) -> bool:
@@ -200,3 +212,72 @@ class LadderHosting:
 
     async def _local_report(self, report: RunReport) -> None:
         await self.hosted.run_ended(report)
+
+    # ----- the ladder's seams --------------------------------------------------------------
+
+    async def begin_here(self, flights: MatchFlights, names: list[str],
+                         challenge_id: int | None) -> None:
+        """A table with hosted seats on the ladder's own referee: its row first (as every
+        match), then the match held until its bots are connected (`start_here`)."""
+        intent_id = new_intent_id()
+        self.hosted.seat(intent_id, names)
+        seed = await flights.write_intent(intent_id, names, challenge_id)
+        if seed is None or flights.flags.stopping:
+            self.unseat(intent_id, names)
+            if seed is not None:
+                await flights.void_intent(intent_id, VOID_BEFORE_START)
+            return
+        flights.flights[intent_id] = Flight(intent_id, intent_id, challenge_id,
+                                            players=tuple(names))
+        try:
+            await self.start_here(intent_id, names, seed, self.config.join_timeout_s)
+        except Exception as exc:  # MatchRequestError: the referee is closing, ...
+            flights.flights.pop(intent_id, None)
+            self.unseat(intent_id, names)
+            await flights.void_intent(intent_id, f"the referee did not start it: {exc}")
+            return
+        flights.roster.seated(names)
+
+    def node_match_over(self, match_id: str) -> None:
+        """A match on a node ended or was lost: its hosted bots are freed by their reports,
+        or after a while."""
+        self.hosted.match_over(match_id, [n for n, m in self.hosted.busy.items()
+                                          if m == match_id])
+
+
+class HostingPlacement:
+    """The ladder's own referee as the place of every match (`placement.LocalPlacement`),
+    tables with hosted seats held there until their bots connect."""
+
+    def __init__(self, inner: LocalPlacement, hosting: LadderHosting) -> None:
+        self.inner = inner
+        self.hosting = hosting
+
+    def room(self) -> int | None:
+        return self.inner.room()
+
+    def held(self) -> Mapping[str, Set[str]]:
+        return self.inner.held()
+
+    def notice_idle(self, idle: int) -> None:
+        self.inner.notice_idle(idle)
+
+    async def begin(self, names: list[str], challenge_id: int | None) -> None:
+        if any(self.hosting.is_hosted(n) for n in names):
+            if self.hosting.hosts_here:
+                await self.hosting.begin_here(self.inner.flights, names, challenge_id)
+            return
+        await self.inner.begin(names, challenge_id)
+
+
+class RemoteOnly:
+    """The bots connected to the ladder's referee, but the hosted ones (whose sockets reach
+    that referee too: they are seated through `LadderHosting.free_seats` alone)."""
+
+    def __init__(self, inner: PlayerSource, hosting: LadderHosting) -> None:
+        self.inner = inner
+        self.hosting = hosting
+
+    def free_seats(self) -> Mapping[str, int]:
+        return {n: free for n, free in self.inner.free_seats().items()
+                if not self.hosting.is_hosted(n)}

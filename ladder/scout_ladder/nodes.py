@@ -22,17 +22,17 @@ import gzip
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import grpc
-from scout.v1 import nodes_pb2, nodes_pb2_grpc
+from scout.v1 import game_pb2, nodes_pb2, nodes_pb2_grpc
 from scout_arena.server import RefereeFacade
 
 log = logging.getLogger("scout_ladder.nodes")
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context = grpc.aio.ServicerContext[object, object]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
@@ -61,7 +61,7 @@ class NodeSession:
     heartbeat: nodes_pb2.NodeHeartbeat = field(default_factory=nodes_pb2.NodeHeartbeat)
     alive: bool = True
     lost_reason: str = ""
-    handler: asyncio.Task[Any] | None = None
+    handler: asyncio.Task[object] | None = None
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
     can_host: bool = False
@@ -87,7 +87,7 @@ class NodeSession:
         return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
 
     async def assign(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
-                     time_control: Any, join_timeout_s: float,
+                     time_control: game_pb2.TimeControl, join_timeout_s: float,
                      hosted: Mapping[str, nodes_pb2.HostedSeat] | None = None
                      ) -> nodes_pb2.AssignmentReply:
         """Ask the node to host a match (``hosted``: the seats it runs in its sandbox); its
@@ -147,9 +147,12 @@ class NodeRegistry:
     def free_capacity(self) -> int:
         return sum(max(0, n.free) for n in self.live())
 
-    def place(self, bots: Sequence[str]) -> NodeSession | None:
-        """The node for a table of ``bots``, or None when no node has room."""
-        candidates = [n for n in self.live() if n.free > 0]
+    def place(self, bots: Sequence[str],
+              accepts: Callable[[NodeSession], bool] | None = None) -> NodeSession | None:
+        """The node for a table of ``bots``, or None when no node has room (among those
+        ``accepts`` takes, when given: nodes that can host what the table needs)."""
+        candidates = [n for n in self.live()
+                      if n.free > 0 and (accepts is None or accepts(n))]
         if not candidates:
             return None
         least = min(n.load for n in candidates)

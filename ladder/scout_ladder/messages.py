@@ -1,0 +1,40 @@
+"""The repository's values as the Ladder service's messages (ladder.proto)."""
+
+from __future__ import annotations
+
+from scout.v1 import ladder_pb2
+
+from .repository import BotInfo, BotProfile, LeaderboardRow, MatchSummary
+
+
+def bot_summary(bot: BotInfo) -> ladder_pb2.BotSummary:
+    return ladder_pb2.BotSummary(name=bot.name, owner=bot.owner, version=bot.version,
+                                 retired=bot.retired, probation_reason=bot.probation_reason or "",
+                                 kind=bot.kind, paused_reason=bot.paused_reason or "",
+                                 suspended_reason=bot.suspended_reason or "")
+
+
+def leaderboard_entry(row: LeaderboardRow) -> ladder_pb2.LeaderboardEntry:
+    return ladder_pb2.LeaderboardEntry(
+        rank=row.rank, bot=ladder_pb2.BotSummary(name=row.bot, owner=row.owner),
+        mu=row.mu, sigma=row.sigma, conservative=row.conservative, games=row.games,
+        recent_ranks=list(row.recent_ranks))
+
+
+def ladder_match(m: MatchSummary) -> ladder_pb2.LadderMatch:
+    return ladder_pb2.LadderMatch(
+        match_id=m.match_id, status=m.status, table_size=m.table_size, rated=m.rated,
+        seats=[ladder_pb2.LadderSeat(seat=s.seat, bot=s.bot, version=s.bot_version,
+                                     score=s.score or 0, rank=s.rank or 0,
+                                     forfeited=bool(s.forfeited)) for s in m.seats],
+        finished_at=m.finished_at.isoformat() if m.finished_at else "",
+        void_reason=m.void_reason or "")
+
+
+def bot_profile(p: BotProfile) -> ladder_pb2.BotProfile:
+    return ladder_pb2.BotProfile(
+        bot=bot_summary(p.bot),
+        history=[ladder_pb2.RatingPoint(match_id=h.match_id, mu=h.mu, sigma=h.sigma)
+                 for h in p.history],
+        timeouts=p.timeouts, forfeits=p.forfeits,
+        recent_matches=[ladder_match(m) for m in p.recent_matches])

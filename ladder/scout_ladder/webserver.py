@@ -1,0 +1,59 @@
+"""The web pages (`scout_arena.web`) served by the ladder process, in its own event loop.
+
+The web package is imported only when the pages are served: a ladder without them needs
+neither Starlette nor uvicorn loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from scout_arena.record import JSON
+from scout_arena.server import LiveMatch
+
+from .repository import Repository
+
+if TYPE_CHECKING:
+    from scout_arena.web import EmbeddedServer
+
+
+class LadderWeb:
+    """The pages over the ladder's repository, its live matches and its nodes' report."""
+
+    def __init__(self, repo: Repository, host: str, port: int) -> None:
+        self.repo = repo
+        self.host = host
+        self.port = port
+        self._server: EmbeddedServer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, live: Callable[[], Sequence[LiveMatch]],
+                    nodes: Callable[[], Sequence[JSON]] | None) -> None:
+        """Serve, and return once the server listens."""
+        from scout_arena.web import create_app, make_server
+
+        from .web_source import LadderSource
+
+        app = create_app(LadderSource(self.repo), title="Scout Arena ladder", live=live,
+                         nodes=nodes)
+        server = self._server = make_server(app, self.host, self.port)
+        task = self._task = asyncio.create_task(server.serve(), name="ladder web")
+        while not server.started:
+            if task.done():
+                await task
+                raise RuntimeError("the web server stopped while starting")
+            await asyncio.sleep(0.01)
+
+    @property
+    def address(self) -> str | None:
+        """host:port of the pages, once served."""
+        return None if self._server is None else str(self._server.address)
+
+    async def stop(self) -> None:
+        if self._task is not None and self._server is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
