@@ -258,7 +258,7 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
         hoard = []
         while True:
             hoard.append(b"x" * (1024 * 1024))
-            time.sleep(0.005)
+            time.sleep(0.01)
     """
     outcome = asyncio.run(host.run(source))
     assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail

@@ -1,4 +1,5 @@
-"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history.
+"""`scout-arena ladder ...`: serve the ladder, register bots, print standings and history
+(an owner's commands over the ladder's Owners service are in :mod:`.owner_cli`).
 
 Errors are one line on stderr, never a traceback: exit status 2 for a usage error (a bad name,
 owner or option), 1 for a refusal (a name of another owner, an unknown bot, no ladder database
@@ -24,6 +25,8 @@ from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.gcpolicy import tune_gc
+
+from .owner_cli import add_client_options, add_owner_commands
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -264,6 +267,10 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_retire(args: argparse.Namespace) -> int:
+    if args.address:  # through a running ladder, as the bot's owner (or the admin)
+        from .owner_cli import cmd_retire_remote, guarded
+
+        return guarded(cmd_retire_remote)(args)
     _repo(args).retire_bot(args.name)
     print(f"retired {args.name}")
     return 0
@@ -478,8 +485,12 @@ def add_ladder_parser(sub: Any) -> None:
     reg.add_argument("--owner", required=True)
     reg.set_defaults(func=_guarded(cmd_register))
 
-    retire = with_db(ladder_sub.add_parser("retire", help="stop scheduling a bot"))
+    retire = with_db(ladder_sub.add_parser(
+        "retire", help="stop scheduling a bot (in the database, or with --address through "
+        "a running ladder as its owner)"))
     retire.add_argument("name")
+    add_client_options(retire, address_required=False)
+    retire.set_defaults(address=None)
     retire.set_defaults(func=_guarded(cmd_retire))
 
     board = with_db(ladder_sub.add_parser("leaderboard", help="print the standings"))
@@ -495,6 +506,8 @@ def add_ladder_parser(sub: Any) -> None:
     bot = with_db(ladder_sub.add_parser("bot", help="print a bot's profile"))
     bot.add_argument("name")
     bot.set_defaults(func=_guarded(cmd_bot))
+
+    add_owner_commands(ladder_sub)
 
     recompute = with_db(ladder_sub.add_parser(
         "recompute", help="rebuild every rating from the match history and compare"))

@@ -446,8 +446,5 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
         folder = await self._call(context, self.repo.data_dir, request.bot,
                                   as_owner=caller.as_owner)
         archive = await self._call(context, pack_data_folder, folder)
-        try:
-            while chunk := await asyncio.to_thread(archive.read, CHUNK_BYTES):
-                yield owners_pb2.DataChunk(data=chunk)
-        finally:
-            archive.close()
+        for start in range(0, len(archive), CHUNK_BYTES):
+            yield owners_pb2.DataChunk(data=archive[start:start + CHUNK_BYTES])

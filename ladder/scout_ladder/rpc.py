@@ -19,6 +19,7 @@ import grpc
 from scout_arena.server import RefereeFacade
 
 from .repository import (
+    BotKindError,
     BotOwnerError,
     BotRetiredError,
     DuplicateMatchError,
@@ -67,6 +68,7 @@ STATUS_OF_ERROR: Mapping[type[object], ErrorStatus] = {
     DuplicateMatchError: ErrorStatus(grpc.StatusCode.ALREADY_EXISTS),
     BotRetiredError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION, lambda e: f"{e} is retired"),
     MatchStateError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
+    BotKindError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
     InvalidInputError: ErrorStatus(grpc.StatusCode.INVALID_ARGUMENT),
 }
 """The status each repository error becomes, by its class (a subclass takes its nearest

@@ -23,7 +23,6 @@ from pathlib import Path
 from scout_arena.sandbox.identity import UID_BASE, UID_COUNT, UidLease, chown_tree, lease_uid
 from scout_arena.sandbox.limits import DEFAULT_LIMITS, MiB, SandboxLimits
 from scout_arena.sandbox.manifest import Manifest
-from scout_arena.sandbox.monitor import ProcessTable
 from scout_arena.sandbox.mounts import (
     BOT_DIR,
     DATA_MOUNT,
@@ -33,7 +32,7 @@ from scout_arena.sandbox.mounts import (
     runtime_view,
     system_args,
 )
-from scout_arena.sandbox.process import TICK_S, HostedProcess
+from scout_arena.sandbox.process import HostedProcess
 from scout_arena.sandbox.support import namespace_args, probe, tool_paths
 
 
@@ -51,7 +50,6 @@ class Sandbox:
         self.uid_base = uid_base
         self.uid_count = uid_count
         self.as_root = os.geteuid() == 0
-        self._table = ProcessTable(TICK_S / 2)
 
     async def start(self, *, name: str, code_dir: Path, data_dir: Path, socket_path: Path,
                     manifest: Manifest, env: Mapping[str, str] = {}) -> HostedProcess:
@@ -77,7 +75,7 @@ class Sandbox:
             raise
         finally:
             os.close(write_fd)
-        return HostedProcess(self.limits, self._table, process, read_fd, lease, data_dir)
+        return HostedProcess(self.limits, process, read_fd, lease, data_dir)
 
     def _argv(self, name: str, code_dir: Path, data_dir: Path, socket_path: Path,
               manifest: Manifest, env: Mapping[str, str], lease: UidLease | None,

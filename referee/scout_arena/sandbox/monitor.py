@@ -1,14 +1,11 @@
-"""What the watchdog measures: a bot's process tree (from /proc) and its folders' sizes.
+"""What the watchdog measures: a sandbox's processes (from its own procfs) and its folders.
 
-The process table is read once per tick for every bot of a :class:`ProcessTable` owner (a
-``Sandbox``), in a worker thread; a bot's tree is every process below its ``bwrap``.
+Called in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,58 +32,54 @@ class TreeUsage:
     cpu_seconds: float
 
 
-def read_stat(pid: int) -> ProcStat | None:
+def read_stat(folder: str) -> ProcStat | None:
+    """The ``stat`` file of the process ``folder`` (a /proc/PID path) holds."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
+        with open(f"{folder}/stat", "rb") as file:
             text = file.read()
     except OSError:
         return None
     fields = text[text.rindex(b")") + 2:].split()
     ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-    return ProcStat(pid, int(fields[1]), int(fields[17]), int(fields[21]) * PAGE_SIZE,
-                    ticks / CLOCK_TICKS)
+    return ProcStat(int(text.split(b" ", 1)[0]), int(fields[1]), int(fields[17]),
+                    int(fields[21]) * PAGE_SIZE, ticks / CLOCK_TICKS)
 
 
-def scan_processes() -> dict[int, ProcStat]:
-    table: dict[int, ProcStat] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            stat = read_stat(int(entry.name))
-            if stat is not None:
-                table[stat.pid] = stat
-    return table
+def sandbox_usage(init_pid: int) -> TreeUsage | None:
+    """What the processes of one sandbox use, read from the sandbox's own procfs through its
+    init's root: it lists exactly the sandbox's processes (PID namespaces nest, so even a
+    process in a namespace of the bot's own shows there), in a few reads however busy the host
+    is. bwrap's init (pid 1 inside) is not the bot's, except for the CPU of the orphans it
+    reaped, which is."""
+    proc = f"/proc/{init_pid}/root/proc"
+    try:
+        names = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return None
+    processes = threads = memory = 0
+    cpu = 0.0
+    for name in names:
+        stat = read_stat(f"{proc}/{name}")
+        if stat is None:
+            continue
+        cpu += stat.cpu_seconds
+        if name != "1":
+            processes += 1
+            threads += stat.threads
+            memory += private_bytes(f"{proc}/{name}")
+    return TreeUsage(processes, threads, memory, cpu)
 
 
-def tree_usage(table: dict[int, ProcStat], root: int) -> TreeUsage:
-    """The processes strictly below ``root`` (bwrap's own memory and CPU are the host's)."""
-    children: dict[int, list[int]] = {}
-    for stat in table.values():
-        children.setdefault(stat.ppid, []).append(stat.pid)
-    below: list[ProcStat] = []
-    stack = list(children.get(root, ()))
-    while stack:
-        pid = stack.pop()
-        below.append(table[pid])
-        stack.extend(children.get(pid, ()))
-    return TreeUsage(len(below), sum(stat.threads for stat in below),
-                     sum(private_bytes(stat) for stat in below),
-                     sum(stat.cpu_seconds for stat in below))
-
-
-def private_bytes(stat: ProcStat) -> int:
+def private_bytes(folder: str) -> int:
     """Resident memory that is not file-backed or shared memory (RssAnon): what the process
     itself allocated. Pages a fork still shares with its parent count in both, which errs on the
     side of the limit."""
     try:
-        with open(f"/proc/{stat.pid}/statm", "rb") as file:
+        with open(f"{folder}/statm", "rb") as file:
             fields = file.read().split()
     except OSError:
         return 0
     return max(int(fields[1]) - int(fields[2]), 0) * PAGE_SIZE
-
-
-def children_of(table: dict[int, ProcStat], parent: int) -> list[int]:
-    return [stat.pid for stat in table.values() if stat.ppid == parent]
 
 
 def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
@@ -120,20 +113,3 @@ def tmpfs_used(init_pid: int) -> int | None:
     except OSError:
         return None
     return (status.f_blocks - status.f_bfree) * status.f_frsize
-
-
-class ProcessTable:
-    """One /proc scan shared by every watchdog of a tick."""
-
-    def __init__(self, max_age_s: float) -> None:
-        self.max_age_s = max_age_s
-        self._table: dict[int, ProcStat] = {}
-        self._taken = 0.0
-        self._lock = asyncio.Lock()
-
-    async def snapshot(self) -> dict[int, ProcStat]:
-        async with self._lock:
-            if time.monotonic() - self._taken > self.max_age_s:
-                self._table = await asyncio.to_thread(scan_processes)
-                self._taken = time.monotonic()
-            return self._table

@@ -13,18 +13,11 @@ from pathlib import Path
 
 from scout_arena.sandbox.identity import UidLease
 from scout_arena.sandbox.limits import OUTPUT_TAIL_BYTES, MiB, SandboxLimits, size_text
-from scout_arena.sandbox.monitor import (
-    ProcessTable,
-    children_of,
-    folder_usage,
-    scan_processes,
-    tmpfs_used,
-    tree_usage,
-)
+from scout_arena.sandbox.monitor import folder_usage, sandbox_usage, tmpfs_used
 
 #: How often the watchdog measures the process tree; the folders every DISK_EVERY ticks.
-TICK_S = 0.1
-DISK_EVERY = 5
+TICK_S = 0.2
+DISK_EVERY = 3
 STOPPED = "stopped after its match"
 
 
@@ -39,12 +32,10 @@ class RunOutcome:
 class HostedProcess:
     """A running hosted bot: its outcome, its output, and the means to stop it."""
 
-    def __init__(self, limits: SandboxLimits, table: ProcessTable,
-                 process: asyncio.subprocess.Process, info_fd: int, lease: UidLease | None,
-                 data_dir: Path) -> None:
+    def __init__(self, limits: SandboxLimits, process: asyncio.subprocess.Process, info_fd: int,
+                 lease: UidLease | None, data_dir: Path) -> None:
         self.limits = limits
         self.pid = process.pid
-        self._table = table
         self._process = process
         self._lease = lease
         self._data_dir = data_dir
@@ -84,17 +75,12 @@ class HostedProcess:
                 self._process.kill()
 
     async def _signal_bot(self, signum: int) -> None:
+        """``signum`` to every process of the bot (not bwrap's init), each addressed by its
+        folder in the sandbox's procfs, a handle no reused pid can redirect."""
         if self._init_pid is None:
             self._kill(self._reason or STOPPED)
             return
-        table = await asyncio.to_thread(scan_processes)
-        for pid in children_of(table, self._init_pid):
-            with contextlib.suppress(OSError):
-                fd = os.pidfd_open(pid)
-                try:
-                    signal.pidfd_send_signal(fd, signum)
-                finally:
-                    os.close(fd)
+        await asyncio.to_thread(_signal_sandbox, self._init_pid, signum)
 
     async def _read_output(self) -> None:
         stream = self._process.stdout
@@ -115,10 +101,13 @@ class HostedProcess:
         tick = 0
         while self._process.returncode is None:
             await asyncio.sleep(TICK_S)
-            usage = await asyncio.to_thread(tree_usage, await self._table.snapshot(), self.pid)
+            if self._init_pid is None:
+                continue
+            usage = await asyncio.to_thread(sandbox_usage, self._init_pid)
+            if usage is None:
+                continue
             self._cpu_seconds = max(self._cpu_seconds, usage.cpu_seconds)
-            # The tree holds bwrap's init besides the bot's own processes and threads.
-            if usage.threads - 1 >= limits.processes:
+            if usage.threads >= limits.processes:
                 self._kill(f"killed: reached the limit of {limits.processes} processes "
                            "and threads")
             elif usage.rss_bytes > limits.memory_mb * MiB:
@@ -173,6 +162,19 @@ class HostedProcess:
         if signum is not None:
             return RunOutcome(exit_code, signum, f"killed by {_signal_name(signum)}", tail)
         return RunOutcome(exit_code, None, f"exited with status {code}", tail)
+
+
+def _signal_sandbox(init_pid: int, signum: int) -> None:
+    proc = f"/proc/{init_pid}/root/proc"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(proc):
+            if name.isdigit() and name != "1":
+                with contextlib.suppress(OSError):
+                    fd = os.open(f"{proc}/{name}", os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        signal.pidfd_send_signal(fd, signum)
+                    finally:
+                        os.close(fd)
 
 
 def _signal_name(signum: int) -> str:
