@@ -10,10 +10,12 @@ way, the two ways alternating so that the machine's load falls on both alike:
   root, the read-only view, the watchdog);
 * outside: the same interpreter started directly with the same environment.
 
-Latency is from just before the start call to the moment the host's socket server reads the
-bot's hello. The figures are medians (and the 90th percentile) over the runs; the overhead is the
-difference of the medians. The hosting helper adds the per-decision CPU and the bots-per-node
-figures.
+Two bots: one importing the SDK and grpcio, and a bare interpreter (``python -S``, no site):
+with the import cost gone, what remains of the difference is the sandbox's own cost (prlimit,
+bwrap, setpriv, the watchdog's start). Latency is from just before the start call to the moment
+the host's socket server reads the bot's hello. The figures are medians (and the 90th
+percentile) over the runs; the overhead is the difference of the medians. The hosting helper
+adds the per-decision CPU and the bots-per-node figures.
 """
 
 from __future__ import annotations
@@ -35,10 +37,17 @@ from rich.table import Table
 from scout_arena.sandbox import Sandbox, SandboxLimits, parse_manifest, probe
 
 JSON = dict[str, Any]
-MANIFEST = 'runtime = "python"\ncommand = ["python", "bot.py"]\n'
+#: The bots measured: one importing the SDK and grpcio (what hosted Python bots do), and a bare
+#: interpreter without site (what is left is the sandbox's own cost and the interpreter's).
+BOTS = {
+    "sdk": ('runtime = "python"\ncommand = ["python", "bot.py", "sdk"]\n', "SDK bot"),
+    "bare": ('runtime = "python"\ncommand = ["python", "-S", "bot.py", "bare"]\n',
+             "bare Python (-S)"),
+}
 BOT = """\
-import os, socket
-import grpc, scout_client
+import os, socket, sys
+if sys.argv[1] == "sdk":
+    import grpc, scout_client
 path = os.environ["SCOUT_ADDRESS"].removeprefix("unix:")
 with socket.socket(socket.AF_UNIX) as connection:
     connection.connect(path)
@@ -50,15 +59,15 @@ with socket.socket(socket.AF_UNIX) as connection:
 class Bench:
     """One socket server and one bot folder, started inside or outside the sandbox."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, manifest: str) -> None:
         self.root = root
         self.code = root / "code"
         self.code.mkdir()
         (self.code / "bot.py").write_text(BOT)
-        (self.code / "scout-bot.toml").write_text(MANIFEST)
+        (self.code / "scout-bot.toml").write_text(manifest)
         self.socket = root / "referee.sock"
         self.sandbox = Sandbox(SandboxLimits())
-        self.manifest = parse_manifest(MANIFEST)
+        self.manifest = parse_manifest(manifest)
         self._hello: asyncio.Future[float] | None = None
 
     async def serve(self) -> asyncio.Server:
@@ -94,7 +103,8 @@ class Bench:
                "PYTHONUNBUFFERED": "1"}
         began = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "bot.py", cwd=self.code, env=env, stdin=asyncio.subprocess.DEVNULL)
+            sys.executable, *self.manifest.command[1:], cwd=self.code, env=env,
+            stdin=asyncio.subprocess.DEVNULL)
         connected = await asyncio.wait_for(self._hello, 60)
         if await process.wait() != 0:
             raise RuntimeError("the bot outside the sandbox failed")
@@ -108,32 +118,29 @@ def summary(samples: list[float]) -> JSON:
             "min_ms": ordered[0] * 1000, "samples_ms": [value * 1000 for value in samples]}
 
 
-async def measure(runs: int) -> JSON:
+async def measure_bot(manifest: str, runs: int) -> JSON:
     with tempfile.TemporaryDirectory(prefix="scout-bench-sbx-", dir="/tmp") as folder:
-        bench = Bench(Path(folder))
+        bench = Bench(Path(folder), manifest)
         server = await bench.serve()
         try:
             await bench.inside()  # warm the page cache for both ways
             await bench.outside()
             inside: list[float] = []
             outside: list[float] = []
-            cpu_before = os.times()
-            wall_before = time.perf_counter()
             for _ in range(runs):
                 inside.append(await bench.inside())
                 outside.append(await bench.outside())
-            cpu_after = os.times()
-            wall = time.perf_counter() - wall_before
         finally:
             server.close()
-    children_cpu = (cpu_after.children_user + cpu_after.children_system
-                    - cpu_before.children_user - cpu_before.children_system)
     inside_summary, outside_summary = summary(inside), summary(outside)
+    return {"inside": inside_summary, "outside": outside_summary,
+            "overhead_ms": inside_summary["median_ms"] - outside_summary["median_ms"]}
+
+
+async def measure(runs: int) -> JSON:
+    bots = {name: await measure_bot(manifest, runs) for name, (manifest, _) in BOTS.items()}
     return {"runs": runs, "support": probe().reason, "cpu_count": os.cpu_count(),
-            "load_average": os.getloadavg(), "inside": inside_summary,
-            "outside": outside_summary,
-            "overhead_ms": inside_summary["median_ms"] - outside_summary["median_ms"],
-            "bench_children_cpu_s": children_cpu, "bench_wall_s": wall}
+            "load_average": os.getloadavg(), "bots": bots}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,16 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[red]no sandbox on this host: {support.reason}[/]")
         return 1
     data = asyncio.run(measure(args.runs))
-    table = Table(title=f"Hosted Python bot, start to connected ({args.runs} runs each)")
-    for column in ("", "median ms", "p90 ms", "min ms"):
-        table.add_column(column, justify="right" if column else "left")
-    for way in ("inside", "outside"):
-        figures = data[way]
-        table.add_row(f"{way} the sandbox", f"{figures['median_ms']:.1f}",
-                      f"{figures['p90_ms']:.1f}", f"{figures['min_ms']:.1f}")
+    table = Table(title=f"Hosted Python bot, start to connected ({args.runs} runs each way)")
+    for column in ("bot", "where", "median ms", "p90 ms", "min ms", "overhead ms"):
+        table.add_column(column, justify="left" if column in ("bot", "where") else "right")
+    for name, (_, label) in BOTS.items():
+        figures = data["bots"][name]
+        for way in ("inside", "outside"):
+            way_figures = figures[way]
+            table.add_row(label if way == "inside" else "", f"{way} the sandbox",
+                          f"{way_figures['median_ms']:.1f}", f"{way_figures['p90_ms']:.1f}",
+                          f"{way_figures['min_ms']:.1f}",
+                          f"{figures['overhead_ms']:.1f}" if way == "inside" else "")
     console.print(table)
-    console.print(f"sandbox overhead (difference of medians): {data['overhead_ms']:.1f} ms; "
-                  f"{support.reason}")
+    console.print(f"overhead: difference of the medians; {support.reason}")
     load = data["load_average"][0]
     if load > (os.cpu_count() or 1):
         warn_busy_machine(console, f"the load average was {load:.1f} on "

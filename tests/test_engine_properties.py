@@ -228,7 +228,7 @@ class Shadow:
             self.scouts += 1
             self.chips[self.owner] += 1
             card = self.active[0] if action.scout.end == L else self.active[-1]
-            card = card.turned() if action.scout.flip else card
+            card = card.flipped() if action.scout.flip else card
             rest = self.active[1:] if action.scout.end == L else self.active[:-1]
             self.captured[seat] += len(rest)
             hand.insert(action.scout.insert_at, card)

@@ -78,7 +78,7 @@ def _deal_with_seat1_changed(players: int, seed: int) -> tuple[State, State]:
     for r, hands in enumerate(other):
         if players == 2:
             hands[1].reverse()
-            hands[1][0] = hands[1][0].turned()
+            hands[1][0] = hands[1][0].flipped()
         else:
             hands[1][0], hands[2][3] = deals[r][2][3], deals[r][1][0]
     return State.from_deals(players, deals), State.from_deals(players, other)

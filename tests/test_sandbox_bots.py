@@ -11,8 +11,10 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +135,20 @@ def test_a_well_behaved_bot_reaches_its_socket_and_keeps_its_data(host: Host) ->
     second = asyncio.run(host.run(WELL_BEHAVED, name="good"))
     assert "runs 2 hosted" in second.output_tail, second.output_tail
     assert (host.root / "bots" / "good" / "data" / "runs").read_text() == "2"
+
+
+def test_a_python_bot_imports_the_nodes_sdk_rules_and_grpc(host: Host) -> None:
+    source = """
+        import grpc, scout_client, scout_rules
+        from scout_client import GreedyBot
+        channel = grpc.insecure_channel("unix:/run/scout/referee.sock")
+        channel.close()
+        print("imports ok", GreedyBot.__name__)
+    """
+    outcome = asyncio.run(host.run(source, limits=SandboxLimits(
+        **{**LIMITS.__dict__, "memory_mb": 256, "cpu_seconds": 30})))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "imports ok GreedyBot" in outcome.output_tail
 
 
 def test_the_hosts_environment_does_not_reach_the_bot(host: Host,
@@ -262,6 +278,53 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
     """
     outcome = asyncio.run(host.run(source))
     assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
+
+
+def test_a_bot_mapping_shared_memory_without_end_is_killed_by_the_memory_limit(
+        host: Host) -> None:
+    # Shared anonymous mappings escape RLIMIT_DATA; the watchdog counts them (RssShmem).
+    source = """
+        import mmap, time
+        hoard = []
+        while True:
+            block = mmap.mmap(-1, 1024 * 1024, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+            block.write(b"x" * (1024 * 1024))
+            hoard.append(block)
+            time.sleep(0.01)
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
+
+
+def test_memory_no_process_holds_and_new_namespaces_are_refused(host: Host) -> None:
+    source = """
+        import ctypes, os, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        def call(name, *args):
+            result = getattr(libc, name)(*args)
+            print(name, args[:1], "ALLOWED" if result >= 0 else os.strerror(ctypes.get_errno()))
+        call("shmget", 0, 512 * 1024 * 1024, 0o1000 | 0o600)
+        call("msgget", 0, 0o1000 | 0o600)
+        call("unshare", 0x10000000)
+        call("unshare", 0x40000000)
+        call("syscall", 319, b"x", 0)
+        call("syscall", 425, 8, None)
+        try:
+            os.memfd_create("hoard")
+            print("memfd ALLOWED")
+        except OSError as error:
+            print("memfd", error.strerror)
+        worker = threading.Thread(target=lambda: print("threads work"))
+        worker.start()
+        worker.join()
+        print(subprocess.run(["/bin/echo", "children work"], capture_output=True,
+                             text=True).stdout.strip())
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "ALLOWED" not in outcome.output_tail, outcome.output_tail
+    assert outcome.output_tail.count("Operation not permitted") == 7
+    assert "threads work" in outcome.output_tail and "children work" in outcome.output_tail
 
 
 def test_a_bot_filling_its_data_folder_is_killed_at_the_cap(host: Host) -> None:
@@ -459,3 +522,82 @@ def test_bots_running_at_once_run_under_different_uids_as_root(host: Host) -> No
         assert all(line.endswith("groups []") for line in lines), lines
     else:
         assert uids == {os.getuid()}
+
+
+HOST_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from scout_arena.sandbox import Sandbox, parse_manifest
+
+async def main() -> None:
+    root, socket_path = Path(sys.argv[1]), Path(sys.argv[2])
+    server = await asyncio.start_unix_server(lambda reader, writer: None, str(socket_path))
+    process = await Sandbox().start(
+        name="orphan", code_dir=root / "code", data_dir=root / "data", socket_path=socket_path,
+        manifest=parse_manifest((root / "code" / "scout-bot.toml").read_text()))
+    while "asleep" not in process.output_tail():
+        await asyncio.sleep(0.05)
+    print("started", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_a_bot_dies_with_the_process_that_hosts_it(host: Host) -> None:
+    marker = f"orphan-{os.getpid()}"
+    host.bot_folder("orphan", "import time\nprint('asleep', flush=True)\ntime.sleep(3600)\n",
+                    f'runtime = "python"\ncommand = ["python", "bot.py", "{marker}"]\n')
+    node = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(host.root / "bots" / "orphan"),
+                             str(host.socket_dir / "orphan.sock")], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert node.stdout is not None and node.stdout.readline().strip() == "started"
+        assert not no_process_runs(marker)
+    finally:
+        node.kill()
+        node.wait()
+    deadline = time.monotonic() + PATIENCE_S
+    while not no_process_runs(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert no_process_runs(marker)
+
+
+def test_a_binary_bot_runs_its_own_program_with_its_arguments(host: Host) -> None:
+    code = host.root / "bots" / "binbot" / "code"
+    (code / "bin").mkdir(parents=True)
+    (code / "bin" / "bot").write_text('#!/bin/sh\necho "binary $0 $1 $2 uid=$(id -u)"\n')
+    (code / "bin" / "bot").chmod(0o755)
+    outcome = asyncio.run(host.run(
+        "", name="binbot",
+        manifest='runtime = "binary"\ncommand = ["bin/bot", "a b", "$(reboot)"]\n'))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "binary /bot/bin/bot a b $(reboot) uid=" in outcome.output_tail
+
+
+def test_a_program_killed_by_the_file_size_limit_says_so(host: Host) -> None:
+    code = host.root / "bots" / "ddbot" / "code"
+    code.mkdir(parents=True)
+    (code / "fill").write_text("#!/bin/sh\nexec dd if=/dev/zero of=/bot/data/big bs=64k count=64\n")
+    (code / "fill").chmod(0o755)
+    limits = SandboxLimits(**{**LIMITS.__dict__, "file_size_mb": 1})
+    outcome = asyncio.run(host.run("", name="ddbot", limits=limits,
+                                   manifest='runtime = "binary"\ncommand = ["fill"]\n'))
+    assert outcome.reason == "killed: file size limit of 1 MB", outcome.output_tail
+
+
+def test_links_a_bot_leaves_in_its_data_folder_are_not_followed_by_the_host(
+        host: Host) -> None:
+    victim = host.root / "host-file"
+    victim.write_text("the node's")
+    source = f"""
+        import os
+        os.symlink("{victim}", "/bot/data/link-to-host-file")
+        os.symlink("{host.root}", "/bot/data/link-to-host-folder")
+        print("planted")
+    """
+    first = asyncio.run(host.run(source))
+    assert "planted" in first.output_tail, first.output_tail
+    second = asyncio.run(host.run("print('second run')\n"))
+    assert second.reason == "exited with status 0", second.output_tail
+    assert victim.stat().st_uid == os.getuid() and host.root.stat().st_uid == os.getuid()

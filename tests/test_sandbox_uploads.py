@@ -370,3 +370,22 @@ def test_a_data_folder_packs_its_files_and_folders_but_no_link_or_fifo(tmp_path:
     assert pack_data(data, 1024) == packed
     with pytest.raises(UploadTooLarge):
         pack_data(data, 4)
+
+
+def test_unpacked_folders_are_readable_by_others_whatever_the_umask(box: Path) -> None:
+    previous = os.umask(0o077)
+    try:
+        unpack_upload(make_zip([("mybot/scout-bot.toml", MANIFEST), ("mybot/bot.py", BOT),
+                                ("mybot/lib/util.py", b"")]), box / "dest")
+    finally:
+        os.umask(previous)
+    for path in (box / "dest", box / "dest" / "lib", box / "dest" / "data"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
+    assert stat.S_IMODE((box / "dest" / "lib" / "util.py").stat().st_mode) == 0o644
+
+
+def test_a_windows_drive_path_is_refused_and_a_colon_in_a_name_is_not(box: Path) -> None:
+    message = refuse(box, make_zip([*good_entries(), ("C:/Windows/evil", b"x")]), UnsafePath)
+    assert "absolute" in message
+    unpack_upload(make_zip([*good_entries(), ("a:b.txt", b"x")]), box / "dest")
+    assert (box / "dest" / "a:b.txt").read_bytes() == b"x"

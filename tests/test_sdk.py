@@ -65,7 +65,7 @@ TOKEN = "secret-token"
 LEFT, RIGHT = End.LEFT, End.RIGHT
 
 
-# --- a reference for legality: the rules oracle of tests/support, not scout_client.groups -------
+# --- a reference for legality: the rules oracle of tests/support, not scout_rules.groups -------
 
 SDK_END = {oracle.L: LEFT, oracle.R: RIGHT}
 ORACLE_END = {LEFT: oracle.L, RIGHT: oracle.R}

@@ -23,7 +23,7 @@ from referee_support import (
     wait_finished,
 )
 from scout_arena.local import BUNDLED_BOTS, play_match
-from scout_arena.search import RoundKnowledge, SearchBot, round_state, time_budget_ms
+from scout_arena.search import ScoutReads, SearchBot, sample, time_budget_ms
 from scout_arena.search.policy import greedy_action
 from scout_arena.server import convert as wire
 from scout_client import GreedyBot, Observation
@@ -70,38 +70,39 @@ def test_determinizations_are_consistent_with_the_observation(
         return
     observation = sdk_observation(state)
     seat = observation.seat
-    knowledge = RoundKnowledge.from_observation(observation)
+    info = observation.information_set()
+    reads = ScoutReads.of(info)
     true_hands = [state.hand(s) for s in range(num_players)]
     out_of_play = [c.pair for c in state.active] + [c.pair for cs in state.captured for c in cs]
     # the public knowledge itself is right: every known card is where the true hand has it
-    for s, slots in enumerate(knowledge.slots):
+    for s, slots in enumerate(info.known):
         for i, slot in enumerate(slots):
             if slot is not None:
-                assert s != seat and true_hands[s][i].pair == slot.card.pair
-    known_pairs = {slot.card.pair for h in knowledge.slots for slot in h if slot is not None}
+                assert s != seat and true_hands[s][i].pair == slot.pair
+    known_pairs = {slot.pair for h in info.known for slot in h if slot is not None}
     rng = random.Random(sample_seed)
     for tries in (1, 1, 6):
-        hands = knowledge.sample(rng, tries)
+        hands = sample(info, reads, rng, tries)
         assert [len(h) for h in hands] == list(observation.hand_sizes)
         assert tuple(hands[seat]) == true_hands[seat]
         for s in range(num_players):
-            for i, slot in enumerate(knowledge.slots[s]):
+            for i, slot in enumerate(info.known[s]):
                 if slot is not None and s != seat:
-                    assert hands[s][i].pair == slot.card.pair  # known cards stay in place
+                    assert hands[s][i].pair == slot.pair  # known cards stay in place
         mine = {c.pair for c in true_hands[seat]}
         for s in range(num_players):
             if s == seat:
                 continue
             for card in hands[s]:
                 assert card.pair not in mine and card.pair not in out_of_play
-                assert card.pair in known_pairs or card.pair in knowledge.unseen
+                assert card.pair in known_pairs or card.pair in info.unseen
         everything = Counter(c.pair for h in hands for c in h) + Counter(out_of_play)
-        undealt = Counter(p for p in knowledge.unseen if p not in everything)
+        undealt = Counter(p for p in info.unseen if p not in everything)
         assert everything + undealt == Counter(deck_for(num_players))
         if num_players > 2:  # every card is dealt: nothing is left over
             assert not undealt
         # and the engine state built from it shows the seat exactly what it saw
-        built = round_state(knowledge, hands).observation(seat)
+        built = info.state(hands).observation(seat)
         real = state.observation(seat)
         for name in ("hand", "hand_sizes", "active_set", "active_owner", "captured_counts",
                      "scout_chips", "scout_show_tokens", "scores", "current_seat"):
@@ -116,9 +117,9 @@ def test_true_hands_never_contradict_the_scouts_of_greedy_players(
     state = mid_round(num_players, seed, steps, policy_seed=0, greedy_share=1.0)
     if state.is_over:
         return
-    knowledge = RoundKnowledge.from_observation(sdk_observation(state))
+    reads = ScoutReads.of(sdk_observation(state).information_set())
     true_hands = [state.hand(s) for s in range(num_players)]
-    assert knowledge.violations(true_hands) == 0
+    assert reads.violations(true_hands) == 0
 
 
 def legal_only(bot: SearchBot) -> Callable[[State, int, Action], None]:

@@ -1,10 +1,9 @@
-"""Matches of SDK bots played in process on the engine: no network, no subprocess.
+"""Matches of SDK bots played in process on the engine: no network, no subprocess, no protobuf.
 
-There is one pair of bundled bots, the SDK's `RandomBot` and `GreedyBot`, and they play the same
-whether they sit at a referee or here. So that they also *see* the same, every observation goes
-through the referee's own wire translation (`scout_arena.server.convert`) and the SDK's
-(`scout_client.convert`): a bot gets exactly the `Observation` a networked bot would, and its
-answer reaches the engine the way an answer on the wire does.
+The bundled bots play the same whether they sit at a referee or here, and they see the same:
+the SDK's messages are built straight from the engine's values (the SDK's cards and actions are
+the rules package's own), holding exactly what a referee's requests and events carry, and a
+bot's answer is the engine's action as it is.
 """
 
 from __future__ import annotations
@@ -14,15 +13,12 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
 
-from scout_client import Action as SdkAction
+import scout_client as sdk
 from scout_client import Bot, GreedyBot, RandomBot
-from scout_client import convert as sdk_wire
+from scout_client.types import RefereeMessage
 from scout_rules import Action, Phase, State, rank_scores
 
 from .search import SearchBot
-from .server import TimeControl
-from .server import convert as wire
-from .server.events import ActionPlayed, BotEvent, MatchEnded, MatchStarted, RoundEnded
 
 __all__ = ["BUNDLED_BOTS", "make_bot", "play_match"]
 
@@ -56,12 +52,23 @@ def _resolve(loop: asyncio.AbstractEventLoop, value: T | Awaitable[T]) -> T:
     return value
 
 
-def _tell(loop: asyncio.AbstractEventLoop, bots: Sequence[Bot], event: BotEvent,
+def _tell(loop: asyncio.AbstractEventLoop, bots: Sequence[Bot], message: RefereeMessage,
           hook: str) -> None:
-    """Every bot's ``hook`` with ``event`` as the SDK would hand it over from the wire."""
-    message = sdk_wire.referee_message_from_proto(wire.referee_message(event))
+    """Every bot's ``hook`` with ``message``."""
     for bot in bots:
         _resolve(loop, getattr(bot, hook)(message))
+
+
+def _round_ended(match: str, state: State, round_number: int) -> sdk.RoundEnded:
+    log = state.round_logs[round_number]
+    result = log.result
+    assert result is not None
+    return sdk.RoundEnded(
+        match_id=match, round_index=result.round_index,
+        reason=sdk.RoundEndReason(result.end_reason.value), exempt_seat=result.exempt_seat,
+        round_scores=result.scores, totals=tuple(state.scores),
+        hands=tuple(map(tuple, result.hands)), dealt_hands=tuple(map(tuple, log.dealt_hands)),
+        rotations=tuple(bool(r) for r in log.rotations))
 
 
 def play_match(bots: Sequence[Bot], seed: int, *, match_id: str | None = None,
@@ -73,23 +80,22 @@ def play_match(bots: Sequence[Bot], seed: int, *, match_id: str | None = None,
     state = State.new(len(bots), seed)
     match = match_id if match_id is not None else f"local-{seed}"
     names = tuple(bot.display_name for bot in bots)
-    time_control = TimeControl(_DECISION_MS, _TIME_BANK_MS)
+    time_control = sdk.TimeControl(_DECISION_MS, _TIME_BANK_MS)
     loop = asyncio.new_event_loop()
     request_id = 0
     try:
         for seat, bot in enumerate(bots):
-            start = MatchStarted(match, seat, names, state.num_players, state.num_rounds,
-                                 time_control, False, _TIME_BANK_MS, 0)
+            start = sdk.MatchStart(match, seat, names, state.num_players, state.num_rounds,
+                                   time_control, False, _TIME_BANK_MS, 0)
             _tell(loop, [bot], start, "on_match_start")
         while not state.is_over:
             if state.phase is Phase.ROTATION:
                 choices = []
                 for seat, bot in enumerate(bots):
                     request_id += 1
-                    message = wire.rotation_request(match, request_id, state.round_index,
-                                                    state.hand(seat), _DECISION_MS,
-                                                    _TIME_BANK_MS)
-                    request = sdk_wire.rotation_request_from_proto(message.rotation_request)
+                    request = sdk.RotationRequest(match, request_id, state.round_index,
+                                                  tuple(state.hand(seat)), _DECISION_MS,
+                                                  _TIME_BANK_MS)
                     choices.append(bool(_resolve(loop, bot.choose_rotation(request))))
                 for seat, rotate in enumerate(choices):
                     state.choose_rotation(seat, rotate)
@@ -97,27 +103,22 @@ def play_match(bots: Sequence[Bot], seed: int, *, match_id: str | None = None,
             actor = state.current_seat
             assert actor is not None
             request_id += 1
-            message = wire.decision_request(state.observation(actor), match, request_id,
-                                            _DECISION_MS, _TIME_BANK_MS)
-            observation = sdk_wire.decision_request_from_proto(message.decision_request)
-            answer = cast(SdkAction, _resolve(loop, bots[actor].act(observation)))
-            action = wire.action_from_pb(sdk_wire.action_to_proto(answer))
+            observation = sdk.Observation.from_view(
+                state.observation(actor), match_id=match, request_id=request_id,
+                deadline_ms=_DECISION_MS, time_bank_ms=_TIME_BANK_MS)
+            action = cast(Action, _resolve(loop, bots[actor].act(observation)))
             if on_action is not None:
                 on_action(state, actor, action)
             rounds_before, round_index = len(state.round_results), state.round_index
             state.apply(action)
             public = state.last_action
             assert public is not None
-            _tell(loop, bots, ActionPlayed(match, round_index, public, False), "on_event")
+            _tell(loop, bots, sdk.PublicEvent(match, round_index, public), "on_event")
             if len(state.round_results) > rounds_before:
-                round_log = state.round_logs[rounds_before]
-                assert round_log.result is not None
-                _tell(loop, bots, RoundEnded(match, round_log.result, tuple(state.scores),
-                                             round_log.dealt_hands, tuple(round_log.rotations)),
-                      "on_round_end")
+                _tell(loop, bots, _round_ended(match, state, rounds_before), "on_round_end")
         totals = tuple(state.scores)
-        _tell(loop, bots, MatchEnded(match, totals, rank_scores(totals, ()), (),
-                                     record_id=match), "on_match_end")
+        _tell(loop, bots, sdk.MatchEnded(match, totals, rank_scores(totals, ()), (),
+                                         record_id=match), "on_match_end")
     finally:
         loop.close()
     return state

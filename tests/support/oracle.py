@@ -2,9 +2,9 @@
 the referee's legal lists and the SDK.
 
 Property tests and perft compare the engine's legal actions against these enumerations, the
-fuzzing bot the referee's DecisionRequests, the SDK tests the SDK's own group rules. The code
-here must never call the engine's own move generators (``scout_rules.moves``) or the
-SDK's (``scout_client.groups``); from the engine it takes only the action types it speaks in.
+fuzzing bot the referee's DecisionRequests, the SDK tests the group rules bots use. The code
+here must never call the engine's own move generators or group rules (``scout_rules.moves``,
+``scout_rules.groups``); from the engine it takes only the action types it speaks in.
 
 The first half works on face values alone (plain ints; a card of an active set is a (face,
 other) pair, as it lies): every caller, whatever its types, can reduce its position to these.

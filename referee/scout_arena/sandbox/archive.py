@@ -101,6 +101,7 @@ def unpack_upload(data: bytes, dest: Path,
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise FileExistsError(f"{dest} exists and is not an empty folder")
     dest.mkdir(parents=True, exist_ok=True)
+    dest.chmod(0o755)
     try:
         writer = _Writer(dest, limits)
         if kind == "zip":
@@ -119,7 +120,7 @@ def entry_path(name: str) -> PurePosixPath:
         raise UnsafePath(f"entry {name!r}: the name holds a NUL character")
     if "\\" in name:
         raise UnsafePath(f"entry {name!r}: backslashes are not allowed in names")
-    if name.startswith("/") or (len(name) >= 2 and name[1] == ":"):
+    if name.startswith("/") or (name[:1].isalpha() and name[1:3] == ":/"):
         raise UnsafePath(f"entry {name!r}: absolute paths are not allowed")
     if len(name) > MAX_NAME_CHARS:
         raise UnsafePath(f"entry {name[:64]!r}...: the name is longer than {MAX_NAME_CHARS}")
@@ -154,7 +155,8 @@ class _Writer:
                 continue
             if ancestor in self.files:
                 raise DuplicateEntry(f"entry {name!r}: {ancestor} is both a file and a folder")
-            (self.dest / ancestor).mkdir(mode=0o755)
+            (self.dest / ancestor).mkdir()
+            (self.dest / ancestor).chmod(0o755)  # whatever the umask: the bot's uid reads it
             self.dirs.add(ancestor)
 
     def add_file(self, path: PurePosixPath, name: str, chunks: Iterator[bytes],
@@ -325,7 +327,8 @@ def _finish(dest: Path) -> Manifest:
     data = dest / DATA_DIR
     if data.exists() and not data.is_dir():
         raise UnsafePath(f"entry {DATA_DIR!r}: the name is kept for the bot's data folder")
-    data.mkdir(mode=0o755, exist_ok=True)
+    data.mkdir(exist_ok=True)
+    data.chmod(0o755)
     return manifest
 
 

@@ -9,6 +9,7 @@ descriptor, even when its process dies.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -58,8 +59,13 @@ def lease_uid(base: int = UID_BASE, count: int = UID_COUNT) -> UidLease:
 
 
 def chown_tree(folder: Path, uid: int) -> None:
-    """Give ``folder`` and everything below it to ``uid`` (links themselves, never followed)."""
+    """Give ``folder`` and everything below it to ``uid`` (links themselves, never followed).
+
+    The folder is a bot's to write: the walk holds folder descriptors (``fwalk``), so a folder
+    swapped for a link to the host's files while this runs is not entered.
+    """
     os.chown(folder, uid, uid, follow_symlinks=False)
-    for root, dirs, files in os.walk(folder):
+    for _root, dirs, files, root_fd in os.fwalk(folder, follow_symlinks=False):
         for name in (*dirs, *files):
-            os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(name, uid, uid, dir_fd=root_fd, follow_symlinks=False)

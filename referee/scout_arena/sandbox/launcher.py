@@ -7,8 +7,9 @@ read-only at ``/bot``, its data writable at ``/bot/data``, a private size-capped
 the referee's Unix socket at ``/run/scout/referee.sock``; its environment is built from nothing
 (no variable of the host passes). bwrap dies with its parent, and the bot with bwrap.
 
-The command line is ``prlimit`` (the rlimits of :class:`SandboxLimits`), ``bwrap``, then as
-root ``setpriv`` to a uid leased for this bot alone, then the bot's own argv.
+The command line is ``prlimit`` (the rlimits of :class:`SandboxLimits`), ``bwrap`` (with the
+seccomp filter of :mod:`.seccomp`), then as root ``setpriv`` to a uid leased for this bot alone,
+then the bot's own argv.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from scout_arena.sandbox.mounts import (
     system_args,
 )
 from scout_arena.sandbox.process import HostedProcess
+from scout_arena.sandbox.seccomp import filter_program
 from scout_arena.sandbox.support import namespace_args, probe, tool_paths
 
 
@@ -61,12 +63,14 @@ class Sandbox:
         code_dir, data_dir, socket_path = Path(code_dir), Path(data_dir), Path(socket_path)
         lease = await asyncio.to_thread(self._prepare, code_dir, data_dir, socket_path)
         read_fd, write_fd = os.pipe()
+        filter_fd = _filter_fd()
+        fds = (write_fd,) if filter_fd is None else (write_fd, filter_fd)
         try:
             argv = await asyncio.to_thread(self._argv, name, code_dir, data_dir, socket_path,
-                                           manifest, env, lease, write_fd)
+                                           manifest, env, lease, write_fd, filter_fd)
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, pass_fds=(write_fd,), env={},
+                stderr=asyncio.subprocess.STDOUT, pass_fds=fds, env={},
                 start_new_session=True)
         except BaseException:
             os.close(read_fd)
@@ -74,12 +78,13 @@ class Sandbox:
                 lease.release()
             raise
         finally:
-            os.close(write_fd)
+            for fd in fds:
+                os.close(fd)
         return HostedProcess(self.limits, process, read_fd, lease, data_dir)
 
     def _argv(self, name: str, code_dir: Path, data_dir: Path, socket_path: Path,
               manifest: Manifest, env: Mapping[str, str], lease: UidLease | None,
-              info_fd: int) -> list[str]:
+              info_fd: int, filter_fd: int | None) -> list[str]:
         """prlimit, then bwrap with the bot's view and environment, then (as root) setpriv to
         the bot's uid, then the bot's own argv."""
         view = runtime_view(manifest, self.python)
@@ -104,6 +109,8 @@ class Sandbox:
                  "--info-fd", str(info_fd)]
         for key, value in variables.items():
             argv += ["--setenv", key, value]
+        if filter_fd is not None:
+            argv += ["--seccomp", str(filter_fd)]
         argv.append("--")
         if lease is not None:
             argv += [tools["setpriv"], f"--reuid={lease.uid}", f"--regid={lease.uid}",
@@ -130,6 +137,18 @@ class Sandbox:
             lease.release()
             raise
         return lease
+
+
+def _filter_fd() -> int | None:
+    """The seccomp filter in a memory file bwrap reads from its start (None: no filter for this
+    machine)."""
+    program = filter_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("scout-sandbox-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _check_env(name: str, env: Mapping[str, str]) -> None:

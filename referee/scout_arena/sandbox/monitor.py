@@ -27,7 +27,7 @@ class ProcStat:
 class TreeUsage:
     processes: int
     threads: int
-    #: Private resident memory (see :func:`private_bytes`).
+    #: Resident memory the bot allocated (see :func:`private_bytes`).
     rss_bytes: int
     cpu_seconds: float
 
@@ -45,13 +45,13 @@ def read_stat(folder: str) -> ProcStat | None:
                     int(fields[21]) * PAGE_SIZE, ticks / CLOCK_TICKS)
 
 
-def sandbox_usage(init_pid: int) -> TreeUsage | None:
-    """What the processes of one sandbox use, read from the sandbox's own procfs through its
-    init's root: it lists exactly the sandbox's processes (PID namespaces nest, so even a
-    process in a namespace of the bot's own shows there), in a few reads however busy the host
-    is. bwrap's init (pid 1 inside) is not the bot's, except for the CPU of the orphans it
-    reaped, which is."""
-    proc = f"/proc/{init_pid}/root/proc"
+def sandbox_usage(init: str) -> TreeUsage | None:
+    """What the processes of one sandbox use, read from the sandbox's own procfs through the
+    root of its init (``init``: the init's /proc folder). That procfs lists exactly the
+    sandbox's processes (PID namespaces nest, so even a process in a namespace of the bot's own
+    shows there), in a few reads however busy the host is. bwrap's init (pid 1 inside) is not
+    the bot's, except for the CPU of the orphans it reaped, which is."""
+    proc = f"{init}/root/proc"
     try:
         names = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
@@ -71,15 +71,21 @@ def sandbox_usage(init_pid: int) -> TreeUsage | None:
 
 
 def private_bytes(folder: str) -> int:
-    """Resident memory that is not file-backed or shared memory (RssAnon): what the process
-    itself allocated. Pages a fork still shares with its parent count in both, which errs on the
-    side of the limit."""
+    """Resident anonymous and shared memory (RssAnon + RssShmem): what the process allocated,
+    shared mappings included (RLIMIT_DATA does not count those), library and file pages not.
+    Pages a fork still shares with its parent count in both, which errs on the side of the
+    limit."""
     try:
-        with open(f"{folder}/statm", "rb") as file:
-            fields = file.read().split()
+        with open(f"{folder}/status", "rb") as file:
+            text = file.read()
     except OSError:
         return 0
-    return max(int(fields[1]) - int(fields[2]), 0) * PAGE_SIZE
+    total = 0
+    for key in (b"RssAnon:", b"RssShmem:"):
+        start = text.find(key)
+        if start >= 0:
+            total += int(text[start + len(key):text.index(b"kB", start)]) * 1024
+    return total
 
 
 def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
@@ -106,10 +112,10 @@ def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
     return total, entries
 
 
-def tmpfs_used(init_pid: int) -> int | None:
+def tmpfs_used(init: str) -> int | None:
     """Bytes used on the sandbox's private /tmp, seen through its init's root."""
     try:
-        status = os.statvfs(f"/proc/{init_pid}/root/tmp")
+        status = os.statvfs(f"{init}/root/tmp")
     except OSError:
         return None
     return (status.f_blocks - status.f_bfree) * status.f_frsize

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scout_arena.sandbox.identity import UidLease
 from scout_arena.sandbox.limits import OUTPUT_TAIL_BYTES, MiB, SandboxLimits, size_text
-from scout_arena.sandbox.monitor import folder_usage, sandbox_usage, tmpfs_used
+from scout_arena.sandbox.monitor import folder_usage, read_stat, sandbox_usage, tmpfs_used
 
 #: How often the watchdog measures the process tree; the folders every DISK_EVERY ticks.
 TICK_S = 0.2
@@ -42,7 +42,14 @@ class HostedProcess:
         self._tail = bytearray()
         self._output = 0
         self._reason: str | None = None
-        self._init_pid: int | None = None
+        #: The sandbox init's /proc folder, through a descriptor held open: once the init is
+        #: gone, nothing resolves through it (its pid may be reused, the descriptor is not).
+        self._init: str | None = None
+        self._init_fd: int | None = None
+        #: Held while a worker thread reads through ``_init``, so that it is never closed under
+        #: one (a reused descriptor number would lead elsewhere).
+        self._init_users = asyncio.Lock()
+        self._ended = asyncio.Event()
         self._cpu_seconds = 0.0
         self._reader = asyncio.create_task(self._read_output())
         self._watchdog = asyncio.create_task(self._watch(info_fd))
@@ -77,10 +84,12 @@ class HostedProcess:
     async def _signal_bot(self, signum: int) -> None:
         """``signum`` to every process of the bot (not bwrap's init), each addressed by its
         folder in the sandbox's procfs, a handle no reused pid can redirect."""
-        if self._init_pid is None:
+        if self._init is None:
             self._kill(self._reason or STOPPED)
             return
-        await asyncio.to_thread(_signal_sandbox, self._init_pid, signum)
+        async with self._init_users:
+            if self._init is not None:
+                await asyncio.to_thread(_signal_sandbox, self._init, signum)
 
     async def _read_output(self) -> None:
         stream = self._process.stdout
@@ -94,16 +103,23 @@ class HostedProcess:
 
     async def _watch(self, info_fd: int) -> None:
         try:
-            self._init_pid = await asyncio.to_thread(_read_child_pid, info_fd)
+            init_pid = await _read_child_pid(info_fd)
         finally:
-            os.close(info_fd)
+            with contextlib.suppress(OSError):
+                os.close(info_fd)
+        if init_pid is not None:
+            self._init_fd = await asyncio.to_thread(_open_init, init_pid, self.pid)
+            if self._init_fd is not None:
+                self._init = f"/proc/self/fd/{self._init_fd}"
         limits = self.limits
         tick = 0
-        while self._process.returncode is None:
-            await asyncio.sleep(TICK_S)
-            if self._init_pid is None:
-                continue
-            usage = await asyncio.to_thread(sandbox_usage, self._init_pid)
+        while not self._ended.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), TICK_S)
+                return
+            async with self._init_users:
+                usage = None if self._init is None else await asyncio.to_thread(
+                    sandbox_usage, self._init)
             if usage is None:
                 continue
             self._cpu_seconds = max(self._cpu_seconds, usage.cpu_seconds)
@@ -120,9 +136,11 @@ class HostedProcess:
 
     async def _check_folders(self) -> None:
         limits = self.limits
-        size, entries = await asyncio.to_thread(folder_usage, self._data_dir, limits.data_files)
-        used = None if self._init_pid is None else await asyncio.to_thread(
-            tmpfs_used, self._init_pid)
+        async with self._init_users:
+            init = self._init
+            size, entries, used = await asyncio.to_thread(
+                lambda: (*folder_usage(self._data_dir, limits.data_files),
+                         None if init is None else tmpfs_used(init)))
         if size > limits.data_mb * MiB:
             self._kill(f"killed: data/ over {limits.data_mb} MB")
         elif entries > limits.data_files:
@@ -137,10 +155,15 @@ class HostedProcess:
                 await asyncio.wait_for(asyncio.shield(self._reader), 5.0)
             except TimeoutError:
                 self._reader.cancel()
+            self._ended.set()
+            with contextlib.suppress(Exception):
+                await self._watchdog  # ends within one measurement, never cut inside one
+            async with self._init_users:
+                if self._init_fd is not None:
+                    os.close(self._init_fd)
+                    self._init, self._init_fd = None, None
         finally:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watchdog
+            self._ended.set()
             if self._lease is not None:
                 self._lease.release()
         return self._outcome(code)
@@ -159,13 +182,29 @@ class HostedProcess:
                 signum == signal.SIGXCPU or self._cpu_seconds >= self.limits.cpu_seconds - 1):
             return RunOutcome(exit_code, signum,
                               f"killed: CPU time limit of {self.limits.cpu_seconds} s", tail)
+        if signum == signal.SIGXFSZ:
+            return RunOutcome(exit_code, signum, "killed: file size limit of "
+                              f"{self.limits.file_size_mb} MB", tail)
         if signum is not None:
             return RunOutcome(exit_code, signum, f"killed by {_signal_name(signum)}", tail)
         return RunOutcome(exit_code, None, f"exited with status {code}", tail)
 
 
-def _signal_sandbox(init_pid: int, signum: int) -> None:
-    proc = f"/proc/{init_pid}/root/proc"
+def _open_init(init_pid: int, bwrap_pid: int) -> int | None:
+    """A descriptor of the init's /proc folder, kept only if it is bwrap's child indeed."""
+    try:
+        fd = os.open(f"/proc/{init_pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    stat = read_stat(f"/proc/self/fd/{fd}")
+    if stat is None or stat.ppid != bwrap_pid:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _signal_sandbox(init: str, signum: int) -> None:
+    proc = f"{init}/root/proc"
     with contextlib.suppress(OSError):
         for name in os.listdir(proc):
             if name.isdigit() and name != "1":
@@ -184,14 +223,22 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _read_child_pid(fd: int) -> int | None:
-    """bwrap's ``--info-fd`` JSON: the pid (on the host) of the sandbox's init."""
-    text = b""
-    while not text.rstrip().endswith(b"}"):
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
+async def _read_child_pid(fd: int) -> int | None:
+    """bwrap's ``--info-fd`` JSON (one flat object): the pid (on the host) of the sandbox's
+    init. Read on the loop, no thread held: bwrap writes it as soon as the sandbox exists, and
+    the pipe ends with bwrap at the latest."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(fd), "rb", buffering=0))
+    try:
+        text = await reader.readuntil(b"}")
+    except asyncio.IncompleteReadError as error:
+        text = error.partial
+    except asyncio.LimitOverrunError:
+        return None
+    finally:
+        transport.close()
     try:
         value = json.loads(text).get("child-pid")
     except (ValueError, AttributeError):

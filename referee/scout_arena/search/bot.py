@@ -9,10 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import scout_client as sdk
-from scout_client.groups import hand_potential
-from scout_rules import Card, Hand
+from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
 
-from .knowledge import KnowledgeError, RoundKnowledge, engine_card, round_state, sdk_action
 from .mcts import SearchResult, reward, rollout, search
 from .policy import greedy_action
 
@@ -85,7 +83,7 @@ class SearchBot(sdk.Bot):
         self.min_iterations = min_iterations
         self.clock = clock
         self.last_stats = SearchStats(0, None, False)
-        self.fallbacks = 0  # decisions answered by the greedy policy after a KnowledgeError
+        self.fallbacks = 0  # decisions answered by the greedy policy (an InvalidPosition)
         self._lock = threading.Lock()
         self._excluded: dict[str, set[tuple[int, int]]] = {}  # 2 players: round 1's cards
         self._seen_round0: dict[str, set[tuple[int, int]]] = {}
@@ -113,7 +111,7 @@ class SearchBot(sdk.Bot):
         if round_ended.round_index == 0 and round_ended.dealt_hands:
             with self._lock:
                 self._excluded.setdefault(round_ended.match_id, set()).update(
-                    engine_card(c).pair for h in round_ended.dealt_hands for c in h)
+                    c.pair for h in round_ended.dealt_hands for c in h)
 
     def on_match_end(self, match_ended: sdk.MatchEnded) -> None:
         with self._lock:
@@ -147,16 +145,16 @@ class SearchBot(sdk.Bot):
             self._seats[observation.match_id] = observation.seat
             self._players[observation.match_id] = observation.num_players
         if observation.num_players == 2 and observation.round_index == 0:
-            self._remember(observation.match_id, [engine_card(c).pair for c in observation.hand]
-                           + [engine_card(c).pair for a in observation.history for c in a.cards])
+            self._remember(observation.match_id, [c.pair for c in observation.hand]
+                           + [c.pair for a in observation.history for c in a.cards])
         excluded = self._excluded_for(observation.match_id, observation.num_players,
                                       observation.round_index)
         try:
-            knowledge = RoundKnowledge.from_observation(observation, excluded)
-        except KnowledgeError:
+            info = observation.information_set(excluded)
+        except InvalidPosition:
             try:  # the memory of round 1 may be at fault; the observation alone is enough
-                knowledge = RoundKnowledge.from_observation(observation)
-            except KnowledgeError:
+                info = observation.information_set()
+            except InvalidPosition:
                 self.fallbacks += 1
                 self.last_stats = SearchStats(0, budget, False)
                 return sdk.GreedyBot().act(observation)
@@ -164,7 +162,7 @@ class SearchBot(sdk.Bot):
                         len(observation.history), observation.seat)
         result: SearchResult | None = None
         if budget is None or budget > 0:
-            result = search(knowledge, rng, iterations=self.iterations, deadline=deadline,
+            result = search(info, rng, iterations=self.iterations, deadline=deadline,
                             exploration=self.exploration, clock=self.clock,
                             opponents_search=self.opponents_search,
                             sample_tries=self.sample_tries,
@@ -172,11 +170,10 @@ class SearchBot(sdk.Bot):
                             else self.min_iterations,
                             hard_deadline=hard)
         if result is None:
-            state = round_state(knowledge, knowledge.sample(rng))
-            action = sdk_action(greedy_action(state))
+            action = greedy_action(info.determinize(rng))
             self.last_stats = SearchStats(0, budget, False)
         else:
-            action = sdk_action(result.action)
+            action = result.action
             self.last_stats = SearchStats(result.iterations, budget, True)
         if not observation.is_legal(action):  # never expected: the engine generated it
             self.fallbacks += 1
@@ -188,7 +185,7 @@ class SearchBot(sdk.Bot):
         seats rotating as greedy would) and keep the better mean reward; on a tie, or with no
         time, the orientation whose hand has the better sets and runs."""
         deadline, budget = self._deadline(request.deadline_ms)
-        hand = Hand(engine_card(c) for c in request.hand)
+        hand = Hand(request.hand)
         heuristic = hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
         # The request names neither the seat nor the table size: they come from the match
         # start or the match's earlier observations (in-process matches send no MatchStart, so
@@ -202,22 +199,26 @@ class SearchBot(sdk.Bot):
         # Totals are known only from RoundEnded; without them the round alone is judged.
         scores = self._scores_for(request.match_id, num_players)
         rng = self._rng(request.match_id, request.round_index, "rotation")
-        knowledge = RoundKnowledge.at_round_start(seat, num_players, request.round_index,
-                                                  hand, scores, excluded)
-        rotated = hand.rotated()
+        try:
+            views = [(sign, InformationSet.at_round_start(seat, num_players, request.round_index,
+                                                          mine, scores, excluded))
+                     for sign, mine in ((1.0, hand), (-1.0, hand.rotated()))]
+        except InvalidPosition:  # the memory of round 1 does not add up
+            return heuristic
+        kept = views[0][1]
         margin = 0.0
         samples = 0
         limit = self.rotation_samples if self.iterations is not None else None
         while limit is None or samples < limit:
             if deadline is not None and self.clock() >= deadline:
                 break
-            hands = knowledge.sample(rng)
+            hands = list(kept.deal(rng))
             for s in range(num_players):
                 if s != seat and _greedy_rotates(hands[s]):
-                    hands[s] = list(Hand(hands[s]).rotated())
-            for sign, mine in ((1.0, hand), (-1.0, rotated)):
-                hands[seat] = list(mine)
-                state = round_state(knowledge, hands)
+                    hands[s] = Hand(hands[s]).rotated()
+            for sign, view in views:
+                hands[seat] = view.hand
+                state = view.state(hands)
                 rollout(state)
                 margin += sign * reward(state, scores)[seat]
             samples += 1
@@ -235,7 +236,7 @@ class SearchBot(sdk.Bot):
             return self._totals.get(match_id, (0,) * num_players)
 
 
-def _greedy_rotates(hand: list[Card]) -> bool:
+def _greedy_rotates(hand: tuple[Card, ...]) -> bool:
     faces = [c.face for c in hand]
     rotated = [c.other for c in reversed(hand)]
     return hand_potential(rotated) > hand_potential(faces)

@@ -1,7 +1,8 @@
 """Information-set Monte Carlo tree search (single-observer ISMCTS, Cowling, Powley and Whitehouse
 2012) over the engine, to the end of the round in progress.
 
-Each iteration draws one determinization of the hidden hands (`RoundKnowledge.sample`), walks
+Each iteration draws one determinization of the hidden hands (`InformationSet.determinize`,
+or `knowledge.sample` to prefer hands that agree with the opponents' Scouts), walks
 the one shared tree from the root choosing among the children whose actions are legal in that
 determinization by UCB1 with availability counts, adds one child, plays the round out with the
 greedy rollout policy and backs up one reward per seat: every seat's node statistics are from
@@ -16,9 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scout_rules import Action, State
+from scout_rules import Action, InformationSet, State
 
-from .knowledge import RoundKnowledge, round_state
+from .knowledge import ScoutReads, sample
 from .policy import candidates, greedy_action
 
 __all__ = ["Node", "SearchResult", "reward", "rollout", "search"]
@@ -78,14 +79,14 @@ def rollout(state: State) -> None:
         apply(greedy_action(state))
 
 
-def search(knowledge: RoundKnowledge, rng: random.Random, *, iterations: int | None,
+def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
            deadline: float | None, exploration: float = 0.7,
            clock: Callable[[], float] = time.perf_counter,
            root_actions: Sequence[Action] | None = None,
            opponents_search: bool = True, sample_tries: int = 1,
            min_iterations: int = 0, hard_deadline: float | None = None
            ) -> SearchResult | None:
-    """Search from ``knowledge`` until ``iterations`` are done or ``clock()`` passes
+    """Search from ``info`` until ``iterations`` are done or ``clock()`` passes
     ``deadline`` (whichever comes first; at least one must be given). None when not even one
     iteration fit in the time. ``min_iterations``: go on past ``deadline`` until this many are
     done, but never past ``hard_deadline``.
@@ -94,12 +95,13 @@ def search(knowledge: RoundKnowledge, rng: random.Random, *, iterations: int | N
     (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
     so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
     ``sample_tries``: draws per determinization to find hands that agree with the opponents'
-    Scouts (see `RoundKnowledge.sample`)."""
+    Scouts (see `knowledge.sample`)."""
     if iterations is None and deadline is None:
         raise ValueError("search needs an iteration count or a deadline")
     root = Node()
-    seat = knowledge.seat
-    start_scores = knowledge.scores
+    seat = info.seat
+    start_scores = info.scores
+    reads = ScoutReads.of(info) if sample_tries > 1 else None
     done = 0
     fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
     while iterations is None or done < iterations:
@@ -109,7 +111,8 @@ def search(knowledge: RoundKnowledge, rng: random.Random, *, iterations: int | N
                 break
             if deadline is not None and now >= deadline and done >= min_iterations:
                 break
-        state = round_state(knowledge, knowledge.sample(rng, sample_tries))
+        state = (info.determinize(rng) if reads is None
+                 else info.state(sample(info, reads, rng, sample_tries)))
         if fixed_root is None:
             fixed_root = candidates(state, scouts_per_way=3, max_combos=6)
         node = root

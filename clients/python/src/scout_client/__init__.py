@@ -16,10 +16,11 @@ Subclass `Bot`, write `act`, and hand it to `run` (or `await run_bot(...)`)::
 or from a shell: `scout-bot run my_bot.py:MyBot --address HOST:PORT --token T`.
 """
 
+from scout_rules import beats, group_strength, groups_in, hand_potential
+
 from .bot import Bot
 from .bots import GreedyBot, RandomBot
 from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
-from .groups import beats, group_strength, groups_in, hand_potential
 from .runner import run, run_bot
 from .types import (
     Action,

@@ -1,6 +1,6 @@
-"""Two ready-made bots that need no rules engine: they choose from the referee's legal lists
-and look only at their own hand's face values. They are opponents for testing a new bot and
-examples of the SDK."""
+"""Two ready-made bots that search nothing: they choose from the referee's legal lists and look
+only at their own hand's face values (with the rules package's group helpers). They are
+opponents for testing a new bot and examples of the SDK."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import random
 import threading
 from collections.abc import Sequence
 
+from scout_rules import group_strength, groups_in, hand_potential
+
 from .bot import Bot
-from .groups import group_strength, groups_in, hand_potential
 from .types import (
     Action,
     MatchEnded,

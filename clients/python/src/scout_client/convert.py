@@ -2,11 +2,12 @@
 needs: referee messages in (`referee_message_from_proto`), bot messages out
 (`bot_message_to_proto`).
 
-Everything else in the SDK works on `scout_client.types`; keeping the wire format behind this
-module means a proto change touches one file, and bots never see a protobuf message. The
-opposite directions, which only a referee needs, are in `scout_client.testing` for fake
-referees in tests. The enum tables map the wire to the SDK, the direction the SDK reads (ends
-go both ways, for the Scouts a bot sends); `testing` inverts them rather than repeat them.
+Everything else in the SDK works on `scout_client.types` (whose cards and actions are the rules
+package's); keeping the wire format behind this module means a proto change touches one file,
+and bots never see a protobuf message. The opposite directions, which only a referee needs, are
+in `scout_client.testing` for fake referees in tests. The public enum tables map the wire to
+the SDK, the direction the SDK reads (ends go both ways, for the Scouts a bot sends); `testing`
+inverts them (`inverse`) rather than repeat them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ from .types import (
 )
 
 __all__ = [
+    "END_FROM_PROTO",
+    "END_TO_PROTO",
+    "ERROR_FROM_PROTO",
+    "GOODBYE_FROM_PROTO",
+    "KIND_FROM_PROTO",
+    "REASON_FROM_PROTO",
+    "STATUS_FROM_PROTO",
+    "inverse",
     "action_to_proto",
     "answer_result_from_proto",
     "bot_message_to_proto",
@@ -71,24 +80,24 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _inverse(mapping: dict[_K, _V]) -> dict[_V, _K]:
+def inverse(mapping: dict[_K, _V]) -> dict[_V, _K]:
     return {value: key for key, value in mapping.items()}
 
 
-_END_TO_PROTO: dict[End, game_pb2.End.ValueType] = {
+END_TO_PROTO: dict[End, game_pb2.End.ValueType] = {
     End.LEFT: game_pb2.END_LEFT,
     End.RIGHT: game_pb2.END_RIGHT,
 }
-_END_FROM_PROTO = _inverse(_END_TO_PROTO)
+END_FROM_PROTO = inverse(END_TO_PROTO)
 
-_KIND_FROM_PROTO: dict[game_pb2.ActionKind.ValueType, ActionKind] = {
+KIND_FROM_PROTO: dict[game_pb2.ActionKind.ValueType, ActionKind] = {
     game_pb2.ACTION_KIND_UNSPECIFIED: ActionKind.UNSPECIFIED,
     game_pb2.ACTION_KIND_SHOW: ActionKind.SHOW,
     game_pb2.ACTION_KIND_SCOUT: ActionKind.SCOUT,
     game_pb2.ACTION_KIND_SCOUT_AND_SHOW: ActionKind.SCOUT_AND_SHOW,
 }
 
-_REASON_FROM_PROTO: dict[game_pb2.RoundEndReason.ValueType, RoundEndReason] = {
+REASON_FROM_PROTO: dict[game_pb2.RoundEndReason.ValueType, RoundEndReason] = {
     game_pb2.ROUND_END_REASON_UNSPECIFIED: RoundEndReason.UNSPECIFIED,
     game_pb2.ROUND_END_REASON_HAND_EMPTIED: RoundEndReason.HAND_EMPTIED,
     game_pb2.ROUND_END_REASON_UNBEATEN_SHOW: RoundEndReason.UNBEATEN_SHOW,
@@ -96,7 +105,7 @@ _REASON_FROM_PROTO: dict[game_pb2.RoundEndReason.ValueType, RoundEndReason] = {
     game_pb2.ROUND_END_REASON_ACTION_LIMIT: RoundEndReason.ACTION_LIMIT,
 }
 
-_STATUS_FROM_PROTO: dict[arena_pb2.AnswerStatus.ValueType, AnswerStatus] = {
+STATUS_FROM_PROTO: dict[arena_pb2.AnswerStatus.ValueType, AnswerStatus] = {
     arena_pb2.ANSWER_STATUS_UNSPECIFIED: AnswerStatus.UNSPECIFIED,
     arena_pb2.ANSWER_STATUS_ACCEPTED: AnswerStatus.ACCEPTED,
     arena_pb2.ANSWER_STATUS_ILLEGAL: AnswerStatus.ILLEGAL,
@@ -106,7 +115,7 @@ _STATUS_FROM_PROTO: dict[arena_pb2.AnswerStatus.ValueType, AnswerStatus] = {
     arena_pb2.ANSWER_STATUS_TIMED_OUT: AnswerStatus.TIMED_OUT,
 }
 
-_ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
+ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
     arena_pb2.ERROR_CODE_UNSPECIFIED: ErrorCode.UNSPECIFIED,
     arena_pb2.ERROR_CODE_EXPECTED_HELLO: ErrorCode.EXPECTED_HELLO,
     arena_pb2.ERROR_CODE_UNSUPPORTED_PROTOCOL: ErrorCode.UNSUPPORTED_PROTOCOL,
@@ -114,7 +123,7 @@ _ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
     arena_pb2.ERROR_CODE_RATE_LIMITED: ErrorCode.RATE_LIMITED,
 }
 
-_GOODBYE_FROM_PROTO: dict[arena_pb2.GoodbyeReason.ValueType, GoodbyeReason] = {
+GOODBYE_FROM_PROTO: dict[arena_pb2.GoodbyeReason.ValueType, GoodbyeReason] = {
     arena_pb2.GOODBYE_REASON_UNSPECIFIED: GoodbyeReason.UNSPECIFIED,
     arena_pb2.GOODBYE_REASON_SHUTDOWN: GoodbyeReason.SHUTDOWN,
     arena_pb2.GOODBYE_REASON_FINISHED: GoodbyeReason.FINISHED,
@@ -146,7 +155,7 @@ def _cards_from_proto(cards: Iterable[game_pb2.Card]) -> tuple[Card, ...]:
 
 def _end_from_proto(end: game_pb2.End.ValueType) -> End | None:
     """None for END_UNSPECIFIED (or a value this SDK does not know)."""
-    return _END_FROM_PROTO.get(end)
+    return END_FROM_PROTO.get(end)
 
 
 def show_from_proto(show: game_pb2.Show) -> Show:
@@ -167,7 +176,7 @@ def scout_from_proto(scout: game_pb2.Scout) -> Scout:
 
 
 def scout_to_proto(scout: Scout) -> game_pb2.Scout:
-    return game_pb2.Scout(end=_END_TO_PROTO[scout.end], flip=scout.flip, insert_at=scout.insert_at)
+    return game_pb2.Scout(end=END_TO_PROTO[scout.end], flip=scout.flip, insert_at=scout.insert_at)
 
 
 def action_to_proto(action: Action) -> game_pb2.Action:
@@ -188,7 +197,7 @@ _SCOUTS = (ActionKind.SCOUT, ActionKind.SCOUT_AND_SHOW)
 
 def public_action_from_proto(action: game_pb2.PublicAction) -> PublicAction:
     """Fields that do not apply to the action's kind become None (the wire carries zeros)."""
-    kind = _KIND_FROM_PROTO.get(action.kind, ActionKind.UNSPECIFIED)
+    kind = KIND_FROM_PROTO.get(action.kind, ActionKind.UNSPECIFIED)
     shows = kind in _SHOWS or kind is ActionKind.UNSPECIFIED
     scouts = kind in _SCOUTS or kind is ActionKind.UNSPECIFIED
     return PublicAction(
@@ -309,7 +318,7 @@ def answer_result_from_proto(result: arena_pb2.AnswerResult) -> AnswerResult:
     return AnswerResult(
         match_id=result.match_id,
         request_id=result.request_id,
-        status=_STATUS_FROM_PROTO.get(result.status, AnswerStatus.UNSPECIFIED),
+        status=STATUS_FROM_PROTO.get(result.status, AnswerStatus.UNSPECIFIED),
         reason=result.reason,
         strikes=result.strikes,
         time_bank_ms=result.time_bank_ms,
@@ -328,7 +337,7 @@ def round_ended_from_proto(ended: arena_pb2.RoundEnded) -> RoundEnded:
     return RoundEnded(
         match_id=ended.match_id,
         round_index=ended.round_index,
-        reason=_REASON_FROM_PROTO.get(ended.reason, RoundEndReason.UNSPECIFIED),
+        reason=REASON_FROM_PROTO.get(ended.reason, RoundEndReason.UNSPECIFIED),
         exempt_seat=ended.exempt_seat if ended.HasField("exempt_seat") else None,
         round_scores=tuple(ended.round_scores),
         totals=tuple(ended.totals),
@@ -352,7 +361,7 @@ def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
     """A reason this SDK does not know reads as UNSPECIFIED; `reconnect` alone decides what the
     SDK does."""
     return Goodbye(
-        reason=_GOODBYE_FROM_PROTO.get(goodbye.reason, GoodbyeReason.UNSPECIFIED),
+        reason=GOODBYE_FROM_PROTO.get(goodbye.reason, GoodbyeReason.UNSPECIFIED),
         message=goodbye.message,
         reconnect=goodbye.reconnect,
         retry_after_ms=goodbye.retry_after_ms,
@@ -396,7 +405,7 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage,
             histories.forget(message.match_ended.match_id)
         return match_ended_from_proto(message.match_ended)
     if body == "error":
-        code = _ERROR_FROM_PROTO.get(message.error.code, ErrorCode.UNSPECIFIED)
+        code = ERROR_FROM_PROTO.get(message.error.code, ErrorCode.UNSPECIFIED)
         return ProtocolError(code, message.error.message)
     if body == "goodbye":
         return goodbye_from_proto(message.goodbye)

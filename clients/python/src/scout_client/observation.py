@@ -1,15 +1,27 @@
 """What `Bot.act` receives: the seat's view of the table plus the referee's request.
 
-The Scout & Show search lives here rather than in `groups` because it needs the hand a Scout
-would leave; `groups` supplies the face-value rules, so imports run actions -> groups -> here.
+Cards, actions and the group rules are the rules package's (`scout_rules`), the same values the
+referee plays with; `information_set` hands a bot the engine itself, set up at this moment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .actions import Action, Card, End, PublicAction, Scout, ScoutAndShow, Show
-from .groups import beats, groups_in
+import scout_rules
+from scout_rules import (
+    Action,
+    Card,
+    End,
+    InformationSet,
+    PublicAction,
+    Scout,
+    ScoutAndShow,
+    Show,
+    beats,
+    groups_in,
+)
 
 __all__ = ["Observation"]
 
@@ -43,6 +55,26 @@ class Observation:
     deadline_ms: int = 0
     time_bank_ms: int = 0
 
+    @classmethod
+    def from_view(cls, view: scout_rules.Observation, *, match_id: str = "",
+                  request_id: int = 0, deadline_ms: int = 0,
+                  time_bank_ms: int = 0) -> Observation:
+        """The request a referee would send for the engine's view of the seat to act: what
+        in-process play (`scout-arena play`) and tests hand a bot without any wire."""
+        shows, scout_and_show = view.shows_and_scout_and_show()
+        return cls(
+            match_id=match_id, seat=view.seat, num_players=view.num_players,
+            round_index=view.round_index, num_rounds=view.num_rounds,
+            starting_seat=view.starting_seat, hand=tuple(view.hand),
+            hand_sizes=view.hand_sizes, active_set=view.active_set,
+            active_owner=view.active_owner, captured_counts=view.captured_counts,
+            scout_chips=view.scout_chips, scout_show_tokens=view.scout_show_tokens,
+            scores=view.scores,
+            current_seat=view.current_seat if view.current_seat is not None else -1,
+            history=view.history, legal_shows=tuple(shows),
+            legal_scouts=tuple(view.legal_scouts()), scout_and_show_available=scout_and_show,
+            request_id=request_id, deadline_ms=deadline_ms, time_bank_ms=time_bank_ms)
+
     def hand_faces(self) -> tuple[int, ...]:
         """The values in play in the hand, leftmost first."""
         return tuple(card.face for card in self.hand)
@@ -66,7 +98,7 @@ class Observation:
 
     def scouted_card(self, scout: Scout) -> Card:
         """The card a Scout takes, turned as it would enter the hand."""
-        card = self.active_set[0 if scout.end is End.LEFT else -1]
+        card = self.active_set[0 if scout.end == End.LEFT else -1]
         return card.flipped() if scout.flip else card
 
     def hand_after(self, scout: Scout) -> tuple[Card, ...]:
@@ -77,7 +109,7 @@ class Observation:
 
     def active_after(self, scout: Scout) -> tuple[Card, ...]:
         """What remains of the active set after a Scout (what a Scout & Show must beat)."""
-        return self.active_set[1:] if scout.end is End.LEFT else self.active_set[:-1]
+        return self.active_set[1:] if scout.end == End.LEFT else self.active_set[:-1]
 
     def scout_and_shows(self) -> list[ScoutAndShow]:
         """Every Scout & Show this seat may play now (empty when none is available), found by
@@ -109,6 +141,20 @@ class Observation:
         shown = [card.face for card in hand[show.start : show.stop]]
         remaining = [card.face for card in self.active_after(action.scout)]
         return beats(shown, remaining)
+
+    def information_set(self, excluded: Iterable[tuple[int, int]] = ()) -> InformationSet:
+        """This seat's knowledge of the round as the rules package's `InformationSet`: its
+        `determinize(rng)` is an engine `State` of this very moment, the unseen cards filled
+        consistently with the history, which a search can play forward (`legal_actions`,
+        `apply`, `clone`). ``excluded``: cards known to be out of this round (with two
+        players, round 1's once round 2 is played). Raises `scout_rules.InvalidPosition` if
+        the observation does not add up (no referee sends such)."""
+        return InformationSet(
+            seat=self.seat, num_players=self.num_players, round_index=self.round_index,
+            hand=self.hand, hand_sizes=self.hand_sizes, captured_counts=self.captured_counts,
+            scout_chips=self.scout_chips, scout_show_tokens=self.scout_show_tokens,
+            scores=self.scores, current_seat=self.current_seat, history=self.history,
+            excluded=frozenset(excluded))
 
     def fallback(self) -> Action:
         """The always-legal answer the SDK sends when the bot cannot: the first legal Show

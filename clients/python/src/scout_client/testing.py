@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from scout.v1 import arena_pb2, game_pb2
 
 from .convert import (
-    _END_TO_PROTO,
-    _ERROR_FROM_PROTO,
-    _GOODBYE_FROM_PROTO,
-    _KIND_FROM_PROTO,
-    _REASON_FROM_PROTO,
-    _STATUS_FROM_PROTO,
-    _inverse,
+    END_TO_PROTO,
+    ERROR_FROM_PROTO,
+    GOODBYE_FROM_PROTO,
+    KIND_FROM_PROTO,
+    REASON_FROM_PROTO,
+    STATUS_FROM_PROTO,
+    inverse,
     scout_from_proto,
     scout_to_proto,
     show_from_proto,
@@ -68,11 +68,11 @@ __all__ = [
     "round_ended_to_proto",
 ]
 
-_KIND_TO_PROTO = _inverse(_KIND_FROM_PROTO)
-_REASON_TO_PROTO = _inverse(_REASON_FROM_PROTO)
-_STATUS_TO_PROTO = _inverse(_STATUS_FROM_PROTO)
-_ERROR_TO_PROTO = _inverse(_ERROR_FROM_PROTO)
-_GOODBYE_TO_PROTO = _inverse(_GOODBYE_FROM_PROTO)
+_KIND_TO_PROTO = inverse(KIND_FROM_PROTO)
+_REASON_TO_PROTO = inverse(REASON_FROM_PROTO)
+_STATUS_TO_PROTO = inverse(STATUS_FROM_PROTO)
+_ERROR_TO_PROTO = inverse(ERROR_FROM_PROTO)
+_GOODBYE_TO_PROTO = inverse(GOODBYE_FROM_PROTO)
 
 
 # --- cards and actions -------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _cards_to_proto(cards: Iterable[Card]) -> list[game_pb2.Card]:
 
 
 def _end_to_proto(end: End | None) -> game_pb2.End.ValueType:
-    return game_pb2.END_UNSPECIFIED if end is None else _END_TO_PROTO[end]
+    return game_pb2.END_UNSPECIFIED if end is None else END_TO_PROTO[end]
 
 
 def public_action_to_proto(action: PublicAction) -> game_pb2.PublicAction:

@@ -5,9 +5,9 @@ receive, so a bot can be written, unit-tested and replayed without a referee; `c
 one place that maps them to and from the wire. Sequences are tuples so every value is hashable
 and can be compared with `==` (e.g. `action in observation.legal_shows`).
 
-Cards and actions are defined in `actions` and `Observation` in `observation`, so that the
-group rules (`groups`) can sit between the two without an import cycle; this module adds the
-other messages and offers every type from one place.
+Cards, actions and the public history are the rules package's own (`scout_rules`): one model
+of the game for the referee, the engine and bots. `Observation` is in `observation`; this module
+adds the other messages and offers every type from one place.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeAlias
 
-from .actions import Action, ActionKind, Card, End, PublicAction, Scout, ScoutAndShow, Show
+from scout_rules import Action, ActionKind, Card, End, PublicAction, Scout, ScoutAndShow, Show
+
 from .observation import Observation
 
 __all__ = [

@@ -10,7 +10,7 @@ in ``docs/rules.md`` so that any language can reproduce it bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -28,8 +28,9 @@ class Card(NamedTuple):
         """The card's deck identity, independent of orientation: (low, high)."""
         return (self.face, self.other) if self.face < self.other else (self.other, self.face)
 
-    def turned(self) -> Card:
-        """The same card rotated 180 degrees: the other value comes into play."""
+    def flipped(self) -> Card:
+        """The same card turned round, as after a rotation or a turned Scout: the other value
+        comes into play."""
         return Card(self.other, self.face)
 
     def __str__(self) -> str:
@@ -100,6 +101,14 @@ class SplitMix64:
     def __init__(self, seed: int) -> None:
         self._state = seed & MASK64
 
+    def getstate(self) -> int:
+        """The generator's whole state, for `setstate` (as `random.Random` has them)."""
+        return self._state
+
+    def setstate(self, state: int) -> None:
+        """Continue from a state `getstate` returned."""
+        self._state = state & MASK64
+
     def next_u64(self) -> int:
         self._state = (self._state + 0x9E3779B97F4A7C15) & MASK64
         z = self._state
@@ -130,7 +139,7 @@ def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
     referee deals every match it starts, and the calls were most of a deal's cost. A test pins
     the deals to the generator's methods."""
     cards = list(deck_for(num_players))
-    state = rng._state
+    state = rng.getstate()
     limits = _REJECTION_LIMITS
     for i in range(len(cards) - 1, 0, -1):
         bound = i + 1
@@ -150,7 +159,7 @@ def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
         z = ((state ^ (state >> 30)) * _MIX1) & MASK64
         z = ((z ^ (z >> 27)) * _MIX2) & MASK64
         oriented.append(Card(high, low) if (z ^ (z >> 31)) >> 63 else Card(low, high))
-    rng._state = state
+    rng.setstate(state)
     return oriented
 
 
@@ -183,9 +192,3 @@ def deal_match(num_players: int, seed: int) -> list[list[Hand]]:
             deck = shuffled_deck(num_players, rng)
             deals.append(deal_round_hands(deck, num_players, r % num_players))
     return deals
-
-
-def iter_pairs(hands: Sequence[Sequence[Card]]) -> Iterator[tuple[int, int]]:
-    for hand in hands:
-        for card in hand:
-            yield card.pair

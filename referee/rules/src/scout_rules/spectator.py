@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .actions import PublicAction
 from .cards import Card, Hand
-from .state import Phase, PublicAction, RoundEnd, State
+from .rounds import Phase, RoundEnd
+from .state import State
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,18 +3,18 @@
 `State` is mutable in the way of python-chess's ``Board``: `apply` changes it in place after the
 action has been checked in full, so a rejected action leaves it exactly as it was; `clone` gives
 an independent copy for search. Everything a seat may know is exposed only through
-`observation`, which is built from public counters and that seat's own hand.
+`observation`, which is built from public counters and that seat's own hand. A state is made by
+`State.new` (a seeded deal), `State.from_deals` (an explicit deal) or `State.from_position`
+(any reachable moment of a round, checked); `position` gives that moment back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from enum import Enum
-from typing import NamedTuple
+from typing import ClassVar
 
-from .actions import Action, End, Scout, ScoutAndShow, Show
-from .cards import Card, Hand, deal_match, deck_for, face_of, player_count_rules
+from .actions import Action, ActionKind, End, PublicAction, Scout, ScoutAndShow, Show
+from .cards import Card, Hand, deal_match, face_of, player_count_rules
 from .errors import IllegalAction, MalformedAction, OutOfTurn
 from .moves import (
     NO_ACTIVE_SET,
@@ -29,176 +29,38 @@ from .moves import (
     legal_shows,
     scouted_card,
 )
+from .observation import Observation
+from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position, validated_deals
+from .rounds import MAX_ROUND_ACTIONS, Phase, RoundEnd, RoundLog, RoundResult, rank_scores
 
-TWO_PLAYER_SCOUT_CHIPS = 3
+__all__ = ["State"]
 
-
-class Phase(Enum):
-    """Where the match is: every seat choosing its rotation, turns being played, or done."""
-
-    ROTATION = "rotation"
-    PLAY = "play"
-    MATCH_OVER = "match_over"
-
-
-class RoundEnd(Enum):
-    """Why a round ended."""
-
-    HAND_EMPTIED = "hand_emptied"
-    UNBEATEN_SHOW = "unbeaten_show"
-    NO_LEGAL_MOVE = "no_legal_move"
-    ACTION_LIMIT = "action_limit"
-
-
-@dataclass(frozen=True, slots=True)
-class RoundResult:
-    """A finished round: why it ended, every hand revealed, each seat's round score, and the
-    table as it was left (the next round is dealt at once, so this is the only trace of it)."""
-
-    round_index: int
-    end_reason: RoundEnd
-    exempt_seat: int | None
-    captured: tuple[int, ...]
-    scout_chips: tuple[int, ...]
-    hands: tuple[Hand, ...]
-    scores: tuple[int, ...]
-    active_set: tuple[Card, ...] = ()
-    active_owner: int | None = None
-    scout_show_tokens: tuple[bool, ...] = ()
-
-
-class PublicAction(NamedTuple):
-    """An action as every seat saw it. A Scout's turn (flip) stays private: at the table the
-    other players see which card was taken and where it went in, not which way up."""
-
-    seat: int
-    kind: str
-    cards: tuple[Card, ...]
-    start: int | None = None
-    length: int | None = None
-    end: End | None = None
-    insert_at: int | None = None
-
-    def __str__(self) -> str:
-        shown = " ".join(str(c.face) for c in self.cards)
-        if self.kind == "show":
-            return f"seat {self.seat} shows {shown}"
-        if self.kind == "scout":
-            return f"seat {self.seat} scouts {self.cards[0].pair} into position {self.insert_at}"
-        return (
-            f"seat {self.seat} scouts {self.cards[0].pair} into position {self.insert_at} "
-            f"and shows {' '.join(str(c.face) for c in self.cards[1:])}"
-        )
-
-
-@dataclass(slots=True)
-class RoundLog:
-    """Everything needed to write or replay one round: the deal, the rotations, the actions."""
-
-    round_index: int
-    starting_seat: int
-    dealt_hands: tuple[Hand, ...]
-    rotations: list[bool | None]
-    actions: list[tuple[int, Action]]
-    result: RoundResult | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What one seat may know: its own hand and the public state, nothing of another hand."""
-
-    seat: int
-    num_players: int
-    num_rounds: int
-    round_index: int
-    starting_seat: int
-    phase: Phase
-    hand: Hand
-    rotation_chosen: bool
-    hand_sizes: tuple[int, ...]
-    active_set: tuple[Card, ...]
-    active_owner: int | None
-    captured_counts: tuple[int, ...]
-    scout_chips: tuple[int, ...]
-    scout_show_tokens: tuple[bool, ...]
-    scores: tuple[int, ...]
-    current_seat: int | None
-    history: tuple[PublicAction, ...]
-
-    @property
-    def is_my_turn(self) -> bool:
-        return self.phase is Phase.PLAY and self.current_seat == self.seat
-
-    def legal_shows(self) -> list[Show]:
-        return self._legal_shows(self.hand.faces)
-
-    def _legal_shows(self, faces: tuple[int, ...]) -> list[Show]:
-        active = self.active_set
-        return legal_shows(faces, group_key(tuple(map(face_of, active)))
-                           if active else NO_ACTIVE_SET)
-
-    def can_scout(self) -> bool:
-        """Whether the seat may Scout at all: there is an active set, and in 2-player matches
-        the seat has a Scout chip left. The legal Scouts then depend only on the sizes."""
-        return bool(self.active_set) and not (
-            self.num_players == 2 and self.scout_chips[self.seat] == 0)
-
-    def legal_scouts(self) -> list[Scout]:
-        if not self.can_scout():
-            return []
-        return legal_scouts(len(self.hand), len(self.active_set))
-
-    def can_scout_and_show(self) -> bool:
-        return self._can_scout_and_show(self.hand.faces)
-
-    def _can_scout_and_show(self, faces: tuple[int, ...]) -> bool:
-        return (
-            self.num_players > 2
-            and self.scout_show_tokens[self.seat]
-            and has_scout_and_show(faces, self.active_set)
-        )
-
-    def shows_and_scout_and_show(self) -> tuple[list[Show], bool]:
-        """`legal_shows` and `can_scout_and_show` together, the hand's faces read once: what
-        every decision request lists."""
-        faces = self.hand.faces
-        return self._legal_shows(faces), self._can_scout_and_show(faces)
-
-    def legal_scout_and_shows(self) -> list[ScoutAndShow]:
-        if self.num_players == 2 or not self.scout_show_tokens[self.seat] or not self.active_set:
-            return []
-        return legal_scout_and_shows(self.hand.faces, self.active_set)
-
-    def legal_actions(self) -> list[Action]:
-        if not self.is_my_turn:
-            return []
-        return [*self.legal_shows(), *self.legal_scouts(), *self.legal_scout_and_shows()]
-
-
-def rank_scores(scores: Sequence[int], forfeited: Iterable[int] = ()) -> tuple[int, ...]:
-    """Competition ranks (1 = best; equal scores share a rank, the next rank skips). Forfeited
-    seats rank below every seat that did not forfeit, ordered among themselves by score."""
-    lost = set(forfeited)
-    order = [(s in lost, -scores[s]) for s in range(len(scores))]
-    return tuple(1 + sum(1 for other in order if other < mine) for mine in order)
+_MATCH_SLOTS = ("rules", "num_players", "seed", "deals", "last_round", "round_logs",
+                "round_results", "scores", "last_action", "_checked")
+_ROUND_SLOTS = ("round_index", "starting_seat", "phase", "hands", "faces", "active",
+                "active_faces", "active_key", "last_shower", "scouts_since_show", "captured",
+                "scout_chips", "scout_show_tokens", "current_seat", "history", "round_actions")
 
 
 class State:
-    """One match of SCOUT from the deal to the final ranks."""
+    """One match of SCOUT from the deal to the final ranks.
 
-    #: Decision (docs/rules.md): a round that reaches this many actions ends there and is scored
-    #: as it stands, with no exempt seat. Play that only shows single cards which the next seat
-    #: scouts back can cycle forever; a referee must be able to promise every match ends.
-    max_round_actions = 1000
+    Every attribute is a slot, and each constructor sets every one (a test holds them to it):
+    a field added here and forgotten in `from_position` or `clone` fails at once."""
 
-    _checked: Action | None = None
+    __slots__ = _MATCH_SLOTS + _ROUND_SLOTS
+
+    #: Decision (docs/rules.md): the most actions a round has; see `rounds.MAX_ROUND_ACTIONS`.
+    max_round_actions: ClassVar[int] = MAX_ROUND_ACTIONS
+
+    _checked: Action | None
     """The action `check` last found legal, until the state next changes: `apply` of that
     very action does not check it again (a referee checks an answer, then plays it)."""
 
     def __init__(self, num_players: int, deals: Sequence[Sequence[Sequence[Card]]],
                  seed: int | None = None) -> None:
         """Prefer `State.new` (seeded) or `State.from_deals` (explicit deal)."""
-        self._set_up(num_players, _validated_deals(num_players, deals), seed)
+        self._set_up(num_players, validated_deals(num_players, deals), seed)
 
     def _set_up(self, num_players: int, deals: tuple[tuple[Hand, ...], ...],
                 seed: int | None) -> None:
@@ -206,10 +68,12 @@ class State:
         self.num_players = num_players
         self.seed = seed
         self.deals: tuple[tuple[Hand, ...], ...] = deals
+        self.last_round = self.rules.rounds - 1
         self.round_logs: list[RoundLog] = []
         self.round_results: list[RoundResult] = []
         self.scores: list[int] = [0] * num_players
         self.last_action: PublicAction | None = None
+        self._checked = None
         self._start_round(0)
 
     @classmethod
@@ -225,6 +89,81 @@ class State:
     def from_deals(cls, num_players: int, deals: Sequence[Sequence[Sequence[Card]]]) -> State:
         """A match with explicit dealt hands, ``deals[round][seat]``, before rotation."""
         return cls(num_players, deals)
+
+    @classmethod
+    def from_position(cls, position: Position) -> State:
+        """The match from ``position`` on: `BadShape`, `CardsDontAddUp` or `InconsistentTable`
+        (all `InvalidPosition`) unless play can reach it. The state's logs start there: its
+        round log holds the actions played from then on, and rounds before are not known."""
+        check_position(position)
+        return cls._at(position)
+
+    @classmethod
+    def _at(cls, p: Position) -> State:
+        """`from_position` for a position known to be valid (an information set's fill)."""
+        n = p.num_players
+        state = cls.__new__(cls)
+        state.rules = player_count_rules(n)
+        state.num_players = n
+        state.seed = None
+        hands = tuple(Hand(h) for h in p.hands)
+        rotations: list[bool | None] = list(p.rotations) if p.rotations else [False] * n
+        if p.phase is Phase.ROTATION:
+            dealt = tuple(h.rotated() if r else h for h, r in zip(hands, rotations, strict=True))
+            if not p.rotations:
+                rotations = [None] * n
+        else:
+            dealt = ()
+        later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals)
+        state.deals = ((),) * p.round_index + (dealt,) + later
+        state.last_round = p.round_index + len(later)
+        state.round_logs = [RoundLog(p.round_index, p.starting_seat, dealt, rotations, [])]
+        state.round_results = []
+        state.scores = list(p.scores)
+        state.last_action = p.history[-1] if p.history else None
+        state._checked = None
+        state.round_index = p.round_index
+        state.starting_seat = p.starting_seat
+        state.phase = p.phase
+        state.hands = [list(h) for h in hands]
+        state.faces = [[c.face for c in h] for h in hands]
+        state.active = list(p.active_set)
+        state.active_faces = [c.face for c in p.active_set]
+        state.active_key = group_key(state.active_faces) if p.active_set else NO_ACTIVE_SET
+        state.last_shower = p.active_owner
+        state.scouts_since_show = p.scouts_since_show
+        state.captured = [list(c) for c in p.captured]
+        state.scout_chips = list(p.scout_chips)
+        state.scout_show_tokens = list(p.scout_show_tokens)
+        state.current_seat = p.current_seat
+        state.history = list(p.history)
+        state.round_actions = p.round_actions
+        return state
+
+    def position(self) -> Position:
+        """The round in play as a `Position` (`from_position` of it plays on exactly as this
+        state does). Raises OutOfTurn once the match is over."""
+        if self.phase is Phase.MATCH_OVER:
+            raise OutOfTurn("the match is over: there is no round in play")
+        log = self.round_logs[-1]
+        return Position(
+            num_players=self.num_players,
+            round_index=self.round_index,
+            phase=self.phase,
+            hands=tuple(Hand(h) for h in self.hands),
+            captured=tuple(tuple(c) for c in self.captured),
+            scout_chips=tuple(self.scout_chips),
+            scout_show_tokens=tuple(self.scout_show_tokens),
+            scores=tuple(self.scores),
+            current_seat=self.current_seat,
+            active_set=tuple(self.active),
+            active_owner=self.active_owner,
+            scouts_since_show=self.scouts_since_show,
+            rotations=tuple(log.rotations),
+            history=tuple(self.history),
+            actions_played=self.round_actions,
+            later_deals=self.deals[self.round_index + 1:self.last_round + 1],
+        )
 
     def _start_round(self, round_index: int) -> None:
         n = self.num_players
@@ -244,6 +183,7 @@ class State:
         self.scout_show_tokens: list[bool] = [n > 2] * n
         self.current_seat: int | None = None
         self.history: list[PublicAction] = []
+        self.round_actions = 0
         self.round_logs.append(RoundLog(round_index, self.starting_seat, dealt, [None] * n, []))
 
     # ----- queries -------------------------------------------------------------------------
@@ -413,11 +353,12 @@ class State:
         assert seat is not None
         round_log = self.round_logs[-1]
         round_log.actions.append((seat, action))
+        self.round_actions += 1
         if isinstance(action, Show):
             self._show(seat, action, None)
         elif isinstance(action, Scout):
             card = self._scout(seat, action)
-            self._publish(PublicAction(seat, "scout", (card,), end=End(action.end),
+            self._publish(PublicAction(seat, ActionKind.SCOUT, (card,), end=End(action.end),
                                        insert_at=action.insert_at))
             if self.num_players == 2:
                 self.scout_chips[seat] -= 1
@@ -433,7 +374,7 @@ class State:
             self.scout_show_tokens[seat] = False
             card = self._scout(seat, action.scout)
             self._show(seat, action.show, (card, action.scout))
-        if round_log.result is None and len(round_log.actions) >= self.max_round_actions:
+        if round_log.result is None and self.round_actions >= self.max_round_actions:
             self._end_round(RoundEnd.ACTION_LIMIT, None)
 
     def _publish(self, action: PublicAction) -> None:
@@ -473,10 +414,11 @@ class State:
         self.last_shower = seat
         self.scouts_since_show = 0
         if scouted is None:
-            self._publish(PublicAction(seat, "show", tuple(played), start, show.length))
+            self._publish(PublicAction(seat, ActionKind.SHOW, tuple(played), start,
+                                       show.length))
         else:
             card, scout = scouted
-            self._publish(PublicAction(seat, "scout_and_show", (card, *played), start,
+            self._publish(PublicAction(seat, ActionKind.SCOUT_AND_SHOW, (card, *played), start,
                                        show.length, End(scout.end), scout.insert_at))
         if not hand:
             self._end_round(RoundEnd.HAND_EMPTIED, None)
@@ -501,7 +443,7 @@ class State:
         self.round_logs[-1].result = result
         for s in range(n):
             self.scores[s] += scores[s]
-        if self.round_index + 1 < self.rules.rounds:
+        if self.round_index < self.last_round:
             self._start_round(self.round_index + 1)
         else:
             self.phase = Phase.MATCH_OVER
@@ -510,24 +452,39 @@ class State:
     # ----- copies and invariants ------------------------------------------------------------
 
     def clone(self) -> State:
-        """An independent deep copy (hands, logs and counters), for search and what-ifs."""
-        other = object.__new__(State)
-        other.__dict__.update(self.__dict__)
-        other.hands = [list(h) for h in self.hands]
-        other.faces = [list(f) for f in self.faces]
-        other.active = list(self.active)
-        other.active_faces = list(self.active_faces)
-        other.captured = [list(c) for c in self.captured]
-        other.scout_chips = list(self.scout_chips)
-        other.scout_show_tokens = list(self.scout_show_tokens)
-        other.scores = list(self.scores)
-        other.history = list(self.history)
-        other.round_results = list(self.round_results)
+        """An independent deep copy (hands, logs and counters), for search and what-ifs. Every
+        slot is named: the immutable ones are shared, the lists copied."""
+        other = State.__new__(State)
+        other.rules = self.rules
+        other.num_players = self.num_players
+        other.seed = self.seed
+        other.deals = self.deals
+        other.last_round = self.last_round
         other.round_logs = [
             RoundLog(log.round_index, log.starting_seat, log.dealt_hands, list(log.rotations),
                      list(log.actions), log.result)
             for log in self.round_logs
         ]
+        other.round_results = list(self.round_results)
+        other.scores = list(self.scores)
+        other.last_action = self.last_action
+        other._checked = self._checked
+        other.round_index = self.round_index
+        other.starting_seat = self.starting_seat
+        other.phase = self.phase
+        other.hands = [list(h) for h in self.hands]
+        other.faces = [list(f) for f in self.faces]
+        other.active = list(self.active)
+        other.active_faces = list(self.active_faces)
+        other.active_key = self.active_key
+        other.last_shower = self.last_shower
+        other.scouts_since_show = self.scouts_since_show
+        other.captured = [list(c) for c in self.captured]
+        other.scout_chips = list(self.scout_chips)
+        other.scout_show_tokens = list(self.scout_show_tokens)
+        other.current_seat = self.current_seat
+        other.history = list(self.history)
+        other.round_actions = self.round_actions
         return other
 
     def cards_in_play(self) -> list[tuple[int, int]]:
@@ -536,35 +493,3 @@ class State:
         out += [c.pair for cs in self.captured for c in cs]
         out += [c.pair for c in self.active]
         return out
-
-
-def _validated_deals(num_players: int, deals: Sequence[Sequence[Sequence[Card]]]
-                     ) -> tuple[tuple[Hand, ...], ...]:
-    rules = player_count_rules(num_players)
-    if len(deals) != rules.rounds:
-        raise MalformedAction(f"a {num_players}-player match has {rules.rounds} rounds of deals, "
-                              f"got {len(deals)}")
-    deck = set(deck_for(num_players))
-    out = []
-    for r, round_hands in enumerate(deals):
-        if len(round_hands) != num_players:
-            raise MalformedAction(f"round {r + 1} deals {len(round_hands)} hands, "
-                                  f"not {num_players}")
-        seen: set[tuple[int, int]] = set()
-        hands = []
-        for seat, hand in enumerate(round_hands):
-            if len(hand) != rules.hand_size:
-                raise MalformedAction(f"round {r + 1}: seat {seat} is dealt {len(hand)} cards, "
-                                      f"not {rules.hand_size}")
-            cards = Hand(Card(int(c[0]), int(c[1])) for c in hand)
-            for card in cards:
-                if card.pair not in deck or card.pair in seen:
-                    raise MalformedAction(f"round {r + 1}: card {card} is not in the "
-                                          f"{num_players}-player deck or is dealt twice")
-                seen.add(card.pair)
-            hands.append(cards)
-        out.append(tuple(hands))
-    round_pairs = [{c.pair for h in r for c in h} for r in out]
-    if num_players == 2 and round_pairs[0] & round_pairs[1]:
-        raise MalformedAction("with 2 players round 2 is dealt the 22 cards round 1 did not use")
-    return tuple(out)

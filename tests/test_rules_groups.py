@@ -1,11 +1,10 @@
-"""The SDK's group helpers, which the bundled bots call for every Scout they weigh."""
+"""The group helpers (scout_rules.groups) the bundled bots call for every Scout they weigh."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scout_client.actions import Show
-from scout_client.groups import beats, group_strength, groups_in, hand_potential
+from scout_rules import Show, beats, group_strength, groups_in, hand_potential
 
 faces_lists = st.lists(st.integers(1, 10), max_size=12)
 # Runs and sets are rare in uniform faces; a narrow range makes them common.
