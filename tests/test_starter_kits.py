@@ -13,7 +13,10 @@ stream) set for every bot process.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +34,9 @@ from referee_support import (
     wait_connected,
     wait_finished,
 )
+from scout_arena.cli import main as cli_main
 from scout_arena.record import replay
+from scout_arena.sandbox import UploadLimits, load_upload, unpack_upload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +66,15 @@ KITS = {
                ("--slow-ms", "700", "--no-fallback")),
 }
 TOKENS = {name: f"{name}-token" for name in KITS} | {"py-greedy": "pyg", "py-random": "pyr"}
+#: The runtime each kit's `make package` declares in its scout-bot.toml.
+PACKAGE_RUNTIMES = {"go": "binary", "typescript": "node", "rust": "binary", "java": "java",
+                    "cpp": "binary"}
+#: The SDK's ready-to-submit examples of the bundled bots (clients/python/examples/).
+PYTHON_EXAMPLES = ("greedy", "random")
+#: The shared libraries a hosted binary may take from the host (glibc's and gcc's runtime);
+#: a sandbox shows the host's /usr and /lib, never its other libraries for certain.
+HOST_LIBRARIES = ("libc.so", "libm.so", "libmvec.so", "libpthread.so", "libdl.so", "librt.so",
+                  "libresolv.so", "libutil.so", "libgcc_s.so", "ld-linux")
 
 
 class KitBuilds(dict[str, str]):
@@ -81,6 +95,81 @@ class KitBuilds(dict[str, str]):
 def built_kits() -> dict[str, str]:
     """Every kit's build log, built as first needed (see `KitBuilds`)."""
     return KitBuilds()
+
+
+def package_path(name: str) -> Path:
+    return ROOT / "clients" / name / "dist" / "scout-bot.tar.gz"
+
+
+class KitPackages(dict[str, str]):
+    """Kit name -> `make package` log ("" when it made dist/scout-bot.tar.gz), each packaged
+    the first time a test asks, after its build (which the package then reuses)."""
+
+    def __init__(self, builds: dict[str, str]) -> None:
+        super().__init__()
+        self.builds = builds
+
+    def __missing__(self, name: str) -> str:
+        log = self.builds[name]
+        if not log:
+            command = ("make", "-C", f"clients/{name}", "package")
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+            log = "" if done.returncode == 0 else (
+                f"`{' '.join(command)}` failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                f"{done.stderr[-3000:]}")
+        self[name] = log
+        return log
+
+
+@pytest.fixture(scope="session")
+def kit_packages(built_kits: dict[str, str]) -> dict[str, str]:
+    return KitPackages(built_kits)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An unpacked submission: its folder and its manifest's runtime and command."""
+
+    folder: Path
+    runtime: str
+    command: tuple[str, ...]
+
+    def entry(self) -> Path:
+        """The file the command runs: the binary, the script, or the jar."""
+        if self.runtime == "binary":
+            return self.folder / self.command[0]
+        if self.runtime == "java":
+            return self.folder / self.command[self.command.index("-jar") + 1]
+        return self.folder / self.command[1]
+
+    def argv(self) -> list[str]:
+        """The command as a host runs it: `python` is the host's own interpreter."""
+        if self.runtime == "python" and self.command[0] in ("python", "python3"):
+            return [sys.executable, *self.command[1:]]
+        return list(self.command)
+
+
+def unpack(path: Path, dest: Path) -> Upload:
+    """What `ladder submit` uploads for ``path`` (an archive, or a folder it packs), unpacked
+    as the ladder unpacks it, within the ladder's default limits."""
+    manifest = unpack_upload(load_upload(path), dest)
+    return Upload(dest, str(manifest.runtime), manifest.command)
+
+
+def foreign_libraries(executable: Path, folder: Path) -> list[str]:
+    """The shared libraries `executable` would load from outside `folder`, glibc's aside."""
+    done = subprocess.run(["ldd", str(executable)], capture_output=True, text=True, timeout=30)
+    if "not a dynamic executable" in done.stdout + done.stderr:
+        return []
+    found = []
+    for line in done.stdout.splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        path = rest.split(" (")[0] if arrow else ""
+        if path.startswith(str(folder)) or any(lib in name for lib in HOST_LIBRARIES):
+            continue
+        if arrow or name.startswith("/"):
+            found.append(line.strip())
+    return found
 
 
 def require(built_kits: dict[str, str], name: str) -> Kit:
@@ -197,3 +286,79 @@ def test_kit_reconnects_after_its_connection_is_cut_and_finishes_the_match(
         proxy.close()
         for process in referee.bots:
             stop(process)
+
+
+@pytest.mark.parametrize("name", list(KITS))
+def test_kit_package_is_an_upload_whose_command_runs_a_file_inside_it(
+        name: str, kit_packages: dict[str, str], tmp_path: Path) -> None:
+    assert not kit_packages[name], kit_packages[name]
+    archive = package_path(name)
+    assert archive.stat().st_size <= UploadLimits().max_upload_bytes
+    upload = unpack(archive, tmp_path / "bot")
+    assert upload.runtime == PACKAGE_RUNTIMES[name]
+    entry = upload.entry()
+    assert entry.is_file() and entry.resolve().is_relative_to(upload.folder.resolve()), upload
+    if upload.runtime == "binary":
+        assert os.access(entry, os.X_OK), entry
+        assert foreign_libraries(entry, upload.folder) == []
+
+
+def test_python_examples_are_uploads_of_the_bundled_bots(tmp_path: Path) -> None:
+    for example in (*PYTHON_EXAMPLES, "search"):
+        upload = unpack(ROOT / "clients" / "python" / "examples" / example, tmp_path / example)
+        assert (upload.runtime, upload.command) == ("python", ("python", "bot.py"))
+        assert upload.entry().is_file()
+
+
+@pytest.mark.parametrize("path", ["/no/such/directory/referee.sock", "/" + "x" * 120,
+                                  "/etc/passwd"])
+def test_referee_serve_refuses_a_unix_socket_it_cannot_listen_on(
+        path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["referee", "serve", "--port", "0", "--unix-socket", path])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("scout-arena referee serve: error: argument --unix-socket: "), error
+
+
+def test_packaged_kits_and_python_examples_play_over_a_unix_socket(
+        kit_packages: dict[str, str], tmp_path: Path) -> None:
+    """Each kit's package and the SDK's examples, unpacked outside the repository and started
+    as a ladder starts a hosted bot (from its folder, with nothing but the launch convention),
+    play full matches on a referee they reach only through its Unix socket, half of them
+    writing the address unix:/PATH and half unix:///PATH."""
+    failed = {name: kit_packages[name] for name in KITS if kit_packages[name]}
+    assert not failed, "\n\n".join(failed.values())
+    # A socket path must fit in 107 bytes, which pytest's tmp_path may not.
+    socket_dir = Path(tempfile.mkdtemp(prefix="scout-", dir="/tmp"))
+    socket = socket_dir / "referee.sock"
+    uploads = {name: unpack(package_path(name), tmp_path / name) for name in KITS}
+    for example in PYTHON_EXAMPLES:
+        uploads[f"py-{example}"] = unpack(ROOT / "clients" / "python" / "examples" / example,
+                                          tmp_path / f"py-{example}")
+    launch = {key: value for key, value in os.environ.items()
+              if not key.startswith("SCOUT_")} | {"SCOUT_CONCURRENCY": "1"}
+    try:
+        with running_referee(tmp_path, TOKENS, "--unix-socket", str(socket)) as referee:
+            for i, (name, upload) in enumerate(uploads.items()):
+                address = f"unix:{socket}" if i % 2 else f"unix://{socket}"
+                log = (tmp_path / f"{name}.log").open("w")
+                referee.bots.append(subprocess.Popen(
+                    upload.argv(), cwd=upload.folder, stdout=log, stderr=subprocess.STDOUT,
+                    text=True, env=launch | {"SCOUT_ADDRESS": address, "SCOUT_TOKEN": TOKENS[name],
+                                  "SCOUT_BOT_NAME": name}))
+            wait_connected(referee, list(uploads), timeout=60)
+            tables = [["go", "typescript", "rust", "java", "cpp"],
+                      ["py-greedy", "cpp", "py-random", "go"]]
+            channel, stub = referee.matches_stub()
+            with channel:
+                for i, table in enumerate(tables):  # one at a time: SCOUT_CONCURRENCY is 1
+                    info = create_match(stub, table, seed=31 + i)
+                    finished = wait_finished(stub, info.match_id, timeout=180)
+                    record = fetch_record(stub, info.match_id)
+                    assert finished.status == 2, (table, finished)
+                    assert record["notes"] == [] and record["forfeits"] == [], record["notes"]
+                    assert [p["name"] for p in record["players"]] == table
+                    replay(record)
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)

@@ -76,6 +76,22 @@ def _pass_budget_ms(text: str) -> float:
     return value
 
 
+#: sun_path holds 108 bytes, the terminating NUL included.
+_UNIX_PATH_MAX = 107
+
+
+def _unix_socket(text: str) -> Path:
+    path = Path(text).absolute()
+    if len(os.fsencode(path)) > _UNIX_PATH_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{str(path)!r} is longer than a Unix socket path may be ({_UNIX_PATH_MAX} bytes)")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no such directory: {str(path.parent)!r}")
+    if path.exists() and not path.is_socket():
+        raise argparse.ArgumentTypeError(f"{str(path)!r} exists and is not a socket")
+    return path
+
+
 def format_match(record: MatchRecord) -> str:
     """A readable move-by-move account of a record; replays it first (RecordError if bad)."""
     result = replay(record)
@@ -294,6 +310,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                                max_streams_per_connection=args.max_streams_per_connection,
                                max_streams_per_token=args.max_streams_per_token,
                                goodbye_retry_after_ms=args.goodbye_retry_ms)
+        if args.unix_socket is not None:
+            # Plaintext: who may connect is up to the socket file's permissions.
+            unix_address = f"unix:{args.unix_socket}"
+            if not server.server.add_insecure_port(unix_address):
+                raise SystemExit(f"--unix-socket: cannot listen on {unix_address}")
         metrics: MetricsServer | None = None
         if args.metrics_port is not None:
             try:
@@ -307,6 +328,8 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()
         print(f"referee listening on {server.address}", flush=True)
+        if args.unix_socket is not None:
+            print(f"referee also listening on unix:{args.unix_socket}", flush=True)
         link_task = None
         hosting = None
         if args.join:
@@ -502,6 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = referee_sub.add_parser("serve", help="serve the Arena and Matches services")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    serve.add_argument("--unix-socket", type=_unix_socket, metavar="PATH",
+                       help="also listen on this Unix domain socket (plaintext, next to "
+                            "HOST:PORT); bots reach it with the address unix:PATH")
     serve.add_argument("--tokens", metavar="FILE", help="JSON object {bot name: token}")
     serve.add_argument("--bot-token", action="append", metavar="NAME=TOKEN")
     serve.add_argument("--admin-token", default=os.environ.get("SCOUT_REFEREE_ADMIN_TOKEN"),

@@ -42,7 +42,7 @@ std::string usage(const std::string& program) {
         << "Plays Scout Arena matches on a referee. Settings come from the environment; flags\n"
         << "override them.\n"
         << "\n"
-        << "  --address HOST:PORT   referee address            (SCOUT_ADDRESS, required)\n"
+        << "  --address HOST:PORT   referee, or unix:/PATH   (SCOUT_ADDRESS, required)\n"
         << "  --token TOKEN         bot token                  (SCOUT_TOKEN, required)\n"
         << "  --tls                 connect with TLS           (SCOUT_TLS=1)\n"
         << "  --ca-cert FILE        PEM CA to trust (TLS)      (SCOUT_CA_CERT)\n"

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,7 +130,8 @@ func (l loggingCreds) Clone() credentials.TransportCredentials {
 func loggingDialer(log *slog.Logger) func(context.Context, string) (net.Conn, error) {
 	var d net.Dialer
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, "tcp", addr)
+		network, target := dialTarget(addr)
+		conn, err := d.DialContext(ctx, network, target)
 		if err != nil {
 			log.Debug("connect failed; the channel retries with backoff", "address", addr, "err", err)
 		} else {
@@ -137,6 +139,19 @@ func loggingDialer(log *slog.Logger) func(context.Context, string) (net.Conn, er
 		}
 		return conn, err
 	}
+}
+
+// dialTarget is the network and address a context dialer dials for addr: grpc-go hands a
+// custom dialer the target of a unix: address as it was written ("unix://PATH" or
+// "unix:PATH"), and host:port otherwise.
+func dialTarget(addr string) (network, target string) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		return "unix", path
+	}
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return "unix", path
+	}
+	return "tcp", addr
 }
 
 // logConnectivity logs the channel's state changes (connecting, transient failure with its

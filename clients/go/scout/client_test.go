@@ -570,3 +570,15 @@ func TestGoodbyeWithReconnectWaitsRetryAfter(t *testing.T) {
 		t.Fatal("Run kept going after the second goodbye")
 	}
 }
+
+func TestDialTargetOfUnixAndTCPAddresses(t *testing.T) {
+	for addr, want := range map[string][2]string{
+		"unix:///run/scout/referee.sock": {"unix", "/run/scout/referee.sock"},
+		"unix:/run/scout/referee.sock":   {"unix", "/run/scout/referee.sock"},
+		"127.0.0.1:50051":                {"tcp", "127.0.0.1:50051"},
+	} {
+		if network, target := dialTarget(addr); network != want[0] || target != want[1] {
+			t.Errorf("dialTarget(%q) = %q, %q; want %q, %q", addr, network, target, want[0], want[1])
+		}
+	}
+}

@@ -38,7 +38,8 @@ const (
 
 // Config says where and how a bot connects.
 type Config struct {
-	// Address is the referee's host:port.
+	// Address is the referee's host:port, or unix:/absolute/path (also unix:///absolute/path)
+	// for a Unix domain socket (a hosted bot's referee, PROTOCOL.md §11.4).
 	Address string
 	// Token is the bot's token, sent as `authorization: Bearer <token>`.
 	Token string
@@ -125,7 +126,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // cfg's current values (so flags override the environment). Go's flag package accepts both
 // -address and --address.
 func (cfg *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&cfg.Address, "address", cfg.Address, "referee host:port (also $"+EnvAddress+")")
+	fs.StringVar(&cfg.Address, "address", cfg.Address, "referee host:port or unix:/path (also $"+EnvAddress+")")
 	fs.Var(secret{&cfg.Token}, "token", "the bot's `token` (also $"+EnvToken+")")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "connect with TLS (also "+EnvTLS+"=1)")
 	fs.StringVar(&cfg.CACertFile, "ca-cert", cfg.CACertFile, "PEM file of the CA to trust (also $"+EnvCACert+")")

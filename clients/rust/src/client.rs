@@ -73,6 +73,7 @@ use crate::proto::{
     ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Goodbye, Hello,
     MatchAssignment, MatchEnded, RefereeMessage, RotationChoice, RotationRequest, Welcome,
 };
+use crate::target::{Target, unix_path};
 
 /// The protocol version this client speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -247,9 +248,17 @@ fn code_name(code: Code) -> String {
 }
 
 /// The channel to `address`: over TLS with the certificates of `config` when `tls`, otherwise
-/// plaintext.
-fn endpoint(address: &str, tls: bool, config: &Config) -> Result<Endpoint, Error> {
-    let uri = if address.contains("://") {
+/// plaintext; a `unix:` address is a Unix domain socket (plaintext only).
+fn endpoint(address: &str, tls: bool, config: &Config) -> Result<Target, Error> {
+    let unix = unix_path(address).transpose().map_err(Error::Config)?;
+    if unix.is_some() && tls {
+        return Err(Error::Config(format!(
+            "{address:?}: TLS over a Unix domain socket is not supported"
+        )));
+    }
+    let uri = if unix.is_some() {
+        "http://localhost".to_owned()
+    } else if address.contains("://") {
         address.to_owned()
     } else {
         format!("{}://{address}", if tls { "https" } else { "http" })
@@ -261,11 +270,11 @@ fn endpoint(address: &str, tls: bool, config: &Config) -> Result<Endpoint, Error
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
         .tcp_nodelay(true);
-    if tls {
-        with_tls(endpoint, config)
-    } else {
-        Ok(endpoint)
-    }
+    Ok(match unix {
+        Some(path) => Target::unix(endpoint, path),
+        None if tls => Target::tcp(with_tls(endpoint, config)?),
+        None => Target::tcp(endpoint),
+    })
 }
 
 #[cfg(feature = "tls")]
@@ -403,7 +412,7 @@ impl<B: Bot> Runner<B> {
     /// `shutdown` completes.
     async fn session<S>(
         &mut self,
-        endpoint: &Endpoint,
+        endpoint: &Target,
         bearer: &str,
         mut shutdown: Pin<&mut S>,
     ) -> SessionEnd
@@ -416,8 +425,7 @@ impl<B: Bot> Runner<B> {
         self.goodbye = None;
         debug!(
             "connecting to {} (connection {})",
-            endpoint.uri(),
-            self.connection
+            endpoint, self.connection
         );
         let channel = tokio::select! {
             () = shutdown.as_mut() => return SessionEnd::Stopped,
@@ -715,7 +723,7 @@ impl<B: Bot> Drop for Runner<B> {
 /// and no stream there has been welcomed for [`Shared::node_cutoff`] (counted from the end of
 /// the last welcomed stream, or from the link's creation if none was), the node is gone: all its
 /// tickets are dropped and the link ends as with no ticket left. This never ends `run`.
-async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: Endpoint) {
+async fn follow_node<B: Bot>(mut runner: Runner<B>, address: String, endpoint: Target) {
     let shared = Arc::clone(&runner.shared);
     let mut stopping = shared.stopping.subscribe();
     let mut shutdown = pin!(async move {

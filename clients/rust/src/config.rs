@@ -201,7 +201,7 @@ Plays a SCOUT bot on a Scout Arena referee until stopped (SIGINT/SIGTERM: exit 0
 referee rejects it (exit 1). Flags override the environment.
 
 Options:
-  --address HOST:PORT      referee address            [env: SCOUT_ADDRESS, required]
+  --address HOST:PORT      referee, or unix:/PATH   [env: SCOUT_ADDRESS, required]
   --token TOKEN            bot token                  [env: SCOUT_TOKEN, required]
   --tls                    connect with TLS           [env: SCOUT_TLS=1]
   --ca-cert FILE           PEM CA to trust (implies --tls)         [env: SCOUT_CA_CERT]

@@ -38,6 +38,7 @@ pub mod game;
 
 mod bot;
 mod client;
+mod target;
 
 /// Types and client stubs generated at build time from `proto/scout/v1/*.proto`.
 #[allow(clippy::all, missing_docs)]

@@ -122,7 +122,8 @@ def add_bot_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `SPEC` and the connection options to a (sub)parser; pair with `run_from_args`."""
     parser.add_argument("spec", metavar="SPEC", help=f"the bot: {_SPEC_HELP}")
     parser.add_argument("--address", metavar="HOST:PORT",
-                        help="the referee (default: $SCOUT_ADDRESS)")
+                        help="the referee: HOST:PORT, or unix:/PATH for a Unix domain socket "
+                             "(default: $SCOUT_ADDRESS)")
     parser.add_argument("--token", help="the bot's token (default: $SCOUT_TOKEN)")
     parser.add_argument("--tls", action="store_true",
                         help="connect with TLS (also SCOUT_TLS=1; implied by a certificate)")

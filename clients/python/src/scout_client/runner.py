@@ -15,8 +15,9 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from grpc import aio
 
@@ -43,10 +44,12 @@ __all__ = [
     "ConnectionLost",
     "ConnectionRejected",
     "InvalidToken",
+    "LaunchSettings",
     "PemSource",
     "ScoutClientError",
     "backoff_delay",
     "channel_options",
+    "env_flag",
     "goodbye_delay",
     "run",
     "run_bot",
@@ -98,10 +101,11 @@ async def run_bot(
     use_time_bank: bool = True,
     public_events: bool | None = None,
 ) -> int:
-    """Play on the referee at `address` (host:port) until `stop_event` is set, `max_matches`
-    matches have ended, or the referee says Goodbye without asking the bot back; returns the
-    number of matches that ended. A Goodbye that asks the bot back is obeyed: the SDK
-    reconnects after its `retry_after_ms`, which is not a failure and grows no backoff.
+    """Play on the referee at `address` (`host:port`, or `unix:/absolute/path` for a Unix
+    domain socket) until `stop_event` is set, `max_matches` matches have ended, or the referee
+    says Goodbye without asking the bot back; returns the number of matches that ended. A
+    Goodbye that asks the bot back is obeyed: the SDK reconnects after its `retry_after_ms`,
+    which is not a failure and grows no backoff.
 
     `tls` (implied by any certificate) uses TLS, with `ca_cert` to trust a private CA and
     `client_cert` + `client_key` when the referee requires client certificates; each is PEM
@@ -188,14 +192,14 @@ async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
 
 def run(
     bot: Bot,
-    address: str,
-    token: str,
+    address: str | None = None,
+    token: str | None = None,
     *,
-    tls: bool = False,
+    tls: bool | None = None,
     ca_cert: PemSource | None = None,
     client_cert: PemSource | None = None,
     client_key: PemSource | None = None,
-    max_concurrent_matches: int = 8,
+    max_concurrent_matches: int | None = None,
     reconnect: bool = True,
     max_matches: int | None = None,
     safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
@@ -204,7 +208,25 @@ def run(
     handle_signals: bool = True,
 ) -> int:
     """`run_bot` for plain scripts: runs its own event loop and, with `handle_signals`, stops
-    gracefully on the first SIGINT/SIGTERM (a second Ctrl-C interrupts as usual)."""
+    gracefully on the first SIGINT/SIGTERM (a second Ctrl-C interrupts as usual).
+
+    What is not given follows the launch convention (PROTOCOL.md §11.4), so that `run(MyBot())`
+    plays wherever a tournament, a ladder's sandbox or CI starts the script: `address` from
+    SCOUT_ADDRESS (`host:port` or `unix:/absolute/path`), `token` from SCOUT_TOKEN, `tls` from
+    SCOUT_TLS=1, `ca_cert` from SCOUT_CA_CERT, `max_concurrent_matches` from SCOUT_CONCURRENCY
+    (else 8), and SCOUT_PUBLIC_EVENTS=1 asks for the full stream when `public_events` is None.
+    Raises ValueError when there is still no address or token."""
+    launch = LaunchSettings.from_environment(os.environ)
+    target = address or launch.address
+    credential = token or launch.token
+    if not target:
+        raise ValueError("no referee address: pass one to run() or set SCOUT_ADDRESS")
+    if not credential:
+        raise ValueError("no bot token: pass one to run() or set SCOUT_TOKEN")
+    use_tls = launch.tls if tls is None else tls
+    ca = launch.ca_cert if ca_cert is None else ca_cert
+    concurrency = launch.concurrency if max_concurrent_matches is None else max_concurrent_matches
+    events = True if public_events is None and launch.public_events else public_events
 
     async def main() -> int:
         stop = asyncio.Event()
@@ -227,19 +249,19 @@ def run(
         try:
             return await run_bot(
                 bot,
-                address,
-                token,
-                tls=tls,
-                ca_cert=ca_cert,
+                target,
+                credential,
+                tls=use_tls,
+                ca_cert=ca,
                 client_cert=client_cert,
                 client_key=client_key,
-                max_concurrent_matches=max_concurrent_matches,
+                max_concurrent_matches=concurrency,
                 reconnect=reconnect,
                 stop_event=stop,
                 max_matches=max_matches,
                 safety_margin_ms=safety_margin_ms,
                 use_time_bank=use_time_bank,
-                public_events=public_events,
+                public_events=events,
             )
         finally:
             for signum in installed:
@@ -247,6 +269,42 @@ def run(
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(main())
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """The launch convention's environment (PROTOCOL.md §11.4), read once."""
+
+    address: str
+    token: str
+    tls: bool
+    ca_cert: str | None
+    concurrency: int
+    public_events: bool
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> LaunchSettings:
+        """Raises ValueError for a SCOUT_CONCURRENCY that is not a whole number of at least 1."""
+        text = environ.get("SCOUT_CONCURRENCY", "").strip()
+        try:
+            concurrency = int(text) if text else 8
+        except ValueError:
+            concurrency = 0
+        if concurrency < 1:
+            raise ValueError(f"SCOUT_CONCURRENCY={text!r}: want a whole number of at least 1")
+        return cls(
+            address=environ.get("SCOUT_ADDRESS", "").strip(),
+            token=environ.get("SCOUT_TOKEN", "").strip(),
+            tls=env_flag(environ, "SCOUT_TLS"),
+            ca_cert=environ.get("SCOUT_CA_CERT") or None,
+            concurrency=concurrency,
+            public_events=env_flag(environ, "SCOUT_PUBLIC_EVENTS"),
+        )
+
+
+def env_flag(environ: Mapping[str, str], name: str) -> bool:
+    """Whether the variable says yes (1, true, yes, on; any case)."""
+    return environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

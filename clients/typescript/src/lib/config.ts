@@ -42,7 +42,7 @@ export const USAGE = `usage: node dist/main.js [options]
 Plays the example bot on a Scout Arena referee until SIGTERM/SIGINT.
 
 options (each overrides the environment variable in brackets):
-  --address HOST:PORT      referee address [SCOUT_ADDRESS] (required)
+  --address HOST:PORT      referee address, or unix:/PATH [SCOUT_ADDRESS] (required)
   --token TOKEN            bot token [SCOUT_TOKEN] (required)
   --tls                    connect with TLS [SCOUT_TLS=1]
   --ca-cert FILE           PEM of the CA to trust [SCOUT_CA_CERT] (implies --tls)

@@ -218,7 +218,8 @@ public final class ArenaClient {
   }
 
   /**
-   * A channel to {@code config.address()}: TLS when asked (trusting {@code caCert}, presenting
+   * A channel to {@code config.address()} ({@code host:port}, or {@code unix:/path} for a Unix
+   * domain socket): TLS when asked (trusting {@code caCert}, presenting
    * {@code clientCert}), keepalive pings every 25 s also without calls (the referee permits one
    * every 10 s or more), 16 MiB receive limit.
    */
@@ -232,6 +233,12 @@ public final class ArenaClient {
    */
   static ManagedChannel newChannel(String address, boolean tls, ClientConfig config)
       throws IOException {
+    if (address.startsWith("unix:")) {
+      // grpc-netty-shaded serves unix: targets itself (epoll domain sockets); it asks every
+      // channel for SO_KEEPALIVE, which a domain socket has not, and netty warns of it once per
+      // connection. HTTP/2 keepalive pings still run.
+      QUIET_BOOTSTRAP_LOG.setLevel(Level.SEVERE);
+    }
     ChannelCredentials credentials;
     if (tls) {
       TlsChannelCredentials.Builder secure = TlsChannelCredentials.newBuilder();
@@ -253,6 +260,10 @@ public final class ArenaClient {
         .userAgent("scout-arena-java-kit")
         .build();
   }
+
+  /** Held so that its level stays set (java.util.logging keeps loggers weakly). */
+  private static final Logger QUIET_BOOTSTRAP_LOG =
+      Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap.Bootstrap");
 
   /** Makes the channel to a referee node (PROTOCOL.md §3.8). */
   @FunctionalInterface

@@ -11,7 +11,8 @@ import java.util.Map;
  * {@code SCOUT_BOT_NAME}, {@code SCOUT_CONCURRENCY}, {@code SCOUT_PUBLIC_EVENTS}) with
  * command-line flags overriding it.
  *
- * @param address referee {@code host:port}
+ * @param address referee {@code host:port}, or {@code unix:/absolute/path} (also
+ *     {@code unix:///absolute/path}) for a Unix domain socket
  * @param token bot token, sent as {@code authorization: Bearer <token>}
  * @param tls connect with TLS (implied by any certificate)
  * @param caCert PEM of the CA to trust instead of the system roots, or null
@@ -57,7 +58,7 @@ public record ClientConfig(
       Connects a SCOUT bot to a Scout Arena referee and plays until stopped (SIGTERM/SIGINT).
       Flags override the environment variables in brackets.
 
-        --address HOST:PORT      referee address [SCOUT_ADDRESS] (required)
+        --address HOST:PORT      referee address, or unix:/PATH [SCOUT_ADDRESS] (required)
         --token TOKEN            bot token [SCOUT_TOKEN] (required)
         --tls                    connect with TLS [SCOUT_TLS=1]
         --ca-cert FILE           PEM of the CA to trust, implies --tls [SCOUT_CA_CERT]

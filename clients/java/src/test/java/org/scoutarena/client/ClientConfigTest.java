@@ -30,6 +30,16 @@ class ClientConfigTest {
   }
 
   @Test
+  void takesAUnixSocketAddressAsItIs() throws Exception {
+    for (String address : List.of("unix:/run/scout/referee.sock",
+        "unix:///run/scout/referee.sock")) {
+      ClientConfig config = ClientConfig.parse(List.of(), Map.of(
+          "SCOUT_ADDRESS", address, "SCOUT_TOKEN", "hosted"));
+      assertEquals(address, config.address());
+    }
+  }
+
+  @Test
   void defaults() throws Exception {
     ClientConfig config = ClientConfig.parse(List.of(), ENV);
     assertFalse(config.tls());

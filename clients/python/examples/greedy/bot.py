@@ -1,0 +1,10 @@
+"""The SDK's bundled `greedy` bot as a program of its own, ready to submit to a ladder as it is.
+
+`run` with no address or token follows the launch convention (PROTOCOL.md §11.4): a ladder's
+sandbox sets SCOUT_ADDRESS (a `unix:` socket there) and SCOUT_TOKEN, as does a tournament.
+"""
+
+from scout_client import GreedyBot, run
+
+if __name__ == "__main__":
+    run(GreedyBot())
