@@ -13,6 +13,8 @@ from scout.v1 import ladder_pb2, ladder_pb2_grpc
 from support.hostedladder import Ladder, hosting_ladder, remote_bots, stop, wait_for
 from support.hosting import bot_folder
 
+GO_KIT = Path(__file__).resolve().parent.parent / "clients" / "go"
+
 
 def _profile(ladder: Ladder, name: str) -> ladder_pb2.BotProfile:
     with grpc.insecure_channel(ladder.address) as channel:
@@ -72,13 +74,27 @@ def test_a_submitted_bot_is_validated_and_plays_rated_beside_remote_bots(
         _plays_rated_beside_remote_bots(ladder, tmp_path)
 
 
-@pytest.mark.timeout(600)
-def test_hosted_bots_play_on_the_ladders_local_nodes(tmp_path: Path) -> None:
+def _go_package() -> Path:
+    """The Go kit's submission, as its `make package` builds it (a static binary)."""
+    built = subprocess.run(["make", "-C", str(GO_KIT), "package"], capture_output=True,
+                           text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return GO_KIT / "dist" / "scout-bot.tar.gz"
+
+
+@pytest.mark.timeout(900)
+def test_hosted_bots_and_a_compiled_kit_play_on_the_ladders_local_nodes(tmp_path: Path) -> None:
+    package = _go_package()
     with hosting_ladder(f"sqlite:///{tmp_path / 'ladder.db'}", tmp_path, "--nodes", "2",
                         "--node-records", str(tmp_path / "node-records")) as ladder:
+        gopher = ladder.signup("gopher")
+        submitted = ladder.cli("submit", "gobot", str(package), owner_token=gopher)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         _plays_rated_beside_remote_bots(ladder, tmp_path)
-        records = list((tmp_path / "node-records").glob("local-*/*.json"))
-        assert any('"counter"' in r.read_text() for r in records)
+        wait_for(lambda: len(_rated(ladder, "gobot")) >= 1, 240, "a rated match of the Go bot")
+        records = [r.read_text() for r in (tmp_path / "node-records").glob("local-*/*.json")]
+        assert any('"counter"' in r for r in records)
+        assert any('"gobot"' in r for r in records)
 
 
 @pytest.mark.timeout(300)

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scout.v1 import owners_pb2
 
-SUBMIT_CHUNK_BYTES = 256 * 1024
+SUBMIT_CHUNK_BYTES = 32 * 1024
+"""Under the 64 KiB the ladder's server reads per message (listener.SERVER_OPTIONS): a larger
+chunk ends the upload RESOURCE_EXHAUSTED."""
 POLL_S = 1.0
 
 
