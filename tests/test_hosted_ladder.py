@@ -45,11 +45,14 @@ def _plays_rated_beside_remote_bots(ladder: Ladder, tmp_path: Path) -> None:
     assert "passed validation" in submitted.stdout
     _, remotes = _remote_pool(ladder, 2)
     try:
-        wait_for(lambda: len(_rated(ladder, "counter")) >= 2, 240,
-                 "2 rated matches of the hosted bot")
+        def beside_remote() -> bool:
+            rated = _rated(ladder, "counter")
+            return len(rated) >= 2 and any(s.bot.startswith("remote") for m in rated
+                                           for s in m.seats)
+
+        wait_for(beside_remote, 240, "2 rated matches of the hosted bot, one with a remote bot")
         rated = _rated(ladder, "counter")
         assert all(not s.forfeited for m in rated for s in m.seats)
-        assert any(s.bot.startswith("remote") for m in rated for s in m.seats)
         profile = _profile(ladder, "counter")
         assert len(profile.history) >= 2 and not profile.bot.paused_reason
         logs = ladder.cli("logs", "counter", owner_token=alice)
