@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class LadderHosting:
         self.config = config
         self.on_nodes = on_nodes
         self.support = probe()
+        self._temporary = config.workdir is None
         self.workdir = config.workdir or Path(tempfile.mkdtemp(prefix="scout-ladder-hosting-"))
         self.hosted = HostedBots(repo, data_limit_bytes=config.data_limit_bytes)
         self.validator = Validator(Sandbox(), self.workdir / "validation", ValidationConfig(
@@ -129,6 +131,8 @@ class LadderHosting:
         await self.queue.stop()
         if self.local is not None:
             await self.local.close()
+        if self._temporary:
+            await asyncio.to_thread(shutil.rmtree, self.workdir, True)
 
     def submit(self, bot: str, version: int) -> None:
         """`owners_service.VersionValidator`: check a stored version."""

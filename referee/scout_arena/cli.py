@@ -267,8 +267,8 @@ def node_hosting(args: argparse.Namespace, referee: Any) -> Any:
         support = SandboxSupport(False, support.reason, support.cgroups)
     workdir = Path(args.hosting_dir) if args.hosting_dir else \
         Path(tempfile.mkdtemp(prefix="scout-node-"))
-    return NodeHosting(referee, Sandbox(), workdir, support,
-                       args.hosted_data_mb * 2**20)
+    return NodeHosting(referee, Sandbox(), workdir, support, args.hosted_data_mb * 2**20,
+                       remove_workdir=not args.hosting_dir)
 
 
 def cmd_referee_serve(args: argparse.Namespace) -> int:

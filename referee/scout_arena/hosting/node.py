@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -33,8 +34,12 @@ class NodeHosting:
     """The `server.node.NodeHosting` seam of a node that can run sandboxes."""
 
     def __init__(self, referee: Referee, launcher: Launcher, workdir: Path,
-                 support: SandboxSupport, data_limit_bytes: int) -> None:
+                 support: SandboxSupport, data_limit_bytes: int, *,
+                 remove_workdir: bool = False) -> None:
         self.support = support
+        self.workdir = workdir
+        self.remove_workdir = remove_workdir
+        """Remove ``workdir`` at `close` (a temporary one)."""
         self.cache = CodeCache(workdir / "code")
         self.host = Host(referee, launcher, workdir, on_report=self._report,
                          data_limit_bytes=data_limit_bytes)
@@ -144,5 +149,7 @@ class NodeHosting:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.host.close()
+        if self.remove_workdir:
+            await asyncio.to_thread(shutil.rmtree, self.workdir, True)
 
 
