@@ -10,6 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
+from scout_arena.sandbox import pack_folder
+from scout_ladder.repository import Repository
 from support.hostedladder import Ladder, hosting_ladder, remote_bots, stop, wait_for
 from support.hosting import bot_folder
 
@@ -151,3 +153,25 @@ def test_hostile_hosted_bots_cost_only_their_own_seats_and_are_paused(tmp_path: 
                      "remote bots still playing")
         finally:
             stop(remotes)
+
+
+@pytest.mark.timeout(300)
+def test_a_version_left_validating_is_validated_when_the_ladder_starts(tmp_path: Path) -> None:
+    """A version stored as validating (the ladder stopped before its verdict) is checked by
+    the next ladder to start on the database."""
+    db = f"sqlite:///{tmp_path / 'ladder.db'}"
+    repo = Repository(db, storage=tmp_path / "storage")
+    repo.migrate()
+    repo.create_owner("alice")
+    stored = repo.submit_version("leftover", as_owner="alice",
+                                 archive=pack_folder(bot_folder("greedy", tmp_path)),
+                                 runtime="python",
+                                 command=("python", "-m", "scout_client", "run", "greedy"))
+    assert stored.status == "validating"
+    with hosting_ladder(db, tmp_path):
+        wait_for(lambda: repo.get_version("leftover", stored.version, as_owner=None).status
+                 != "validating", 120, "the verdict on the leftover version")
+        decided = repo.get_version("leftover", stored.version, as_owner=None)
+        assert decided.status == "active", decided.reason
+        assert "match 2 of the check" in (decided.validation_output or "")
+    repo.close()
