@@ -97,6 +97,11 @@ class LadderHosting:
         self.cache = CodeCache(self.workdir / "code")
         self.local: Host | None = None
         self._versions: dict[tuple[str, int], HostedVersion] = {}
+        self.held_here: dict[str, tuple[str, ...]] = {}
+        """Matches with hosted seats held on the ladder's own referee until their bots
+        connect -> their players: the remote ones' seats are reserved meanwhile (the referee
+        seats them only once the match starts)."""
+        self._flights: MatchFlights | None = None
 
     @property
     def referee(self) -> RefereeFacade:
@@ -126,6 +131,7 @@ class LadderHosting:
                                   data_limit_bytes=self.config.data_limit_bytes)
         self.referee.on_match_finished(lambda record: self.hosted.match_over(
             record.match_id or "", record.players))
+        self.referee.on_hosting_failed(self._not_started)
 
     async def stop(self) -> None:
         await self.queue.stop()
@@ -223,8 +229,18 @@ class LadderHosting:
                          challenge_id: int | None) -> None:
         """A table with hosted seats on the ladder's own referee: its row first (as every
         match), then the match held until its bots are connected (`start_here`)."""
+        self._flights = flights
         intent_id = new_intent_id()
         self.hosted.seat(intent_id, names)
+        self.held_here[intent_id] = tuple(names)
+        try:
+            await self._begin_here(flights, intent_id, names, challenge_id)
+        finally:
+            if intent_id not in self.referee.core.assigned.pending:
+                self.held_here.pop(intent_id, None)
+
+    async def _begin_here(self, flights: MatchFlights, intent_id: str, names: list[str],
+                          challenge_id: int | None) -> None:
         seed = await flights.write_intent(intent_id, names, challenge_id)
         if seed is None or flights.flags.stopping:
             self.unseat(intent_id, names)
@@ -241,6 +257,29 @@ class LadderHosting:
             await flights.void_intent(intent_id, f"the referee did not start it: {exc}")
             return
         flights.roster.seated(names)
+
+    def reserved(self) -> dict[str, set[str]]:
+        """Bot -> held local matches with hosted seats that have not started yet."""
+        pending = self.referee.core.assigned.pending
+        for match_id in [m for m in self.held_here if m not in pending]:
+            del self.held_here[match_id]
+        held: dict[str, set[str]] = {}
+        for match_id, names in self.held_here.items():
+            for name in names:
+                held.setdefault(name, set()).add(match_id)
+        return held
+
+    def _not_started(self, match_id: str, why: str) -> None:
+        """A held local match could not start (a remote bot filled up meanwhile, ...): void
+        it, and free its hosted bots (their runs are reported as they stop)."""
+        self.held_here.pop(match_id, None)
+        flights = self._flights
+        flight = None if flights is None else flights.flights.get(match_id)
+        if flights is None or flight is None:
+            return
+        flights.background.spawn(flights.settle_void(flight, f"the referee could not start "
+                                                             f"it: {why}"),
+                                 f"void match {match_id}")
 
     def node_match_over(self, match_id: str) -> None:
         """A match on a node ended or was lost: its hosted bots are freed by their reports,
@@ -261,7 +300,7 @@ class HostingPlacement:
         return self.inner.room()
 
     def held(self) -> Mapping[str, Set[str]]:
-        return self.inner.held()
+        return self.hosting.reserved()
 
     def notice_idle(self, idle: int) -> None:
         self.inner.notice_idle(idle)
