@@ -30,6 +30,8 @@ NodeFilter = Callable[[Sequence[str], NodeSession], bool]
 """Whether a node can host a table of these bots (a capability the table needs)."""
 
 NODELESS_WARNING_EVERY_S = 30.0
+HOSTED_JOIN_TIMEOUT_S = 20.0
+"""The least join timeout of a match with hosted seats (their node starts them first)."""
 
 
 class HostedSeats(Protocol):
@@ -181,9 +183,12 @@ class NodePlacement:
         tickets = [(n, secrets.token_urlsafe(24)) for n in names]
         tc = self.config.time_control
         hosted = self.hosted_seats.seat(intent_id, names) if self.hosted_seats else {}
+        join_timeout_s = self.config.join_timeout_s
+        if hosted:  # the node fetches and starts them first: no seat lost to a slow start
+            join_timeout_s = max(join_timeout_s, HOSTED_JOIN_TIMEOUT_S)
         reply = await node.assign(intent_id, tickets, seed, game_pb2.TimeControl(
             decision_ms=tc.decision_ms, time_bank_ms=tc.time_bank_ms,
-            no_time_bank=tc.time_bank_ms == 0), self.config.join_timeout_s, hosted)
+            no_time_bank=tc.time_bank_ms == 0), join_timeout_s, hosted)
         if not reply.accepted:
             if self.hosted_seats is not None:
                 self.hosted_seats.unseat(intent_id, names)

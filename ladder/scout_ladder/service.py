@@ -32,7 +32,7 @@ from .leasewatch import LeaseWatch
 from .node_events import NodeMatches
 from .nodes import NodeRegistry, NodeSession, NodesServicer
 from .owners_service import OwnersServicer
-from .placement import LocalPlacement, NodePlacement, Placement
+from .placement import HOSTED_JOIN_TIMEOUT_S, LocalPlacement, NodePlacement, Placement
 from .probation import Probation
 from .ratingcache import RatingsCache
 from .repository import Repository
@@ -67,7 +67,7 @@ class Ladder:
             self.hosting = LadderHosting(
                 repository, config.time_control, HostingConfig(
                     workdir=config.hosting_dir, data_limit_bytes=config.hosted_data_mb * 2**20,
-                    join_timeout_s=max(config.join_timeout_s, 20.0)),
+                    join_timeout_s=max(config.join_timeout_s, HOSTED_JOIN_TIMEOUT_S)),
                 on_nodes=config.node_token is not None)
         owners = self.owners_servicer = OwnersServicer(
             repository, admin_token=config.admin_token, registration=config.registration,
