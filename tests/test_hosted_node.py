@@ -176,3 +176,35 @@ async def test_a_node_without_hosting_says_so_and_refuses_hosted_seats(tmp_path:
     finally:
         await stop_processes(node)
         await server.stop(None)
+
+
+@run_async
+async def test_the_hosting_calls_serve_only_seated_bots_and_only_with_the_node_token(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "ladder")
+    archive = pack_folder(bot_folder("counter", tmp_path))
+    store.upload_path("counter", 1).parent.mkdir(parents=True)
+    store.upload_path("counter", 1).write_bytes(archive)
+    hosted = HostedBots(store)
+    hosted.refresh([Row("counter")], {"counter": Version(1, sha256_hex(archive), len(archive))})
+    server, address, _, _ = await _ladder(store, hosted)
+    request = nodes_pb2.FetchBotFilesRequest(match_id="m-1", bot_name="counter",
+                                             kind=nodes_pb2.BOT_FILES_KIND_CODE)
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = nodes_pb2_grpc.NodesStub(channel)
+            node = (("authorization", f"Bearer {TOKEN}"),)
+            for metadata, code in ((node, grpc.StatusCode.PERMISSION_DENIED),
+                                   ((("authorization", "Bearer wrong"),),
+                                    grpc.StatusCode.UNAUTHENTICATED)):
+                try:
+                    async for _ in stub.FetchBotFiles(request, metadata=metadata):
+                        pass
+                    raise AssertionError("files were sent")
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == code
+            hosted.seat("m-1", ["counter"])
+            chunks = [c.data async for c in stub.FetchBotFiles(request, metadata=node)]
+            assert b"".join(chunks) == archive
+    finally:
+        await server.stop(None)
