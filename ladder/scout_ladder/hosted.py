@@ -102,6 +102,8 @@ class HostedBots:
         """Hosted bots that may be seated (active version, not paused, owner not suspended)."""
         self.busy: dict[str, str] = {}
         """Hosted bot -> the match it is seated in, until its run is reported."""
+        self.playing: dict[str, int] = {}
+        """Hosted bot -> the version it was seated with (its run is that version's)."""
         self.streak: dict[str, int] = {}
         self.paused: dict[str, str] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -137,6 +139,7 @@ class HostedBots:
         hosted = [n for n in names if n in self.entries]
         for name in hosted:
             self.busy[name] = match_id
+            self.playing[name] = self.entries[name].version
         return hosted
 
     def unseat(self, match_id: str, names: Sequence[str]) -> None:
@@ -205,8 +208,7 @@ class HostedBots:
         name = report.bot_name
         if self.busy.get(name) not in (report.match_id, None):
             return f"{name} is seated in another match now: report ignored"
-        entry = self.entries.get(name)
-        number = version or (entry.version if entry is not None else 0)
+        number = version or self.playing.get(name, 0)
         reason = report.why or report.outcome.reason
         try:
             await asyncio.to_thread(self.repo.record_hosted_run, name, report.match_id, number,
