@@ -194,6 +194,12 @@ class MatchFlights:
         record_json = json.dumps(record_to_json(record))
         row_id = await self._row_id(flight)
         async with self.ratings.lock:
+            if self.flights.get(flight.match_id) is not flight:
+                # Settled while this waited (a node sends its report again once its link is
+                # back): rating it again would change nothing stored, but would move the
+                # ratings in memory, and every later one, apart from the stored ones.
+                await self.keep_late_record(row_id, record)
+                return
             updates: RatingUpdates = {}
             if rated:
                 updates = self.ratings.rate(record.players, outcome.ranks)
@@ -226,7 +232,7 @@ class MatchFlights:
 
     async def keep_late_record(self, match_id: str, record: MatchRecord) -> tuple[bool, str]:
         """A finished match the ladder no longer has in flight: stored already (a repeat), or
-        voided before its result came (its record is kept, unrated)."""
+        voided before its result came (its record is kept, unrated); never rated here."""
         summary = await self.db.run(f"look up match {match_id}", self.repo.get_match, match_id)
         if summary is None:
             log.error("a node reported match %s, which this ladder never wrote", match_id)

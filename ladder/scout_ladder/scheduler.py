@@ -46,6 +46,7 @@ class Scheduler:
         while not flags.stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(flags.wake.wait(), self.config.schedule_interval_s)
+            flags.wake.clear()  # woken once per call: a wake-up is not a state
             if flags.stopping:
                 return
             try:
