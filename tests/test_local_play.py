@@ -61,3 +61,43 @@ def test_local_play_calls_every_hook_a_referee_would_in_the_same_order() -> None
             if isinstance(message, Observation) and message.history:
                 assert isinstance(middle[i - 1], PublicEvent)
                 assert middle[i - 1].action == message.history[-1]
+
+
+def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
+    """In process the SDK's messages are built from the engine's values with no protobuf; each
+    must equal the message a networked bot parses from the referee's own encoding."""
+    from dataclasses import replace
+    from itertools import accumulate
+
+    from scout_arena.server import TimeControl
+    from scout_arena.server import convert as wire
+    from scout_arena.server.events import MatchStarted
+    from scout_arena.server.events import RoundEnded as WireRoundEnded
+    from scout_client import convert as sdk_wire
+    from scout_rules import State
+
+    for players, seed in ((2, 3), (3, 11), (4, 5), (5, 8)):
+        bots = [Listening() for _ in range(players)]
+        on_wire: list[Observation] = []
+
+        def note(state: State, actor: int, _action: Action,
+                 on_wire: list[Observation] = on_wire) -> None:
+            message = wire.decision_request(state.observation(actor), "m", 0, 1000, 30000)
+            on_wire.append(sdk_wire.decision_request_from_proto(message.decision_request))
+
+        state = play_match(bots, seed=seed, match_id="m", on_action=note)
+        heard = [m for bot in bots for m in bot.heard]
+        asked = sorted((m for m in heard if isinstance(m, Observation)),
+                       key=lambda o: o.request_id)
+        assert [replace(o, request_id=0) for o in asked] == on_wire
+        totals = list(accumulate((r.scores for r in state.round_results),
+                                 lambda a, b: tuple(x + y for x, y in zip(a, b, strict=True))))
+        ends = [sdk_wire.referee_message_from_proto(wire.referee_message(WireRoundEnded(
+                    "m", log.result, totals[i], log.dealt_hands, tuple(log.rotations))))
+                for i, log in enumerate(state.round_logs) if log.result is not None]
+        assert [m for m in bots[0].heard if isinstance(m, RoundEnded)] == ends
+        for seat, bot in enumerate(bots):
+            start = sdk_wire.referee_message_from_proto(wire.referee_message(MatchStarted(
+                "m", seat, tuple(b.display_name for b in bots), players, state.num_rounds,
+                TimeControl(1000, 30000), False, 30000, 0)))
+            assert bot.heard[0] == start

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeAlias
 
-from scout_rules import Action, ActionKind, Card, End, PublicAction, Scout, ScoutAndShow, Show
+from scout_rules import (
+    Action,
+    ActionKind,
+    Card,
+    End,
+    Hand,
+    PublicAction,
+    Scout,
+    ScoutAndShow,
+    Show,
+)
 
 from .observation import Observation
 
@@ -136,10 +146,6 @@ class MatchStart:
     strikes: int = 0
 
 
-def _rotate(hand: tuple[Card, ...]) -> tuple[Card, ...]:
-    return tuple(card.flipped() for card in reversed(hand))
-
-
 @dataclass(frozen=True, slots=True)
 class RotationRequest:
     """Decide whether to rotate the dealt hand 180 degrees (order reversed, every card turned).
@@ -158,7 +164,7 @@ class RotationRequest:
 
     def rotated_hand(self) -> tuple[Card, ...]:
         """The hand as it would be after rotating."""
-        return _rotate(self.hand)
+        return tuple(Hand(self.hand).rotated())
 
     def rotated_faces(self) -> tuple[int, ...]:
         """The values in play if the bot rotates."""
