@@ -186,7 +186,7 @@ def test_another_owner_is_refused_and_hostile_uploads_say_why(
             tar.addfile(entry, io.BytesIO(data))
     (tmp_path / "hostile.tar.gz").write_bytes(hostile.getvalue())
     line = one_line_error(cli("submit", "hb", str(tmp_path / "hostile.tar.gz"), *address,
-                              "--owner-token", alice), 1)
+                              "--owner-token", alice), 2)
     assert "INVALID_ARGUMENT: upload refused:" in line and "'..'" in line, line
 
 
@@ -201,9 +201,19 @@ def test_another_owner_is_refused_and_hostile_uploads_say_why(
     (["logs", "hb", "--address", "127.0.0.1:1", "--timeout", "abc"], "--timeout"),
     (["serve", "--registration", "sometimes"], "--registration"),
     (["serve", "--max-upload-mb", "0"], "--max-upload-mb"),
+    (["serve", "--max-bots-per-owner", "many"], "--max-bots-per-owner"),
+    (["serve", "--max-submissions-per-hour", "-1"], "--max-submissions-per-hour"),
+    (["serve", "--storage", "/dev/null"], "--storage"),
+    (["suspend", "bob", "--reason", " ", "--address", "127.0.0.1:1"], "--reason"),
 ])
 def test_bad_values_are_one_line_and_status_2(args: list[str], says: str) -> None:
     assert says in one_line_error(cli(*args), 2)
+
+
+def test_a_name_the_ladder_refuses_is_a_usage_error(ladder: LadderThread) -> None:
+    line = one_line_error(cli("signup", "bad\nname", "--address", ladder.address,
+                              "--admin-token", ADMIN), 2)
+    assert "INVALID_ARGUMENT" in line and "owner" in line
 
 
 def test_an_unreachable_ladder_is_one_line(tmp_path: Path) -> None:

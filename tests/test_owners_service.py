@@ -18,6 +18,7 @@ from scout.v1 import ladder_pb2, ladder_pb2_grpc, owners_pb2, owners_pb2_grpc
 from scout_ladder.owners_service import Registration
 from scout_ladder.repository import OwnerLimits, Repository, hash_token
 from scout_ladder.service import Ladder, LadderConfig
+from scout_ladder.web_source import LadderSource
 from sqlalchemy import create_engine, text
 from support.validators import RecordingValidator, VerdictValidator
 
@@ -227,12 +228,15 @@ def test_a_suspended_owner_is_told_why_and_their_bots_are_not_scheduled(
                     ladder_pb2.GetBotProfileRequest(name="a1"), timeout=30)
             assert profile.bot.suspended_reason == "colluding bots"
             assert profile.bot.kind == "remote"
-            await ladder._refresh_bots()
-            assert ladder.unschedulable["a1"] == "its owner is suspended: colluding bots"
+            page = LadderSource(repo).bot_profile("a1")
+            assert page is not None and page["suspended_reason"] == "colluding bots"
+            assert (page["kind"], page["paused_reason"]) == ("remote", None)
+            await ladder.roster.refresh()
+            assert ladder.roster.unschedulable["a1"] == "its owner is suspended: colluding bots"
             await stub.ReinstateOwner(owners_pb2.ReinstateOwnerRequest(name="alice"),
                                       metadata=bearer(ADMIN), timeout=30)
-            await ladder._refresh_bots()
-            assert "a1" not in ladder.unschedulable
+            await ladder.roster.refresh()
+            assert "a1" not in ladder.roster.unschedulable
 
     run(scenario)
 
@@ -249,6 +253,9 @@ def test_limits_are_refused_as_resource_exhausted(repo: Repository) -> None:
                 timeout=30))
             assert code == Code.RESOURCE_EXHAUSTED and "retire one" in says
             bob = await signup(stub, "bob")
+            code, says = await refused(stub.SubmitVersion(chunks("x" * 10_000, b"x"),
+                                                          metadata=bearer(bob), timeout=30))
+            assert code == Code.INVALID_ARGUMENT and "not a bot name" in says and len(says) < 300
             code, says = await refused(stub.SubmitVersion(
                 chunks("big", b"x" * (64 * 1024 + 1), 16 * 1024), metadata=bearer(bob),
                 timeout=30))

@@ -26,7 +26,7 @@ from typing import Any
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.gcpolicy import tune_gc
 
-from .owner_cli import add_client_options, add_owner_commands
+from .owner_cli import add_client_options, add_owner_commands, add_owner_serve_flags
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -143,6 +143,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          max_upload_bytes=args.max_upload_mb * 2**20)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise _Exit("--tls-cert and --tls-key go together", 2)
+    if args.storage is not None and Path(args.storage).exists() \
+            and not Path(args.storage).is_dir():
+        raise _Exit(f"--storage: {args.storage} is not a folder", 2)
     if args.tls_cert:
         config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                                Path(args.tls_client_ca) if args.tls_client_ca else None)
@@ -330,9 +333,12 @@ def cmd_bot(args: argparse.Namespace) -> int:
         return 1
     console = _console()
     bot = profile.bot
-    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}"
+    console.print(f"[bold]{bot.name}[/bold] v{bot.version}, owner {bot.owner}, {bot.kind}"
                   + (" (retired)" if bot.retired else "")
-                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else ""))
+                  + (f"\nprobation: {bot.probation_reason}" if bot.probation_reason else "")
+                  + (f"\nowner suspended: {bot.suspended_reason}" if bot.suspended_reason
+                     else "")
+                  + (f"\npaused: {bot.paused_reason}" if bot.paused_reason else ""))
     console.print(f"timeouts {profile.timeouts}, forfeits {profile.forfeits}")
     sizes = Table(title="Results by table size")
     for col in ("players", "matches", "mean rank", "wins"):
@@ -393,29 +399,7 @@ def _plain(row: Any) -> Any:
     return row
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
-    return value
-
-
-def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
-    owners = serve.add_argument_group(
-        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
-    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
-                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
-                             "closed (default): only the admin token makes accounts")
-    owners.add_argument("--storage", metavar="DIR",
-                        help="hosted bots' uploads and data folders (default: "
-                             "<database file>-storage beside a SQLite file, else "
-                             "./ladder-storage)")
-    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
+def _add_hosting_flags(serve: argparse.ArgumentParser) -> None:
     hosting = serve.add_argument_group(
         "hosted bots", "run uploaded bots in the sandbox (docs/deploy.md#hosted-bots)")
     hosting.add_argument("--no-hosting", action="store_true",
@@ -423,9 +407,19 @@ def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
     hosting.add_argument("--hosting-dir", metavar="DIR",
                          help="hosting's working folder: unpacked code, runs, validation "
                               "(default: a new temporary folder)")
-    hosting.add_argument("--hosted-data-mb", type=_positive, default=16, metavar="MB",
+    hosting.add_argument("--hosted-data-mb", type=_megabytes, default=16, metavar="MB",
                          help="the largest data folder a hosted bot keeps between matches "
                               "(default 16)")
+
+
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of MB from 1, got {text[:40]!r}")
+    return value
 
 
 def add_ladder_parser(sub: Any) -> None:
@@ -458,7 +452,8 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
-    _add_owner_flags(serve)
+    add_owner_serve_flags(serve)
+    _add_hosting_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")

@@ -7,7 +7,8 @@ owner token comes from ``--owner-token`` or ``SCOUT_OWNER_TOKEN``, the admin's f
 ``--admin-token`` or ``SCOUT_LADDER_ADMIN_TOKEN``. Every call has a deadline (``--timeout``).
 A token the ladder hands out is printed alone on the last line of stdout, so that scripts take
 ``tail -n 1``. Errors are one line on stderr: exit status 2 for a usage error (no address, no
-token, an unreadable upload), 1 for a refusal by the ladder (its status and message) or a
+token, an unreadable upload, a value the ladder calls INVALID_ARGUMENT: a bad name, an upload
+its checks refuse), 1 for any other refusal by the ladder (its status and message) or a
 version that failed validation.
 """
 
@@ -54,7 +55,9 @@ def guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
             code = exc.code() if isinstance(exc, grpc.Call) else None
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
             name = code.name if code is not None else "ERROR"
-            message, status = f"{name}: {' '.join((details or '').split())}", 1
+            message = f"{name}: {' '.join((details or '').split())}"
+            # The ladder refused a value given here (a name, an upload): a usage error.
+            status = 2 if code == grpc.StatusCode.INVALID_ARGUMENT else 1
             if code == grpc.StatusCode.UNAVAILABLE:
                 message += f" (is a ladder serving {args.address}?)"
         except UploadError as exc:
@@ -298,6 +301,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _reason(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a reason is not empty (it is shown on the owner's "
+                                         "bots)")
+    return text
+
+
 def _limit(text: str) -> int:
     try:
         value = int(text)
@@ -306,6 +316,36 @@ def _limit(text: str) -> int:
     if not 1 <= value <= 100:
         raise argparse.ArgumentTypeError(f"a number from 1 to 100, got {text[:40]!r}")
     return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+    return value
+
+
+def add_owner_serve_flags(serve: argparse.ArgumentParser) -> None:
+    """`ladder serve`'s flags for owner accounts: the registration policy, the storage
+    folder, the limits."""
+    owners = serve.add_argument_group(
+        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
+    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
+                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
+                             "closed (default): only the admin token makes accounts")
+    owners.add_argument("--storage", metavar="DIR",
+                        help="hosted bots' uploads and data folders (default: "
+                             "<database file>-storage beside a SQLite file, else "
+                             "./ladder-storage)")
+    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N",
+                        help="unretired bots an owner may have (default 10)")
+    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N",
+                        help="uploads an owner may make in any hour (default 10)")
+    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB",
+                        help="largest upload (default 50)")
 
 
 def add_client_options(p: argparse.ArgumentParser, *, admin: bool = False,
@@ -345,7 +385,8 @@ def add_owner_commands(ladder_sub: Any) -> None:
 
     suspend = ladder_sub.add_parser("suspend", help="suspend an owner account (admin)")
     suspend.add_argument("owner", metavar="OWNER")
-    suspend.add_argument("--reason", required=True, help="shown on the owner's bots")
+    suspend.add_argument("--reason", required=True, type=_reason,
+                         help="shown on the owner's bots")
     add_client_options(suspend, owner=False, admin=True)
     suspend.set_defaults(func=guarded(cmd_suspend))
 

@@ -2,7 +2,8 @@
 
 A thin servicer: every call authenticates its caller, runs one repository call in a thread
 (``asyncio.to_thread``: the database never blocks the loop) and maps the repository's errors
-to statuses by one table (:data:`STATUS_OF`, documented in docs/PROTOCOL.md §19). Who acts is
+to statuses by the ladder's one table (`rpc.STATUS_OF_ERROR`, plus :data:`OWN_STATUS_OF` for
+the upload's own refusals; docs/PROTOCOL.md §19). Who acts is
 passed to the repository (an owner's name, or None for the admin), which checks in the same
 transaction that the bot is theirs.
 
@@ -15,6 +16,7 @@ normalized .tar.gz, stored as a ``validating`` version, and handed to the ladder
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import tempfile
@@ -29,39 +31,24 @@ import grpc
 from scout.v1 import owners_pb2, owners_pb2_grpc
 from scout_arena.server import bearer_token
 
+from . import rpc
 from .datafolder import DataTooLargeError, pack_data_folder
 from .repository import (
     BotInfo,
     BotKind,
-    BotKindError,
-    BotOwnerError,
-    BotRetiredError,
     BotVersionInfo,
-    InvalidInputError,
-    InviteError,
-    LimitError,
-    NotYourBotError,
-    OwnerExistsError,
     OwnerInfo,
-    OwnerSuspendedError,
     Repository,
-    UnknownBotError,
-    UnknownOwnerError,
-    UnknownVersionError,
-    VersionStateError,
     VersionStatus,
     echo,
-    is_transient,
 )
+from .repository.common import is_bot_name
 
 log = logging.getLogger("scout_ladder.owners")
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context = rpc.Context
 T = TypeVar("T")
 
-MESSAGE_LIMIT = 1000
-"""Longest status message (an upload's refusal quotes the sandbox's message; a status trailer
-must stay small)."""
 CHUNK_BYTES = 256 * 1024
 """DownloadData's chunk size."""
 RUN_LOGS_DEFAULT, RUN_LOGS_MAX = 20, 100
@@ -105,43 +92,20 @@ class UploadRefused(Exception):
     """The upload is not a bot the ladder can take (the sandbox package's message)."""
 
 
-def _not_found(what: str) -> Callable[[Exception], str]:
-    return lambda exc: f"no {what} named {echo(str(exc))}"
-
-
-STATUS_OF: tuple[tuple[type[Exception], grpc.StatusCode, Callable[[Exception], str]], ...] = (
-    (UnknownBotError, grpc.StatusCode.NOT_FOUND, _not_found("bot")),
-    (UnknownOwnerError, grpc.StatusCode.NOT_FOUND, _not_found("owner")),
-    (UnknownVersionError, grpc.StatusCode.NOT_FOUND, str),
-    (NotYourBotError, grpc.StatusCode.PERMISSION_DENIED, str),
-    (InviteError, grpc.StatusCode.PERMISSION_DENIED, str),
-    (OwnerSuspendedError, grpc.StatusCode.FAILED_PRECONDITION, str),
-    (BotKindError, grpc.StatusCode.FAILED_PRECONDITION, str),
-    (BotRetiredError, grpc.StatusCode.FAILED_PRECONDITION, lambda exc: f"{exc} is retired"),
-    (VersionStateError, grpc.StatusCode.FAILED_PRECONDITION, str),
-    (LimitError, grpc.StatusCode.RESOURCE_EXHAUSTED, str),
-    (DataTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED, str),
-    (OwnerExistsError, grpc.StatusCode.ALREADY_EXISTS, str),
-    (BotOwnerError, grpc.StatusCode.ALREADY_EXISTS, str),
-    (UploadRefused, grpc.StatusCode.INVALID_ARGUMENT, lambda exc: f"upload refused: {exc}"),
-    (InvalidInputError, grpc.StatusCode.INVALID_ARGUMENT, str),
+OWN_STATUS_OF: tuple[tuple[type[Exception], grpc.StatusCode, str], ...] = (
+    (UploadRefused, grpc.StatusCode.INVALID_ARGUMENT, "upload refused: "),
+    (DataTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
 )
-"""Each error the repository (or the upload check) raises on purpose, in order of
-precedence, and the status and message it becomes."""
+"""The statuses of this service's own refusals (not the repository's): exception type, code,
+message prefix. The repository's errors go through `rpc.STATUS_OF_ERROR`, the ladder's one
+table (the owner errors included)."""
 
 
 def status_of(exc: Exception) -> tuple[grpc.StatusCode, str] | None:
-    for kind, code, message in STATUS_OF:
+    for kind, code, prefix in OWN_STATUS_OF:
         if isinstance(exc, kind):
-            return code, message(exc)
-    if is_transient(exc):
-        return (grpc.StatusCode.UNAVAILABLE,
-                "the ladder's database is not answering; try again shortly")
-    return None
-
-
-def _bounded(message: str) -> str:
-    return message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + "..."
+            return code, prefix + str(exc)
+    return rpc.status_of(exc)
 
 
 def _iso(moment: datetime | None) -> str:
@@ -241,50 +205,48 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
     async def _caller(self, context: Context) -> _Caller:
         token = bearer_token(context)
         if not token:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                "this call needs 'authorization: Bearer <owner token>'")
+            await rpc.abort(context, grpc.StatusCode.UNAUTHENTICATED,
+                            "this call needs 'authorization: Bearer <owner token>'")
         if self._is_admin(token):
             return _Caller(None)
         owner = await self._call(context, self.repo.authenticate_owner, token)
         if owner is None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                "unknown owner token (sign up for one, or check "
-                                "SCOUT_OWNER_TOKEN)")
+            await rpc.abort(context, grpc.StatusCode.UNAUTHENTICATED,
+                            "unknown owner token (sign up for one, or check "
+                            "SCOUT_OWNER_TOKEN)")
         return _Caller(owner)
 
     async def _admin(self, context: Context) -> None:
         token = bearer_token(context)
         if not self._is_admin(token):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED if token else
-                                grpc.StatusCode.UNAUTHENTICATED,
-                                "this call needs 'authorization: Bearer <admin token>'"
-                                + ("" if self.admin_token else
-                                   " and this ladder was started without one"))
+            await rpc.abort(context, grpc.StatusCode.PERMISSION_DENIED if token else
+                            grpc.StatusCode.UNAUTHENTICATED,
+                            "this call needs 'authorization: Bearer <admin token>'"
+                            + ("" if self.admin_token else
+                               " and this ladder was started without one"))
 
     async def _call(self, context: Context, fn: Callable[..., T], *args: Any,
                     **kwargs: Any) -> T:
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
         except Exception as exc:
             status = status_of(exc)
             if status is None:
                 log.error("Owners call %s failed", getattr(fn, "__name__", fn), exc_info=exc)
-                status = (grpc.StatusCode.INTERNAL,
-                          "the ladder failed on this call; its log has the details")
-        await context.abort(status[0], _bounded(status[1]))
-        raise AssertionError("abort returned")
+                status = (grpc.StatusCode.INTERNAL, rpc.INTERNAL_MESSAGE)
+        await rpc.abort(context, *status)
 
     async def _refuse_suspended(self, caller: _Caller, context: Context) -> None:
         if caller.owner is not None and caller.owner.suspended:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                _bounded(f"the owner {echo(caller.owner.name)} is suspended: "
-                                         f"{caller.owner.suspended_reason}"))
+            await rpc.abort(context, grpc.StatusCode.FAILED_PRECONDITION,
+                            (f"the owner {echo(caller.owner.name)} is suspended: "
+                                     f"{caller.owner.suspended_reason}"))
 
     async def _need_hosting(self, context: Context) -> None:
         if self.validator is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                "this ladder hosts no bots (it was started without hosting): "
-                                "register a remote bot instead")
+            await rpc.abort(context, grpc.StatusCode.FAILED_PRECONDITION,
+                            "this ladder hosts no bots (it was started without hosting): "
+                            "register a remote bot instead")
 
     # ----- accounts ---------------------------------------------------------------------------
 
@@ -296,13 +258,13 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
                                              invite, by_admin=True)
             return owners_pb2.SignupResponse(owner=_owner(owner), owner_token=token)
         if self.registration == Registration.CLOSED:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                "this ladder's registration is closed: its operator makes "
-                                "owner accounts")
+            await rpc.abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                            "this ladder's registration is closed: its operator makes "
+                            "owner accounts")
         if self.registration == Registration.INVITE and invite is None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                "this ladder signs up by invite: pass an invite code from its "
-                                "operator")
+            await rpc.abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                            "this ladder signs up by invite: pass an invite code from its "
+                            "operator")
         owner, token = await self._call(context, self.repo.create_owner, request.name, invite)
         log.info("owner %s signed up", owner.name)
         return owners_pb2.SignupResponse(owner=_owner(owner), owner_token=token)
@@ -330,11 +292,11 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
         caller = await self._caller(context)
         name = request.name or caller.as_owner
         if name is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "the admin names the owner to show")
+            await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                            "the admin names the owner to show")
         if caller.as_owner is not None and name != caller.as_owner:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                "an owner sees only their own account")
+            await rpc.abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                            "an owner sees only their own account")
         profile = await self._call(context, self.repo.get_owner, name)
         return owners_pb2.OwnerProfile(owner=_owner(profile.owner),
                                        bots=[_bot(b) for b in profile.bots])
@@ -345,9 +307,9 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
                           context: Context) -> owners_pb2.RegisterOwnedBotResponse:
         caller = await self._caller(context)
         if caller.owner is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "a bot is registered with its owner's token (the admin uses "
-                                "Ladder.RegisterBot, which names the owner)")
+            await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                            "a bot is registered with its owner's token (the admin uses "
+                            "Ladder.RegisterBot, which names the owner)")
         assert caller.owner is not None
         await self._refuse_suspended(caller, context)
         kind = BotKind.HOSTED if request.kind == owners_pb2.BOT_KIND_HOSTED else BotKind.REMOTE
@@ -386,22 +348,25 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
             part = chunk.WhichOneof("part")
             if name is None:
                 if part != "bot":
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        "the first message of an upload names the bot")
+                    await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                                    "the first message of an upload names the bot")
                 name = chunk.bot
+                if not is_bot_name(name):  # said before the bytes are read, not after
+                    await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"not a bot name: {echo(name)}")
                 continue
             if part != "data":
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    "after the bot's name, an upload is data messages only")
+                await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                                "after the bot's name, an upload is data messages only")
             size += len(chunk.data)
             if size > limit:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                    f"the upload is larger than this ladder takes ({limit} "
-                                    "bytes)")
+                await rpc.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"the upload is larger than this ladder takes ({limit} "
+                                "bytes)")
             parts.append(chunk.data)
         if name is None or not parts:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "an upload is the bot's name, then the archive's bytes")
+            await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                            "an upload is the bot's name, then the archive's bytes")
         assert name is not None
         upload = await self._call(context, normalize_upload, b"".join(parts), limit)
         version = await self._call(
@@ -448,3 +413,8 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
         archive = await self._call(context, pack_data_folder, folder)
         for start in range(0, len(archive), CHUNK_BYTES):
             yield owners_pb2.DataChunk(data=archive[start:start + CHUNK_BYTES])
+
+
+def owners_service(servicer: OwnersServicer) -> rpc.ServiceRegistration:
+    return (lambda server: owners_pb2_grpc.add_OwnersServicer_to_server(servicer, server),
+            "scout.v1.Owners")

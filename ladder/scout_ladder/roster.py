@@ -46,7 +46,8 @@ class Roster:
         self.owners: dict[str, str] = {}
         self.versions: dict[str, int] = {}
         self.unschedulable: dict[str, str] = {}
-        """Bot name -> why it is not scheduled ("retired", "probation: ...")."""
+        """Bot name -> why it is not scheduled ("retired", "probation: ...", "its owner is
+        suspended: ...", "paused: ...")."""
         self.idle_since: dict[str, float] = {}
         self.on_refresh: list[Callable[[list[BotInfo]], Awaitable[None]]] = []
         """Told every registered bot as read by each `refresh` (the hosting code)."""

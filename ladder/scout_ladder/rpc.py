@@ -24,11 +24,19 @@ from .repository import (
     BotRetiredError,
     DuplicateMatchError,
     InvalidInputError,
+    InviteError,
+    LimitError,
     MatchStateError,
+    NotYourBotError,
+    OwnerExistsError,
+    OwnerSuspendedError,
     StorageError,
     UnknownBotError,
     UnknownChallengeError,
     UnknownMatchError,
+    UnknownOwnerError,
+    UnknownVersionError,
+    VersionStateError,
     is_transient,
 )
 from .text import clip
@@ -68,8 +76,17 @@ STATUS_OF_ERROR: Mapping[type[object], ErrorStatus] = {
     DuplicateMatchError: ErrorStatus(grpc.StatusCode.ALREADY_EXISTS),
     BotRetiredError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION, lambda e: f"{e} is retired"),
     MatchStateError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
-    BotKindError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
     InvalidInputError: ErrorStatus(grpc.StatusCode.INVALID_ARGUMENT),
+    # Owner accounts and hosted bots (the Owners service, docs/PROTOCOL.md §19).
+    UnknownOwnerError: ErrorStatus(grpc.StatusCode.NOT_FOUND, _not_found),
+    UnknownVersionError: ErrorStatus(grpc.StatusCode.NOT_FOUND, _not_found),
+    NotYourBotError: ErrorStatus(grpc.StatusCode.PERMISSION_DENIED),
+    InviteError: ErrorStatus(grpc.StatusCode.PERMISSION_DENIED),
+    OwnerExistsError: ErrorStatus(grpc.StatusCode.ALREADY_EXISTS),
+    OwnerSuspendedError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
+    BotKindError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
+    VersionStateError: ErrorStatus(grpc.StatusCode.FAILED_PRECONDITION),
+    LimitError: ErrorStatus(grpc.StatusCode.RESOURCE_EXHAUSTED),
 }
 """The status each repository error becomes, by its class (a subclass takes its nearest
 listed base's); the other repository errors (a lease, a missing database) are INTERNAL."""

@@ -5,7 +5,8 @@ stop: `roster` (who the bots are, who can play), `scheduler` (the matchmaking lo
 `placement` (where a match is played: the ladder's own referee or a node), `flight` (a match's
 intent, bind and settle steps, and why nothing finished is lost), `node_events` (nodes that
 attach, report and are lost), `probation`, `ratingcache`, `leasewatch`, `webserver`, and the
-gRPC services (`ladder_api`, the nodes' `nodes`) listed in `Ladder.services`.
+gRPC services (`ladder_api`, `owners_service`, the nodes' `nodes`) listed in
+`Ladder.services`.
 
 One ladder per database: `start` takes the repository's lease first and fails with
 `LeaseHeldError` when another process holds it.
@@ -19,7 +20,7 @@ import logging
 import random
 from collections.abc import Sequence
 
-from scout.v1 import nodes_pb2_grpc, owners_pb2_grpc
+from scout.v1 import nodes_pb2_grpc
 from scout_arena.record import JSON
 from scout_arena.server import RefereeFacade
 
@@ -31,7 +32,7 @@ from .ladder_api import ladder_service
 from .leasewatch import LeaseWatch
 from .node_events import NodeMatches
 from .nodes import NodeRegistry, NodeSession, NodesServicer
-from .owners_service import OwnersServicer
+from .owners_service import OwnersServicer, owners_service
 from .placement import HOSTED_JOIN_TIMEOUT_S, LocalPlacement, NodePlacement, Placement
 from .probation import Probation
 from .ratingcache import RatingsCache
@@ -69,11 +70,10 @@ class Ladder:
                     workdir=config.hosting_dir, data_limit_bytes=config.hosted_data_mb * 2**20,
                     join_timeout_s=max(config.join_timeout_s, HOSTED_JOIN_TIMEOUT_S)),
                 on_nodes=config.node_token is not None)
-        owners = self.owners_servicer = OwnersServicer(
-            repository, admin_token=config.admin_token, registration=config.registration,
-            validator=config.version_validator or self.hosting)
-        self.services.append((lambda server: owners_pb2_grpc.add_OwnersServicer_to_server(
-            owners, server), "scout.v1.Owners"))
+        self.owners = OwnersServicer(repository, admin_token=config.admin_token,
+                                     registration=config.registration,
+                                     validator=config.version_validator or self.hosting)
+        self.services.append(owners_service(self.owners))
         self.nodes: NodeRegistry | None = None
         if config.node_token is not None:
             self.nodes = NodeRegistry(config.node_heartbeat_s, config.node_heartbeat_timeout_s)
@@ -223,7 +223,7 @@ class Ladder:
             referee_started = True
             if self.hosting is not None:
                 await self.hosting.start()
-            await self.owners_servicer.resume_validations()
+            await self.owners.resume_validations()
             if self.config.web_port is not None:
                 await self.web.start(self.referee.live_matches,
                                      self.node_report if self.nodes is not None else None)
