@@ -8,7 +8,8 @@ from pathlib import Path
 from scout_arena.server import TimeControl, TlsConfig
 
 from .matchmaker import MatchmakerConfig
-from .owners_service import Registration, VersionValidator
+from .owners_service import Registration
+from .submissions import VersionValidator
 
 
 @dataclass(frozen=True)

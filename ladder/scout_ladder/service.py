@@ -111,7 +111,8 @@ class Ladder:
         self.scheduler = Scheduler(repository, config, self.roster, self.ratings,
                                    self.placement, self.flags, self.rng)
         self.lease = LeaseWatch(repository, config.lease_check_s)
-        self.web = LadderWeb(repository, config.web_host, config.web_port or 0)
+        self.web = LadderWeb(repository, config.web_host, config.web_port or 0,
+                             submissions=self.owners.submissions, admin_token=config.admin_token)
         self.voided_at_start: list[str] = []
         self.referee.on_match_finished(self.flights.match_finished)
         self.referee.on_connect(self._connected)
