@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from scout.v1 import owners_pb2, owners_pb2_grpc
 from scout_arena.sandbox import pack_folder
 from support.hostedladder import ADMIN, Ladder, hosting_ladder, remote_bots, stop, wait_for
 from support.hosting import bot_folder
@@ -42,6 +44,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ladder, str
         yield ladder, url
 
 
+def _signup(ladder: Ladder, owner: str) -> str:
+    """An owner token, over gRPC (the CLI's signup is tested in test_owners_cli.py)."""
+    with grpc.insecure_channel(ladder.address) as channel:
+        return str(owners_pb2_grpc.OwnersStub(channel).Signup(
+            owners_pb2.SignupRequest(name=owner), timeout=30).owner_token)
+
+
 def _auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -62,7 +71,7 @@ MANIFEST = b'runtime = "python"\ncommand = ["python", "bot.py"]\n'
 def test_owner_api_answers_only_the_owner_and_refuses_hostile_uploads(
         site: tuple[Ladder, str], tmp_path: Path) -> None:
     ladder, url = site
-    alice, bob = ladder.signup("alice"), ladder.signup("bob")
+    alice, bob = _signup(ladder, "alice"), _signup(ladder, "bob")
     remote_token = ladder.remote_bot("remote-r")  # a remote bot of its own owner
     assert remote_token
     bot = pack_folder(bot_folder("counter", tmp_path))
@@ -157,7 +166,7 @@ def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(
     from selenium.webdriver.support.ui import WebDriverWait
 
     ladder, url = site
-    carol = ladder.signup("carol")
+    carol = _signup(ladder, "carol")
     archive = tmp_path / "counter.tar.gz"
     archive.write_bytes(pack_folder(bot_folder("counter", tmp_path)))
     downloads = tmp_path / "downloads"
@@ -217,6 +226,7 @@ def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#owner-parts #versions"))
     # and without the token, only a link to the owner page
     browser.execute_script("sessionStorage.clear();")
+    browser.get("about:blank")
     _open(browser, f"{url}/#/bot/walnut", "bot")
     parts = browser.find_element(By.ID, "owner-parts")
     assert not parts.find_elements(By.ID, "versions") and "owner token" in parts.text

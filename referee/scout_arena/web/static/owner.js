@@ -143,8 +143,14 @@ async function ownerBotPanels(token, bot, box, withSubmit, maxBytes) {
   const runsBox = el("div", {});
   const dataStatus = el("span", { id: "data-status", class: "muted" });
   const refresh = async () => {
-    const [versions, runs] = await Promise.all([
-      ownerApi(`${botPath(bot)}/versions`), ownerApi(`${botPath(bot)}/runs?limit=20`)]);
+    let versions = [], runs = [];
+    try {
+      [versions, runs] = await Promise.all([
+        ownerApi(`${botPath(bot)}/versions`), ownerApi(`${botPath(bot)}/runs?limit=20`)]);
+    } catch (error) {
+      // a name not taken yet: its first version makes it a hosted bot of the owner's
+      if (!(withSubmit && error.status === 404)) throw error;
+    }
     if (token !== pageToken) return;
     versionsBox.replaceChildren(versionsTable(versions));
     runsBox.replaceChildren(runsList(runs));
