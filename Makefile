@@ -57,7 +57,7 @@ pytest: $(STAMP) postgres browser bubblewrap
 
 # Refresh the pictures in docs/screenshots/ (the web pages' browser tests take them).
 screenshots: $(STAMP) postgres browser
-	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py -k browser
+	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py tests/test_web_owner.py -k browser
 
 bench: $(STAMP) bubblewrap
 	mkdir -p bench/results
