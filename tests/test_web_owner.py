@@ -124,8 +124,9 @@ def test_owner_api_answers_only_the_owner_and_refuses_hostile_uploads(
             "acorn"]
         assert client.get("/api/owner/bots/nobody/versions",
                           headers=_auth(alice)).status_code == 404
-        assert client.get("/api/owner/bots/acorn/runs", params={"limit": "x"},
-                          headers=_auth(alice)).status_code == 400
+        for path in ("runs", "versions"):
+            assert client.get(f"/api/owner/bots/acorn/{path}", params={"limit": "x"},
+                              headers=_auth(alice)).status_code == 400
 
         # hostile uploads: each refused with its status and a message, nothing stored
         def post(name: str, body: Any, **headers: str) -> httpx.Response:
@@ -158,6 +159,16 @@ def test_owner_api_answers_only_the_owner_and_refuses_hostile_uploads(
         assert remote.status_code == 409 and "remote bot" in remote.json()["error"]
         versions = client.get("/api/owner/bots/acorn/versions", headers=_auth(alice)).json()
         assert [v["version"] for v in versions] == [1]
+
+        # a suspended owner still reads, but submits nothing (refused before the body)
+        with grpc.insecure_channel(ladder.address) as channel:
+            owners_pb2_grpc.OwnersStub(channel).SuspendOwner(
+                owners_pb2.SuspendOwnerRequest(name="bob", reason="spam"),
+                metadata=(("authorization", f"Bearer {ADMIN}"),), timeout=30)
+        suspended = client.post("/api/owner/bots/hazel/versions", content=bot,
+                                headers=_auth(bob))
+        assert suspended.status_code == 409 and "spam" in suspended.json()["error"]
+        assert client.get("/api/owner", headers=_auth(bob)).json()["suspended_reason"] == "spam"
 
 
 def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(

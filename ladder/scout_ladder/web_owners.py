@@ -143,10 +143,10 @@ class LadderOwners:
                 "created_at": _iso(profile.owner.created_at),
                 "bots": [bot_json(b) for b in profile.bots]}
 
-    def versions(self, caller: Caller, bot: str) -> list[JSON]:
+    def versions(self, caller: Caller, bot: str, limit: int) -> list[JSON]:
         with _refusals():
-            return [version_json(v) for v in self.repo.list_versions(bot,
-                                                                     as_owner=caller.owner)]
+            versions = self.repo.list_versions(bot, as_owner=caller.owner)
+        return [version_json(v) for v in versions[:limit]]
 
     def runs(self, caller: Caller, bot: str, limit: int) -> list[JSON]:
         with _refusals():

@@ -10,6 +10,7 @@ length before it is read, and by its size as it streams in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -20,6 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..record import JSON
+
+log = logging.getLogger("scout_arena.web")
 
 
 class OwnerApiError(Exception):
@@ -99,7 +102,9 @@ class OwnerSource(Protocol):
         """The caller's account and bots (the admin names the owner, or gets no bots)."""
         ...
 
-    def versions(self, caller: Caller, bot: str) -> list[JSON]: ...
+    def versions(self, caller: Caller, bot: str, limit: int) -> list[JSON]:
+        """The newest ``limit`` versions, newest first."""
+        ...
 
     def runs(self, caller: Caller, bot: str, limit: int) -> list[JSON]: ...
 
@@ -114,6 +119,7 @@ class OwnerSource(Protocol):
 
 
 RUNS_DEFAULT, RUNS_MAX = 20, 100
+VERSIONS_DEFAULT, VERSIONS_MAX = 50, 200
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -145,7 +151,18 @@ def owner_routes(owners: OwnerSource) -> list[Route]:
                 return await handler(request)
             except OwnerApiError as exc:
                 return _error(exc)
+            except Exception:
+                log.exception("owner call %s %s failed", request.method, request.url.path)
+                return JSONResponse({"error": "the server failed on this call; its log has "
+                                              "the details"}, status_code=500)
         return endpoint
+
+    def limit_of(request: Request, default: int, most: int) -> int:
+        raw = request.query_params.get("limit") or str(default)
+        try:
+            return min(max(int(raw), 1), most)
+        except ValueError:
+            raise BadRequest("limit must be an integer") from None
 
     async def account(request: Request) -> Response:
         caller = await caller_of(request)
@@ -155,15 +172,12 @@ def owner_routes(owners: OwnerSource) -> list[Route]:
     async def versions(request: Request) -> Response:
         caller = await caller_of(request)
         bot = request.path_params["bot"]
-        return JSONResponse(await run_in_threadpool(owners.versions, caller, bot))
+        limit = limit_of(request, VERSIONS_DEFAULT, VERSIONS_MAX)
+        return JSONResponse(await run_in_threadpool(owners.versions, caller, bot, limit))
 
     async def runs(request: Request) -> Response:
         caller = await caller_of(request)
-        raw = request.query_params.get("limit") or str(RUNS_DEFAULT)
-        try:
-            limit = min(max(int(raw), 1), RUNS_MAX)
-        except ValueError:
-            raise BadRequest("limit must be an integer") from None
+        limit = limit_of(request, RUNS_DEFAULT, RUNS_MAX)
         bot = request.path_params["bot"]
         return JSONResponse(await run_in_threadpool(owners.runs, caller, bot, limit))
 

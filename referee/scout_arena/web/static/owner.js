@@ -77,7 +77,7 @@ function submitForm(bot, maxBytes, onDone) {
         const version = await ownerApi(`${botPath(bot)}/versions`, {
           method: "POST", body: chosen, headers: { "Content-Type": "application/octet-stream" },
         });
-        status.textContent = `Version ${version.version} stored; validating.`;
+        status.textContent = `Version ${version.version} stored; validating (its result shows below).`;
         file.value = "";
         onDone();
       } catch (error) {
