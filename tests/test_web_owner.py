@@ -231,6 +231,13 @@ def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(
         count = tar.extractfile("count")
         assert count is not None and int(count.read()) >= 1
 
+    # the owner's list of bots: kind, active version, state
+    _open(browser, f"{url}/#/owner", "owner")
+    row = browser.find_element(By.CSS_SELECTOR, "#owner-bots tr[data-bot=walnut]")
+    assert [c.text for c in row.find_elements(By.TAG_NAME, "td")][1:4] == [
+        "hosted", "v1", "playing"]
+    _shot(browser, "owner")
+
     # the public profile shows the owner-only parts to this tab (it holds the token)
     _open(browser, f"{url}/#/bot/walnut", "bot")
     WebDriverWait(browser, 10).until(
