@@ -59,9 +59,10 @@ class LadderConfig:
     """Who may sign up for an owner account (`scout.v1.Owners`, owners_service)."""
     version_validator: VersionValidator | None = None
     """Runs uploaded versions (the hosting code); None: the ladder hosts no bots."""
-    hosting: bool = True
+    hosting: bool = False
     """Host uploaded bots (where the sandbox runs: the ladder's own referee, or nodes that
-    can); False: hosted bots are not scheduled and uploads are refused."""
+    can); False: hosted bots are not scheduled and uploads are refused unless
+    ``version_validator`` is given. `ladder serve` hosts unless --no-hosting."""
     hosting_dir: Path | None = None
     """Hosting's working folder (code cache, runs, checks); None: a new temporary one."""
     hosted_data_mb: int = 16

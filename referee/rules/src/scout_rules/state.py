@@ -101,69 +101,12 @@ class State:
     @classmethod
     def _at(cls, p: Position) -> State:
         """`from_position` for a position known to be valid (an information set's fill)."""
-        n = p.num_players
-        state = cls.__new__(cls)
-        state.rules = player_count_rules(n)
-        state.num_players = n
-        state.seed = None
-        hands = tuple(Hand(h) for h in p.hands)
-        rotations: list[bool | None] = list(p.rotations) if p.rotations else [False] * n
-        if p.phase is Phase.ROTATION:
-            dealt = tuple(h.rotated() if r else h for h, r in zip(hands, rotations, strict=True))
-            if not p.rotations:
-                rotations = [None] * n
-        else:
-            dealt = ()
-        later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals)
-        state.deals = ((),) * p.round_index + (dealt,) + later
-        state.last_round = p.round_index + len(later)
-        state.round_logs = [RoundLog(p.round_index, p.starting_seat, dealt, rotations, [])]
-        state.round_results = []
-        state.scores = list(p.scores)
-        state.last_action = p.history[-1] if p.history else None
-        state._checked = None
-        state.round_index = p.round_index
-        state.starting_seat = p.starting_seat
-        state.phase = p.phase
-        state.hands = [list(h) for h in hands]
-        state.faces = [[c.face for c in h] for h in hands]
-        state.active = list(p.active_set)
-        state.active_faces = [c.face for c in p.active_set]
-        state.active_key = group_key(state.active_faces) if p.active_set else NO_ACTIVE_SET
-        state.last_shower = p.active_owner
-        state.scouts_since_show = p.scouts_since_show
-        state.captured = [list(c) for c in p.captured]
-        state.scout_chips = list(p.scout_chips)
-        state.scout_show_tokens = list(p.scout_show_tokens)
-        state.current_seat = p.current_seat
-        state.history = list(p.history)
-        state.round_actions = p.round_actions
-        return state
+        return _state_at(cls.__new__(cls), p)
 
     def position(self) -> Position:
         """The round in play as a `Position` (`from_position` of it plays on exactly as this
         state does). Raises OutOfTurn once the match is over."""
-        if self.phase is Phase.MATCH_OVER:
-            raise OutOfTurn("the match is over: there is no round in play")
-        log = self.round_logs[-1]
-        return Position(
-            num_players=self.num_players,
-            round_index=self.round_index,
-            phase=self.phase,
-            hands=tuple(Hand(h) for h in self.hands),
-            captured=tuple(tuple(c) for c in self.captured),
-            scout_chips=tuple(self.scout_chips),
-            scout_show_tokens=tuple(self.scout_show_tokens),
-            scores=tuple(self.scores),
-            current_seat=self.current_seat,
-            active_set=tuple(self.active),
-            active_owner=self.active_owner,
-            scouts_since_show=self.scouts_since_show,
-            rotations=tuple(log.rotations),
-            history=tuple(self.history),
-            actions_played=self.round_actions,
-            later_deals=self.deals[self.round_index + 1:self.last_round + 1],
-        )
+        return _position_of(self)
 
     def _start_round(self, round_index: int) -> None:
         n = self.num_players
@@ -452,40 +395,8 @@ class State:
     # ----- copies and invariants ------------------------------------------------------------
 
     def clone(self) -> State:
-        """An independent deep copy (hands, logs and counters), for search and what-ifs. Every
-        slot is named: the immutable ones are shared, the lists copied."""
-        other = State.__new__(State)
-        other.rules = self.rules
-        other.num_players = self.num_players
-        other.seed = self.seed
-        other.deals = self.deals
-        other.last_round = self.last_round
-        other.round_logs = [
-            RoundLog(log.round_index, log.starting_seat, log.dealt_hands, list(log.rotations),
-                     list(log.actions), log.result)
-            for log in self.round_logs
-        ]
-        other.round_results = list(self.round_results)
-        other.scores = list(self.scores)
-        other.last_action = self.last_action
-        other._checked = self._checked
-        other.round_index = self.round_index
-        other.starting_seat = self.starting_seat
-        other.phase = self.phase
-        other.hands = [list(h) for h in self.hands]
-        other.faces = [list(f) for f in self.faces]
-        other.active = list(self.active)
-        other.active_faces = list(self.active_faces)
-        other.active_key = self.active_key
-        other.last_shower = self.last_shower
-        other.scouts_since_show = self.scouts_since_show
-        other.captured = [list(c) for c in self.captured]
-        other.scout_chips = list(self.scout_chips)
-        other.scout_show_tokens = list(self.scout_show_tokens)
-        other.current_seat = self.current_seat
-        other.history = list(self.history)
-        other.round_actions = self.round_actions
-        return other
+        """An independent deep copy (hands, logs and counters), for search and what-ifs."""
+        return _copy(self, State.__new__(State))
 
     def cards_in_play(self) -> list[tuple[int, int]]:
         """Every card of this round wherever it is (hands, captured, active), as deck pairs."""
@@ -493,3 +404,104 @@ class State:
         out += [c.pair for cs in self.captured for c in cs]
         out += [c.pair for c in self.active]
         return out
+
+
+def _state_at(state: State, p: Position) -> State:
+    """Every slot of ``state`` set from ``p`` (already checked)."""
+    n = p.num_players
+    state.rules = player_count_rules(n)
+    state.num_players = n
+    state.seed = None
+    rotations: list[bool | None] = list(p.rotations) if p.rotations else [False] * n
+    dealt: tuple[Hand, ...] = ()
+    if p.phase is Phase.ROTATION:
+        dealt = tuple(Hand(h).rotated() if r else Hand(h)
+                      for h, r in zip(p.hands, rotations, strict=True))
+        if not p.rotations:
+            rotations = [None] * n
+    later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals) if p.later_deals \
+        else ()
+    state.deals = ((),) * p.round_index + (dealt,) + later
+    state.last_round = p.round_index + len(later)
+    state.round_logs = [RoundLog(p.round_index, p.starting_seat, dealt, rotations, [])]
+    state.round_results = []
+    state.scores = list(p.scores)
+    state.last_action = p.history[-1] if p.history else None
+    state._checked = None
+    state.round_index = p.round_index
+    state.starting_seat = p.starting_seat
+    state.phase = p.phase
+    state.hands = [list(h) for h in p.hands]
+    state.faces = [list(map(face_of, h)) for h in p.hands]
+    state.active = list(p.active_set)
+    state.active_faces = [c.face for c in p.active_set]
+    state.active_key = group_key(state.active_faces) if p.active_set else NO_ACTIVE_SET
+    state.last_shower = p.active_owner
+    state.scouts_since_show = p.scouts_since_show
+    state.captured = [list(c) for c in p.captured]
+    state.scout_chips = list(p.scout_chips)
+    state.scout_show_tokens = list(p.scout_show_tokens)
+    state.current_seat = p.current_seat
+    state.history = list(p.history)
+    state.round_actions = p.round_actions
+    return state
+
+
+def _position_of(source: State) -> Position:
+    """`State.position`."""
+    if source.phase is Phase.MATCH_OVER:
+        raise OutOfTurn("the match is over: there is no round in play")
+    log = source.round_logs[-1]
+    return Position(
+        num_players=source.num_players,
+        round_index=source.round_index,
+        phase=source.phase,
+        hands=tuple(Hand(h) for h in source.hands),
+        captured=tuple(tuple(c) for c in source.captured),
+        scout_chips=tuple(source.scout_chips),
+        scout_show_tokens=tuple(source.scout_show_tokens),
+        scores=tuple(source.scores),
+        current_seat=source.current_seat,
+        active_set=tuple(source.active),
+        active_owner=source.active_owner,
+        scouts_since_show=source.scouts_since_show,
+        rotations=tuple(log.rotations),
+        history=tuple(source.history),
+        actions_played=source.round_actions,
+        later_deals=source.deals[source.round_index + 1:source.last_round + 1],
+    )
+
+
+def _copy(source: State, other: State) -> State:
+    """Every slot of ``other`` from ``source``: the immutable values shared, the lists copied."""
+    other.rules = source.rules
+    other.num_players = source.num_players
+    other.seed = source.seed
+    other.deals = source.deals
+    other.last_round = source.last_round
+    other.round_logs = [
+        RoundLog(log.round_index, log.starting_seat, log.dealt_hands, list(log.rotations),
+                 list(log.actions), log.result)
+        for log in source.round_logs
+    ]
+    other.round_results = list(source.round_results)
+    other.scores = list(source.scores)
+    other.last_action = source.last_action
+    other._checked = source._checked
+    other.round_index = source.round_index
+    other.starting_seat = source.starting_seat
+    other.phase = source.phase
+    other.hands = [list(h) for h in source.hands]
+    other.faces = [list(f) for f in source.faces]
+    other.active = list(source.active)
+    other.active_faces = list(source.active_faces)
+    other.active_key = source.active_key
+    other.last_shower = source.last_shower
+    other.scouts_since_show = source.scouts_since_show
+    other.captured = [list(c) for c in source.captured]
+    other.scout_chips = list(source.scout_chips)
+    other.scout_show_tokens = list(source.scout_show_tokens)
+    other.current_seat = source.current_seat
+    other.history = list(source.history)
+    other.round_actions = source.round_actions
+    return other
