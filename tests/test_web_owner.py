@@ -248,3 +248,34 @@ def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(
     _open(browser, f"{url}/#/bot/walnut", "bot")
     parts = browser.find_element(By.ID, "owner-parts")
     assert not parts.find_elements(By.ID, "versions") and "owner token" in parts.text
+
+
+def test_a_ladder_without_hosting_refuses_uploads_before_reading_them(tmp_path: Path) -> None:
+    """In-process ladder (LadderConfig.hosting off): the page's upload answers 409, as the
+    gRPC service answers FAILED_PRECONDITION; the admin token without an owner lists no bots."""
+    import asyncio
+
+    from scout_ladder.repository import Repository
+    from scout_ladder.service import Ladder as InProcessLadder
+    from scout_ladder.service import LadderConfig
+
+    async def main(repo: Repository) -> None:
+        _, token = repo.create_owner("dora")
+        ladder = InProcessLadder(repo, LadderConfig(port=0, web_port=0, admin_token="adm"))
+        await ladder.start()
+        try:
+            async with httpx.AsyncClient(base_url=f"http://{ladder.web_address}") as client:
+                refused = await client.post("/api/owner/bots/fig/versions", content=b"x" * 10,
+                                            headers=_auth(token))
+                assert refused.status_code == 409
+                assert "hosts no bots" in refused.json()["error"]
+                account = (await client.get("/api/owner", headers=_auth(token))).json()
+                assert (account["owner"], account["hosting"]) == ("dora", False)
+                admin = (await client.get("/api/owner", headers=_auth("adm"))).json()
+                assert (admin["admin"], admin["owner"], admin["bots"]) == (True, None, [])
+        finally:
+            await ladder.stop()
+
+    with Repository(f"sqlite:///{tmp_path / 'ladder.db'}", storage=tmp_path / "storage") as repo:
+        repo.migrate()
+        asyncio.run(main(repo))
