@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
-from scout_arena.server.gcpolicy import tune_gc
+from scout_arena.server.hardening import tune_gc
 
 from .owner_cli import add_client_options, add_owner_commands, add_owner_serve_flags
 
