@@ -68,7 +68,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
-from scout_arena.server.gcpolicy import tune_gc
+from scout_arena.server.hardening import tune_gc
 from trivial_bot import EOF, JSON, Recorder, TurnLog, serve_commands, turnarounds_us
 
 from referee import Child, environment, free_port, latency_summary, process_cpu_s, spawn

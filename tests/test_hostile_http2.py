@@ -3,9 +3,9 @@
 The reason for this file: grpc.aio decodes the ``:path`` of a call to an unregistered method
 with a strict UTF-8 decode inside the server's main loop, so one HEADERS frame with a non-UTF-8
 path kills the loop; the listener closes and the process lives on (see the docstring of
-`scout_arena.server.liveness`). With the liveness guard the server must go on serving: health
-SERVING from a new connection (the requirement is within 2 s; the tests allow far more and
-assert no speed), calls already running unaffected. Where the guard cannot be had, the
+`scout_arena.server.hardening.liveness`). With the liveness guard the server must go on
+serving: health SERVING from a new connection (the requirement is within 2 s; the tests allow
+far more and assert no speed), calls already running unaffected. Where the guard cannot be had, the
 detector must report the death and call ``on_dead``.
 
 Every raw request comes from `support.http2` (h2 over a plain socket, in a thread) and is
@@ -28,7 +28,7 @@ import grpc
 import pytest
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from scout_arena.server.liveness import ServerLiveness, guard_unavailable_reason
+from scout_arena.server.hardening.liveness import ServerLiveness, guard_unavailable_reason
 from support.http2 import (
     CANCEL,
     END_HEADERS,
@@ -313,7 +313,7 @@ CRASH_CHILD = """
 import asyncio, sys
 import grpc
 from grpc_health.v1 import _async as health_aio, health_pb2_grpc
-from scout_arena.server.liveness import ServerLiveness
+from scout_arena.server.hardening.liveness import ServerLiveness
 from support.http2 import grpc_request_headers, send_raw_headers
 
 async def main() -> int:

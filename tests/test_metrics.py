@@ -29,7 +29,7 @@ from referee_support import (
     wait_finished,
 )
 from scout.v1 import matches_pb2
-from scout_arena.server.gcpolicy import watch_gc_pauses
+from scout_arena.server.hardening.gcpolicy import watch_gc_pauses
 from scout_arena.server.metrics import RefereeMetrics
 
 pytestmark = pytest.mark.timeout(120)
@@ -253,7 +253,7 @@ def test_gc_policy_freezes_startup_objects_and_collects_the_young_by_the_clock()
     allocation to trigger them, generation 0 and 1 by turns; a second call changes nothing."""
     script = (
         "import asyncio, gc, json\n"
-        "from scout_arena.server.gcpolicy import THRESHOLDS, YOUNG_PERIOD_S, tune_gc\n"
+        "from scout_arena.server.hardening.gcpolicy import THRESHOLDS, YOUNG_PERIOD_S, tune_gc\n"
         "seen = []\n"
         "async def main():\n"
         "    before = gc.get_freeze_count()\n"

@@ -125,8 +125,11 @@ def test_an_owner_signs_up_submits_and_reads_their_hosted_bot(
     assert "PERMISSION_DENIED" in reused and "used already" in reused
     owner = {"SCOUT_OWNER_TOKEN": token}
 
-    # A folder, then the same bot as a .tar.gz.
-    submitted = ok(cli("submit", "hb", str(bot_folder(tmp_path / "bot")), *address, env=owner))
+    # A folder (larger than one message: the upload goes in chunks), then the same bot as a
+    # .tar.gz.
+    folder = bot_folder(tmp_path / "bot")
+    (folder / "weights.bin").write_bytes(os.urandom(300 * 1024))
+    submitted = ok(cli("submit", "hb", str(folder), *address, env=owner))
     assert "hb version 1" in submitted and "passed validation: active" in submitted
     archive = tmp_path / "bot.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

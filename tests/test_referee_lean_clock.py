@@ -20,7 +20,8 @@ from scout_arena.server import Referee, RefereeServer, TimeControl, clock
 from scout_arena.server.arena_service import StreamWriter, _let_writer_finish
 from scout_arena.server.calls import ArenaContext
 from scout_arena.server.convert import ProtobufWire
-from scout_arena.server.match import MatchRunner, Seat
+from scout_arena.server.match import MatchRunner
+from scout_arena.server.seat import Seat
 from support.rawbot import (
     ACCEPTED,
     MALFORMED,

@@ -1,4 +1,4 @@
-"""The referee's grpc server wired to `scout_arena.server.liveness`: `referee serve` and
+"""The referee's grpc server wired to `scout_arena.server.hardening.liveness`: `referee serve` and
 `ladder serve` keep serving through a request whose ``:path`` is not UTF-8 (grpc.aio 1.85
 would otherwise lose its listener), and a referee whose server dies anyway exits non-zero.
 
@@ -139,7 +139,7 @@ DYING_REFEREE = """
 import asyncio, sys
 from scout_arena.server import Referee, RefereeServer, serve_forever
 from scout_arena.server.convert import ProtobufWire
-from scout_arena.server.liveness import ServerLiveness
+from scout_arena.server.hardening.liveness import ServerLiveness
 from support.http2 import grpc_request_headers, send_raw_headers
 
 ServerLiveness.install_guard = lambda self: False
@@ -176,7 +176,7 @@ def test_a_referee_whose_server_dies_drains_and_exits_non_zero() -> None:
 
 UNGUARDED_CLI = """
 import sys
-from scout_arena.server.liveness import ServerLiveness
+from scout_arena.server.hardening.liveness import ServerLiveness
 
 ServerLiveness.install_guard = lambda self: False
 from scout_arena.cli import main

@@ -20,9 +20,14 @@ from scout_arena.record import record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
 from scout_arena.server.clock import SeatClock
 from scout_arena.server.convert import ProtobufWire
-from scout_arena.server.cqdrain import _drained, _pending_bytes, drain_completion_notifications
 from scout_arena.server.events import MatchStatus
-from scout_arena.server.match import MatchRunner, Seat
+from scout_arena.server.hardening.cqdrain import (
+    _drained,
+    _pending_bytes,
+    drain_completion_notifications,
+)
+from scout_arena.server.match import MatchRunner
+from scout_arena.server.seat import Seat
 from scout_arena.server.turns import TurnGate
 from support.rawbot import RawBot, legal_answer
 from support.serving import served
@@ -215,7 +220,8 @@ def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
             taken.append(list(seat.answers))
             seat.answers.clear()
 
-        match = SimpleNamespace(host=SimpleNamespace(turns=gate), answer_turn=answer_turn)
+        match = SimpleNamespace(host=SimpleNamespace(turns=gate),
+                                asking=SimpleNamespace(answer_turn=answer_turn))
         seat = Seat(cast(Any, match), 0, cast(Any, None), SeatClock(1000, 1000.0))
         gate.wake(lambda: None)  # this pass's room is taken: the seat's turn has to wait
         seat.open = cast(Any, object())

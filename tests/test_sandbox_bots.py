@@ -274,6 +274,43 @@ def test_a_bot_allocating_without_end_is_killed_by_the_memory_limit(host: Host) 
         hoard = []
         while True:
             hoard.append(b"x" * (1024 * 1024))
+            time.sleep(0.02)  # 50 MB/s: the watchdog, not RLIMIT_DATA, stops it
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "killed: memory limit of 64 MB", outcome.output_tail
+    assert outcome.peak_memory_bytes > 64 * 1024 * 1024
+
+
+def test_forked_workers_sharing_their_parents_memory_count_it_once(host: Host) -> None:
+    source = """
+        import os, time
+        ballast = b"x" * (40 * 1024 * 1024)
+        workers = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(1.5)
+                os._exit(0)
+            workers.append(pid)
+        for pid in workers:
+            os.waitpid(pid, 0)
+        print("workers done", len(ballast))
+    """
+    outcome = asyncio.run(host.run(source))
+    assert outcome.reason == "exited with status 0", outcome.output_tail
+    assert "workers done" in outcome.output_tail
+
+
+def test_forked_workers_allocating_without_end_are_killed_by_the_memory_limit(
+        host: Host) -> None:
+    source = """
+        import os, time
+        for _ in range(2):
+            if os.fork() == 0:
+                break
+        hoard = []
+        while True:
+            hoard.append(b"x" * (1024 * 1024))
             time.sleep(0.01)
     """
     outcome = asyncio.run(host.run(source))
@@ -372,6 +409,7 @@ def test_one_file_cannot_outgrow_the_file_size_limit(host: Host) -> None:
 def test_a_bot_spinning_past_its_cpu_time_is_killed(host: Host) -> None:
     outcome = asyncio.run(host.run("while True:\n    pass\n"))
     assert outcome.reason == "killed: CPU time limit of 1 s", outcome.output_tail
+    assert outcome.cpu_seconds >= 0.2
 
 
 def test_a_bot_flooding_its_output_is_killed_and_only_its_tail_kept(host: Host) -> None:

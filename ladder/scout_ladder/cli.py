@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
-from scout_arena.server.gcpolicy import tune_gc
+from scout_arena.server.hardening import tune_gc
 
-from .owner_cli import add_client_options, add_owner_commands, add_owner_serve_flags
+from .owner_cli import add_client_options, add_owner_commands
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -407,19 +407,34 @@ def _add_hosting_flags(serve: argparse.ArgumentParser) -> None:
     hosting.add_argument("--hosting-dir", metavar="DIR",
                          help="hosting's working folder: unpacked code, runs, validation "
                               "(default: a new temporary folder)")
-    hosting.add_argument("--hosted-data-mb", type=_megabytes, default=16, metavar="MB",
+    hosting.add_argument("--hosted-data-mb", type=_positive, default=16, metavar="MB",
                          help="the largest data folder a hosted bot keeps between matches "
                               "(default 16)")
 
 
-def _megabytes(text: str) -> int:
+def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of MB from 1, got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
     return value
+
+
+def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
+    owners = serve.add_argument_group(
+        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
+    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
+                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
+                             "closed (default): only the admin token makes accounts")
+    owners.add_argument("--storage", metavar="DIR",
+                        help="hosted bots' uploads and data folders (default: "
+                             "<database file>-storage beside a SQLite file, else "
+                             "./ladder-storage)")
+    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
+    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
 
 
 def add_ladder_parser(sub: Any) -> None:
@@ -452,7 +467,7 @@ def add_ladder_parser(sub: Any) -> None:
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
-    add_owner_serve_flags(serve)
+    _add_owner_flags(serve)
     _add_hosting_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")

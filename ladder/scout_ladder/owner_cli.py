@@ -318,36 +318,6 @@ def _limit(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
-    return value
-
-
-def add_owner_serve_flags(serve: argparse.ArgumentParser) -> None:
-    """`ladder serve`'s flags for owner accounts: the registration policy, the storage
-    folder, the limits."""
-    owners = serve.add_argument_group(
-        "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
-    owners.add_argument("--registration", choices=("open", "invite", "closed"), default="closed",
-                        help="open: anybody signs up; invite: with a code from `ladder invite`; "
-                             "closed (default): only the admin token makes accounts")
-    owners.add_argument("--storage", metavar="DIR",
-                        help="hosted bots' uploads and data folders (default: "
-                             "<database file>-storage beside a SQLite file, else "
-                             "./ladder-storage)")
-    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N",
-                        help="unretired bots an owner may have (default 10)")
-    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N",
-                        help="uploads an owner may make in any hour (default 10)")
-    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB",
-                        help="largest upload (default 50)")
-
-
 def add_client_options(p: argparse.ArgumentParser, *, admin: bool = False,
                        owner: bool = True, address_required: bool = True) -> None:
     """--address, the tokens, the TLS flags (as the SDK's) and --timeout."""

@@ -3,9 +3,9 @@
 A thin servicer: every call authenticates its caller, runs one repository call in a thread
 (``asyncio.to_thread``: the database never blocks the loop) and maps the repository's errors
 to statuses by the ladder's one table (`rpc.STATUS_OF_ERROR`, plus :data:`OWN_STATUS_OF` for
-the upload's own refusals; docs/PROTOCOL.md §19). Who acts is
-passed to the repository (an owner's name, or None for the admin), which checks in the same
-transaction that the bot is theirs.
+the upload's own refusals; docs/PROTOCOL.md §19). Who acts is passed to the repository (an
+owner's name, or None for the admin), which checks in the same transaction that the bot is
+theirs.
 
 Uploads take the path the owner's web page takes too (`submissions.Submissions`: checked by
 ``scout_arena.sandbox``, repacked, stored as ``validating``, handed to the validator).

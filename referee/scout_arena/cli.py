@@ -277,7 +277,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
 
     from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
     from .server.convert import ProtobufWire
-    from .server.gcpolicy import tune_gc, watch_gc_pauses
+    from .server.hardening import watch_gc_pauses
     from .server.matches_service import admin_token_problem
     from .server.metrics import MetricsServer, serve_metrics
     from .server.node import NodeLink
@@ -309,7 +309,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                                admin_token=args.admin_token, tls=tls,
                                max_streams_per_connection=args.max_streams_per_connection,
                                max_streams_per_token=args.max_streams_per_token,
-                               goodbye_retry_after_ms=args.goodbye_retry_ms)
+                               goodbye_retry_after_ms=args.goodbye_retry_ms, gc_policy=True)
         if args.unix_socket is not None:
             # Plaintext: who may connect is up to the socket file's permissions.
             unix_address = f"unix:{args.unix_socket}"
@@ -322,11 +322,10 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                                  f"{args.metrics_port}: {exc}") from None
-        tune_gc()
-        watch_gc_pauses(referee.metrics.gc_paused)
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
-        await ready.wait()
+        await ready.wait()  # the server has started, and with it the GC policy (hardening)
+        watch_gc_pauses(referee.metrics.gc_paused)
         print(f"referee listening on {server.address}", flush=True)
         if args.unix_socket is not None:
             print(f"referee also listening on unix:{args.unix_socket}", flush=True)

@@ -323,6 +323,16 @@ TEST(options_flags_override) {
     CHECK_EQ(parsed.options.concurrency, 5);
 }
 
+TEST(options_take_a_unix_socket_address_as_it_is) {
+    for (const std::string address : {"unix:/run/scout/referee.sock",
+                                      "unix:///run/scout/referee.sock"}) {
+        const auto parsed =
+            scout::parse_options({}, env({{"SCOUT_ADDRESS", address}, {"SCOUT_TOKEN", "hosted"}}));
+        CHECK(parsed.error.empty());
+        CHECK_EQ(parsed.options.address, address);
+    }
+}
+
 TEST(options_defaults_and_errors) {
     auto parsed = scout::parse_options({}, env({{"SCOUT_ADDRESS", "h:1"}, {"SCOUT_TOKEN", "t"}}));
     CHECK(parsed.error.empty());

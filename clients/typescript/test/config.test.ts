@@ -33,6 +33,11 @@ describe("resolveConfig", () => {
     assert.equal(config.botName, "ts");
     assert.equal(config.concurrency, 3);
   });
+  it("takes a unix: socket address as it is", () => {
+    for (const address of ["unix:/run/scout/referee.sock", "unix:///run/scout/referee.sock"]) {
+      assert.equal(run([], { SCOUT_ADDRESS: address, SCOUT_TOKEN: "hosted" }).address, address);
+    }
+  });
   it("has defaults for the optional parts", () => {
     const config = run([], BASE);
     assert.equal(config.tls, false);

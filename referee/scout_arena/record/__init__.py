@@ -20,6 +20,7 @@ from .model import (
     MatchOutcome,
     MatchRecord,
     Note,
+    RecordStatus,
     RefereeMeta,
     RoundRecord,
     SeatStats,
@@ -29,7 +30,8 @@ from .replay import ReplayResult, ReplayStep, describe_action, replay
 
 __all__ = [
     "JSON", "RECORD_FORMAT", "RECORD_VERSION", "MatchOutcome", "MatchRecord", "Note",
-    "RecordError", "RefereeMeta", "ReplayResult", "ReplayStep", "RoundRecord", "SeatStats",
+    "RecordError", "RecordStatus", "RefereeMeta", "ReplayResult", "ReplayStep", "RoundRecord",
+    "SeatStats",
     "action_from_json", "action_to_json", "build_record", "describe_action", "dump_record",
     "load_record", "read_record_json", "record_bytes", "record_from_json", "record_to_json",
     "replay", "write_record_bytes",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from scout_rules import Action, Card, RoundEnd, State, rank_scores
@@ -43,13 +44,21 @@ class Note:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+class RecordStatus(StrEnum):
+    """How the match of a record ended: ``finished`` with a result, or ``aborted`` (stopped
+    without one: a shutdown, a cancellation, a crash)."""
+
+    FINISHED = "finished"
+    ABORTED = "aborted"
+
+
 @dataclass(frozen=True, slots=True)
 class RefereeMeta:
     """The referee's bookkeeping of a match: format v1 keeps it free-form under ``meta``, this is
     the shape the referee writes. ``extra`` holds what the match's creator attached (for
     example a tournament's key); it is written between the bot versions and the timestamps."""
 
-    status: str
+    status: RecordStatus
     decision_ms: int
     time_bank_ms: int
     bot_versions: tuple[str, ...]
@@ -126,9 +135,13 @@ class MatchRecord:
         return tuple(_seat_stats(entry) for entry in seats)
 
     @property
-    def status(self) -> str | None:
+    def status(self) -> RecordStatus | None:
+        """None for a record whose meta says no status the referee writes."""
         value = self.meta.get("status")
-        return value if isinstance(value, str) else None
+        try:
+            return RecordStatus(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
 
     @property
     def ended_at(self) -> float | None:

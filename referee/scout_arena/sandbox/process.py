@@ -13,7 +13,13 @@ from pathlib import Path
 
 from scout_arena.sandbox.identity import UidLease
 from scout_arena.sandbox.limits import OUTPUT_TAIL_BYTES, MiB, SandboxLimits, size_text
-from scout_arena.sandbox.monitor import folder_usage, read_stat, sandbox_usage, tmpfs_used
+from scout_arena.sandbox.monitor import (
+    folder_usage,
+    proportional_memory,
+    read_stat,
+    sandbox_usage,
+    tmpfs_used,
+)
 
 #: How often the watchdog measures the process tree; the folders every DISK_EVERY ticks.
 TICK_S = 0.2
@@ -27,6 +33,10 @@ class RunOutcome:
     signal: int | None
     reason: str
     output_tail: str
+    #: As the watchdog last measured them (every 0.2 s while the bot ran): the CPU time of the
+    #: whole sandbox and the peak of its resident memory.
+    cpu_seconds: float = 0.0
+    peak_memory_bytes: int = 0
 
 
 class HostedProcess:
@@ -51,6 +61,7 @@ class HostedProcess:
         self._init_users = asyncio.Lock()
         self._ended = asyncio.Event()
         self._cpu_seconds = 0.0
+        self._peak_memory = 0
         self._reader = asyncio.create_task(self._read_output())
         self._watchdog = asyncio.create_task(self._watch(info_fd))
         self._done = asyncio.create_task(self._finish())
@@ -122,11 +133,18 @@ class HostedProcess:
                     sandbox_usage, self._init)
             if usage is None:
                 continue
+            memory = usage.rss_bytes
+            if memory > limits.memory_mb * MiB and usage.processes > 1:
+                # Forked processes count the pages they share once each: ask for the exact sum.
+                async with self._init_users:
+                    if self._init is not None:
+                        memory = await asyncio.to_thread(proportional_memory, self._init)
             self._cpu_seconds = max(self._cpu_seconds, usage.cpu_seconds)
+            self._peak_memory = max(self._peak_memory, memory)
             if usage.threads >= limits.processes:
                 self._kill(f"killed: reached the limit of {limits.processes} processes "
                            "and threads")
-            elif usage.rss_bytes > limits.memory_mb * MiB:
+            elif memory > limits.memory_mb * MiB:
                 self._kill(f"killed: memory limit of {limits.memory_mb} MB")
             elif usage.cpu_seconds > limits.cpu_seconds:
                 self._kill(f"killed: CPU time limit of {limits.cpu_seconds} s")
@@ -169,25 +187,25 @@ class HostedProcess:
         return self._outcome(code)
 
     def _outcome(self, code: int) -> RunOutcome:
-        tail = self.output_tail()
         signum: int | None = None
         exit_code: int | None = code
         if code < 0:
             signum, exit_code = -code, None
         elif 128 < code <= 128 + 64:
             signum, exit_code = code - 128, None
-        if self._reason is not None:
-            return RunOutcome(exit_code, signum, self._reason, tail)
-        if signum in (signal.SIGXCPU, signal.SIGKILL) and (
-                signum == signal.SIGXCPU or self._cpu_seconds >= self.limits.cpu_seconds - 1):
-            return RunOutcome(exit_code, signum,
-                              f"killed: CPU time limit of {self.limits.cpu_seconds} s", tail)
+        return RunOutcome(exit_code, signum, self._reason or self._ending(code, signum),
+                          self.output_tail(), self._cpu_seconds, self._peak_memory)
+
+    def _ending(self, code: int, signum: int | None) -> str:
+        """Why the bot ended when no limit of the watchdog's and no stop did it."""
+        if signum == signal.SIGXCPU or (
+                signum == signal.SIGKILL and self._cpu_seconds >= self.limits.cpu_seconds - 1):
+            return f"killed: CPU time limit of {self.limits.cpu_seconds} s"
         if signum == signal.SIGXFSZ:
-            return RunOutcome(exit_code, signum, "killed: file size limit of "
-                              f"{self.limits.file_size_mb} MB", tail)
+            return f"killed: file size limit of {self.limits.file_size_mb} MB"
         if signum is not None:
-            return RunOutcome(exit_code, signum, f"killed by {_signal_name(signum)}", tail)
-        return RunOutcome(exit_code, None, f"exited with status {code}", tail)
+            return f"killed by {_signal_name(signum)}"
+        return f"exited with status {code}"
 
 
 def _open_init(init_pid: int, bwrap_pid: int) -> int | None:

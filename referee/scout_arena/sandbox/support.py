@@ -90,5 +90,5 @@ def probe() -> SandboxSupport:
     mode = ("root: each bot runs under a uid of its own" if as_root
             else "not root: bots run in a user namespace under the host's uid")
     limits = ("cgroup v2 delegated" if cgroups else
-              "rlimits per process and a watchdog on the process tree (no delegated cgroup v2)")
+              "rlimits per process and a watchdog on the whole sandbox (no delegated cgroup v2)")
     return SandboxSupport(True, f"bubblewrap works; {mode}; {limits}", cgroups)

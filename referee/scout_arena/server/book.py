@@ -37,7 +37,7 @@ class FinishedMatch:
         record = runner.record
         self.ended_at = (record.ended_at if record is not None else None) or time.time()
         self._snapshot = runner.snapshot()
-        last = runner.spectator_log[-1] if runner.spectator_log else None
+        last = runner.spectators.log[-1] if runner.spectators.log else None
         self._ended = last if isinstance(last, MatchEnded) else None
         self.record: MatchRecord | None = record if keep_record else None
         """None once dropped from memory: the referee reads it from disk (if it has a

@@ -14,10 +14,10 @@ import hmac
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .match import Seat
+    from .seat import Seat
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 """A token's bot name, or None: for tokens the referee was not given itself."""
@@ -50,7 +50,7 @@ class BotConnection:
         """Hello.lean: this stream goes without PublicEvents and AnswerResult{ACCEPTED}."""
         self.accepts_bundles = False
         """Hello.accepts_bundles: the writer may send what is queued as one RefereeBundle."""
-        self.handler_task: asyncio.Task[Any] | None = None
+        self.handler_task: asyncio.Task[None] | None = None
         self.said_goodbye = False
         """The writer has sent a Goodbye: the handler ends the call with OK."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ def loop_factory(choice: str | None = None) -> tuple[Callable[[], asyncio.Abstra
     return asyncio.new_event_loop, "asyncio"
 
 
-def run(main: Coroutine[Any, Any, T], choice: str | None = None) -> T:
+def run(main: Coroutine[object, None, T], choice: str | None = None) -> T:
     """`asyncio.run` on the chosen loop."""
     factory, _ = loop_factory(choice)
     with asyncio.Runner(loop_factory=factory) as runner:

@@ -21,9 +21,9 @@ from scout.v1 import arena_pb2, matches_pb2
 
 from .arena_service import MAX_STREAMS_PER_TOKEN, ArenaServicer, BearerTokens, StreamWriter
 from .events import Goodbye, GoodbyeReason
+from .hardening import ServerLiveness
 from .limits import FdLimit, raise_fd_limit
 from .listener import MAX_STREAMS_PER_CONNECTION, ExtraService, Listener, TlsConfig
-from .liveness import ServerLiveness
 from .matches_service import MatchesServicer, admin_token_problem
 from .referee import Referee
 
@@ -47,7 +47,9 @@ class RefereeServer:
     """A referee's Arena and Matches services (and ``extra_services``, which must register
     their methods, as the generated ``add_*Servicer_to_server`` do) on one `Listener`.
 
-    ``stream_writer``: what drains each bot stream's outbox onto its call (`StreamWriter`)."""
+    ``stream_writer``: what drains each bot stream's outbox onto its call (`StreamWriter`);
+    ``gc_policy``: apply the process's garbage-collection policy as the server starts (for
+    ``referee serve``, which owns its process: `hardening`)."""
 
     def __init__(self, referee: Referee, *, host: str = "127.0.0.1", port: int = 0,
                  admin_token: str | None = None, tls: TlsConfig | None = None,
@@ -55,7 +57,7 @@ class RefereeServer:
                  max_streams_per_connection: int = MAX_STREAMS_PER_CONNECTION,
                  max_streams_per_token: int = MAX_STREAMS_PER_TOKEN,
                  goodbye_retry_after_ms: int = GOODBYE_RETRY_AFTER_MS,
-                 stream_writer: StreamWriter | None = None) -> None:
+                 stream_writer: StreamWriter | None = None, gc_policy: bool = False) -> None:
         if admin_token is not None and (problem := admin_token_problem(admin_token)):
             raise ValueError(problem)
         self.referee = referee
@@ -67,7 +69,7 @@ class RefereeServer:
         self.listener = Listener(
             [(arena.add_to_server, ARENA), (matches.add_to_server, MATCHES), *extra_services],
             f"{host}:{port}", tls=tls, max_streams_per_connection=max_streams_per_connection,
-            serving=(ARENA, MATCHES))
+            serving=(ARENA, MATCHES), gc_policy=gc_policy)
         self.server = self.listener.server
         self.port = self.listener.port
         self.address = self.listener.address

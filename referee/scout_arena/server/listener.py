@@ -1,5 +1,5 @@
 """One grpc.aio server on one address, with its services, health and reflection, guarded by
-the runtime hardening (`liveness`, `cqdrain`).
+the runtime hardening (`hardening`).
 
 The referee's network listener carries the Arena and Matches services (and the ladder's, when
 it shares the port); a listener may carry any set of services, so long as each registers its
@@ -8,7 +8,6 @@ methods: the liveness guard answers every call to an unregistered method UNIMPLE
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,7 @@ from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from .cqdrain import drain_completion_notifications
-from .liveness import ServerLiveness
+from .hardening import harden_runtime
 
 MAX_BOT_MESSAGE_BYTES = 64 * 1024
 MAX_SEND_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -84,12 +82,14 @@ class _Registrations:
 class Listener:
     """A grpc.aio server on ``address`` (``host:port``, port 0 picks a free one, or
     ``unix:/absolute/path``) with ``services``, health and reflection. ``serving`` names the
-    services health reports SERVING while it runs (besides the server as a whole, "")."""
+    services health reports SERVING while it runs (besides the server as a whole, "").
+    ``gc_policy``: also apply the process's garbage-collection policy as it starts (for the
+    command that owns the process, `hardening`)."""
 
     def __init__(self, services: Sequence[Service], address: str, *,
                  tls: TlsConfig | None = None,
                  max_streams_per_connection: int = MAX_STREAMS_PER_CONNECTION,
-                 serving: Sequence[str] = ()) -> None:
+                 serving: Sequence[str] = (), gc_policy: bool = False) -> None:
         if max_streams_per_connection < 1:
             raise ValueError("max_streams_per_connection must be at least 1")
         self.server = grpc.aio.server(options=[
@@ -126,15 +126,14 @@ class Listener:
             self.address = f"{address.rpartition(':')[0]}:{bound}"
         # The self-probe speaks plaintext; a TLS listener (maybe with client certificates)
         # relies on the guard and the crash watch.
-        self.liveness = ServerLiveness(self.server, self.address,
-                                       probe_interval_s=None if tls else 0.5)
+        self.hardening = harden_runtime(self.server, self.address,
+                                        probe_interval_s=None if tls else 0.5,
+                                        gc_policy=gc_policy)
+        self.liveness = self.hardening.liveness
 
     async def start(self) -> None:
-        self.liveness.install_guard()
-        await self.server.start()
-        drain_completion_notifications(asyncio.get_running_loop())
+        await self.hardening.start()
         await self.report(serving=True)
-        await self.liveness.start()
 
     async def report(self, serving: bool) -> None:
         """What health says of the server and of the ``serving`` services."""
@@ -145,5 +144,5 @@ class Listener:
 
     async def stop(self, grace_s: float = 1.0) -> None:
         """Close the server: calls still running get ``grace_s`` to end."""
-        await self.liveness.stop()
+        await self.hardening.stop()
         await self.server.stop(grace=grace_s)

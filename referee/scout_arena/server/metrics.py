@@ -158,7 +158,7 @@ class RefereeMetrics:
 
     def gc_paused(self, generation: int, seconds: float) -> None:
         """A garbage collection of ``generation`` stopped the process ``seconds``
-        (`gcpolicy.watch_gc_pauses` calls it after each one)."""
+        (`hardening.watch_gc_pauses` calls it after each one)."""
         self.gc_pauses[generation].observe(seconds)
 
     def answered_request(self, kind: str, seconds: float, decision_s: float) -> None:

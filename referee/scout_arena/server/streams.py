@@ -17,8 +17,8 @@ from collections.abc import Callable
 from .connections import BotConnection, BotEntry, BotRegistry
 from .events import Answer, AnswerJudged, Goodbye, Verdict, Welcome, Wire
 from .looplag import LoopLag
-from .match import Delivered, SeatRequest
 from .metrics import RefereeMetrics
+from .seat import Delivered, SeatRequest
 
 _CHOICE = {"rotation": "a RotationChoice", "decision": "an ActionChoice"}
 
@@ -80,7 +80,7 @@ class Streams:
             self.metrics.connected_bots.inc()
         for seat in list(bot.seats.values()):
             seat.match.note("reconnect", seat.index, detail)
-            seat.match.resync(seat)
+            seat.match.table.resync(seat)
         for callback in self.on_connect:
             callback(bot)
         self._then(bot)
@@ -126,7 +126,7 @@ class Streams:
             return
         request = seat.open
         if request is None or request.request_id != request_id or request.kind != answer.kind:
-            seat.match.judge(seat, request_id, Verdict.STALE,
+            seat.match.table.judge(seat, request_id, Verdict.STALE,
                              stale_reason(request_id, answer.kind, request))
             return
         seat.deliver(Delivered(answer, time.monotonic() if received_at is None else received_at,

@@ -4,7 +4,11 @@
 sandbox sets SCOUT_ADDRESS (a `unix:` socket there) and SCOUT_TOKEN, as does a tournament.
 """
 
+import logging
+
 from scout_client import RandomBot, run
 
 if __name__ == "__main__":
+    # The owner reads a hosted bot's output (`scout-arena ladder logs BOT`): say what happens.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     run(RandomBot())

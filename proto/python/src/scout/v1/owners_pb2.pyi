@@ -479,7 +479,9 @@ class SubmitVersionChunk(_message.Message):
     bot: _builtins.str
     """The bot the version is for."""
     data: _builtins.bytes
-    """The next bytes of the archive (.zip or .tar.gz holding scout-bot.toml), at most 1 MiB."""
+    """The next bytes of the archive (.zip or .tar.gz holding scout-bot.toml); the ladder reads
+    at most 64 KiB per message, so send chunks of 32 KiB.
+    """
     def __init__(
         self,
         *,

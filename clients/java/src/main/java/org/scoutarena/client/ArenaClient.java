@@ -236,8 +236,10 @@ public final class ArenaClient {
     if (address.startsWith("unix:")) {
       // grpc-netty-shaded serves unix: targets itself (epoll domain sockets); it asks every
       // channel for SO_KEEPALIVE, which a domain socket has not, and netty warns of it once per
-      // connection. HTTP/2 keepalive pings still run.
+      // connection (HTTP/2 keepalive pings still run). In a ladder's sandbox, which has no
+      // network, netty also warns that it found no hardware address for its channel ids.
       QUIET_BOOTSTRAP_LOG.setLevel(Level.SEVERE);
+      QUIET_MAC_ADDRESS_LOG.setLevel(Level.SEVERE);
     }
     ChannelCredentials credentials;
     if (tls) {
@@ -264,6 +266,8 @@ public final class ArenaClient {
   /** Held so that its level stays set (java.util.logging keeps loggers weakly). */
   private static final Logger QUIET_BOOTSTRAP_LOG =
       Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap.Bootstrap");
+  private static final Logger QUIET_MAC_ADDRESS_LOG =
+      Logger.getLogger("io.grpc.netty.shaded.io.netty.util.internal.MacAddressUtil");
 
   /** Makes the channel to a referee node (PROTOCOL.md §3.8). */
   @FunctionalInterface

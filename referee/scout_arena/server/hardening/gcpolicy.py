@@ -54,7 +54,6 @@ import functools
 import gc
 import time
 from collections.abc import Callable
-from typing import Any
 
 YOUNG_PERIOD_S = 0.1
 """How often `tune_gc`'s timer collects the young generations, 0 and 1 by turns."""
@@ -115,7 +114,7 @@ def watch_gc_pauses(observe: Callable[[int, float], None]) -> Callable[[], None]
     returns what stops the watching."""
     started = [0.0]
 
-    def callback(phase: str, info: dict[str, Any]) -> None:
+    def callback(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             started[0] = time.perf_counter()
         else:

@@ -51,11 +51,12 @@ import importlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, cast
+from types import ModuleType
+from typing import Any, NoReturn, cast
 
 import grpc
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("scout_arena.server.liveness")  # its name before the move to hardening/
 
 _MAIN_LOOP = "AioServer._server_main_loop"
 _REQUEST_CALL = "AioServer._request_call"
@@ -74,16 +75,16 @@ _NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EX
 TaskFactory = Callable[..., "asyncio.Future[Any]"]
 
 
-def _cygrpc() -> Any:
+def _cygrpc() -> ModuleType:
     return importlib.import_module("grpc._cython.cygrpc")
 
 
-def _inner(server: grpc.aio.Server) -> Any:
+def _inner(server: grpc.aio.Server) -> object:
     """The Cython AioServer behind a grpc.aio.Server (None if grpc changed that)."""
     return getattr(server, "_server", None)
 
 
-def _owned_by(coro: object, owners: dict[int, Any]) -> Any:
+def _owned_by(coro: object, owners: dict[int, object]) -> object:
     """The object of ``owners`` whose method created the Cython coroutine ``coro``, or None.
 
     A Cython coroutine keeps its ``self`` in a closure object that the garbage collector can
@@ -141,10 +142,10 @@ class _LoopGuard:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.cygrpc = _cygrpc()
-        self.servers: dict[int, Any] = {}
+        self.servers: dict[int, object] = {}
         self.previous = cast(TaskFactory | None, loop.get_task_factory())
         self.rejected = 0
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks: set[asyncio.Future[object]] = set()
         self._installed: TaskFactory = self._factory  # one bound method, to compare by identity
         loop.set_task_factory(cast(Any, self._installed))
 
@@ -157,7 +158,7 @@ class _LoopGuard:
             return self.previous(loop, coro, **kwargs)
         return asyncio.Task(coro, loop=loop, **kwargs)
 
-    async def _screen(self, request: Coroutine[Any, Any, Any]) -> Any:
+    async def _screen(self, request: Coroutine[object, None, object]) -> NoReturn:
         """Stands in for the coroutine in which the server waits for its next unregistered call:
         answers that call itself and makes the main loop ask for the next one."""
         rpc_state = await request
@@ -181,7 +182,7 @@ class _LoopGuard:
             log.debug("answered an unregistered call UNIMPLEMENTED (%d so far)", self.rejected)
         raise self.cygrpc._RequestCallError("unregistered call answered by the liveness guard")
 
-    def remove(self, inner: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def remove(self, inner: object, loop: asyncio.AbstractEventLoop) -> None:
         self.servers.pop(id(inner), None)
         if self.servers:
             return
@@ -253,7 +254,7 @@ class ServerLiveness:
         self._dead_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._on_dead_task: asyncio.Task[None] | None = None
-        self._serving_task: asyncio.Future[Any] | None = None
+        self._serving_task: asyncio.Future[object] | None = None
         self._server_ended = False
         self._stopping = False
         self._started = False
@@ -345,7 +346,7 @@ class ServerLiveness:
                 return True
         return False
 
-    def _serving_task_done(self, task: asyncio.Future[Any]) -> None:
+    def _serving_task_done(self, task: asyncio.Future[object]) -> None:
         if task.cancelled() or task.exception() is None:
             self._server_ended = True  # a shutdown someone asked for
             return

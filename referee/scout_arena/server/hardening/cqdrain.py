@@ -28,7 +28,6 @@ import socket
 import struct
 import termios
 from collections.abc import Callable
-from typing import Any
 
 log = logging.getLogger("scout_arena.referee")
 
@@ -37,7 +36,7 @@ _QUEUE_TYPE = "PollerCompletionQueue"
 _INSTALLED = "_scout_drained"
 
 
-def _grpc_reader(callback: Any) -> bool:
+def _grpc_reader(callback: object) -> bool:
     func = callback.func if isinstance(callback, functools.partial) else callback
     owner = getattr(func, "__self__", None)
     return (getattr(func, "__name__", None) == _HANDLER_NAME
