@@ -57,7 +57,7 @@ pytest: $(STAMP) postgres browser bubblewrap
 
 # Refresh the pictures in docs/screenshots/ (the web pages' browser tests take them).
 screenshots: $(STAMP) postgres browser
-	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py -k browser
+	SCOUT_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/test_web.py tests/test_web_owner.py -k browser
 
 bench: $(STAMP) bubblewrap
 	mkdir -p bench/results
@@ -68,6 +68,7 @@ bench: $(STAMP) bubblewrap
 	$(BIN)/python bench/strength.py --json bench/results/strength.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/referee_cpu.py --json bench/results/referee_cpu.json
+	$(BIN)/python bench/hosted.py --json bench/results/hosted.json
 	$(BIN)/python bench/tournament.py --json bench/results/tournament.json
 	$(BIN)/python bench/distributed.py --json bench/results/distributed.json
 	$(BIN)/python bench/sprt.py --json bench/results/sprt.json

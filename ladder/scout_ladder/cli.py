@@ -135,7 +135,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         time_control=TimeControl(args.decision_ms, args.time_bank_ms),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port,
-        registration=Registration(args.registration))
+        registration=Registration(args.registration), hosting=not args.no_hosting,
+        hosting_dir=Path(args.hosting_dir) if args.hosting_dir else None,
+        hosted_data_mb=args.hosted_data_mb)
     limits = OwnerLimits(bots_per_owner=args.max_bots_per_owner,
                          submissions_per_hour=args.max_submissions_per_hour,
                          max_upload_bytes=args.max_upload_mb * 2**20)
@@ -202,7 +204,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      decision_ms=args.decision_ms,
                                      time_bank_ms=args.time_bank_ms, verbose=args.verbose,
                                      tls=(args.tls_cert, args.tls_key) if args.tls_cert
-                                     else None)
+                                     else None, hosting=not args.no_hosting,
+                                     hosted_data_mb=args.hosted_data_mb)
             try:
                 addresses = await local_nodes.start()
             except Exception as exc:
@@ -396,6 +399,19 @@ def _plain(row: Any) -> Any:
     return row
 
 
+def _add_hosting_flags(serve: argparse.ArgumentParser) -> None:
+    hosting = serve.add_argument_group(
+        "hosted bots", "run uploaded bots in the sandbox (docs/deploy.md#hosted-bots)")
+    hosting.add_argument("--no-hosting", action="store_true",
+                         help="host no uploaded bots (uploads are refused)")
+    hosting.add_argument("--hosting-dir", metavar="DIR",
+                         help="hosting's working folder: unpacked code, runs, validation "
+                              "(default: a new temporary folder)")
+    hosting.add_argument("--hosted-data-mb", type=_positive, default=16, metavar="MB",
+                         help="the largest data folder a hosted bot keeps between matches "
+                              "(default 16)")
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -452,6 +468,7 @@ def add_ladder_parser(sub: Any) -> None:
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
     _add_owner_flags(serve)
+    _add_hosting_flags(serve)
     serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM")
     serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")

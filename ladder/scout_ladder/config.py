@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from scout_arena.server import TimeControl, TlsConfig
 
 from .matchmaker import MatchmakerConfig
-from .owners_service import Registration, VersionValidator
+from .owners_service import Registration
+from .submissions import VersionValidator
 
 
 @dataclass(frozen=True)
@@ -57,3 +59,12 @@ class LadderConfig:
     """Who may sign up for an owner account (`scout.v1.Owners`, owners_service)."""
     version_validator: VersionValidator | None = None
     """Runs uploaded versions (the hosting code); None: the ladder hosts no bots."""
+    hosting: bool = False
+    """Host uploaded bots (where the sandbox runs: the ladder's own referee, or nodes that
+    can); False: hosted bots are not scheduled and uploads are refused unless
+    ``version_validator`` is given. `ladder serve` hosts unless --no-hosting."""
+    hosting_dir: Path | None = None
+    """Hosting's working folder (code cache, runs, checks); None: a new temporary one."""
+    hosted_data_mb: int = 16
+    """The largest data folder a hosted bot keeps between matches."""
+

@@ -40,7 +40,8 @@ class LocalNodes:
 
     def __init__(self, count: int, ladder: str, token: str, host: str, records: Path, *,
                  capacity: int = 100, decision_ms: int = 1000, time_bank_ms: int = 10_000,
-                 verbose: bool = False, tls: tuple[str, str] | None = None) -> None:
+                 verbose: bool = False, tls: tuple[str, str] | None = None,
+                 hosting: bool = True, hosted_data_mb: int = 16) -> None:
         """``tls``: the ladder's (certificate, key). The nodes then serve bots over TLS with
         them too, and trust that certificate for the ladder (a self-signed one, or set up
         remote-style nodes yourself: docs/deploy.md#nodes)."""
@@ -55,6 +56,9 @@ class LocalNodes:
         self.time_bank_ms = time_bank_ms
         self.verbose = verbose
         self.tls = tls
+        self.hosting = hosting
+        """The nodes host bots where the machine can run the sandbox (each probes it)."""
+        self.hosted_data_mb = hosted_data_mb
         self.nodes = [LocalNode(i) for i in range(count)]
         self._watchers: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -78,7 +82,9 @@ class LocalNodes:
                 "--host", self.host, "--port", "0", "--records", str(records),
                 "--join", self.ladder, "--node-name", name, "--capacity", str(self.capacity),
                 "--decision-ms", str(self.decision_ms),
-                "--time-bank-ms", str(self.time_bank_ms), *(["-v"] if self.verbose else [])]
+                "--time-bank-ms", str(self.time_bank_ms), *(["-v"] if self.verbose else []),
+                *(["--hosted-data-mb", str(self.hosted_data_mb)] if self.hosting
+                  else ["--no-hosting"])]
         if self.tls is not None:
             cert, key = self.tls
             argv += ["--tls-cert", cert, "--tls-key", key, "--ladder-ca", cert]

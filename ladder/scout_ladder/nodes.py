@@ -22,7 +22,7 @@ import gzip
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -64,6 +64,9 @@ class NodeSession:
     handler: asyncio.Task[object] | None = None
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
+    can_host: bool = False
+    """The node runs hosted bots in its sandbox (NodeHello.can_host)."""
+    host_problem: str = ""
 
     @property
     def free(self) -> int:
@@ -84,17 +87,19 @@ class NodeSession:
         return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
 
     async def assign(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
-                     time_control: game_pb2.TimeControl,
-                     join_timeout_s: float) -> nodes_pb2.AssignmentReply:
-        """Ask the node to host a match; its reply (a refusal if it does not answer in time,
-        or is lost meanwhile)."""
+                     time_control: game_pb2.TimeControl, join_timeout_s: float,
+                     hosted: Mapping[str, nodes_pb2.HostedSeat] | None = None
+                     ) -> nodes_pb2.AssignmentReply:
+        """Ask the node to host a match (``hosted``: the seats it runs in its sandbox); its
+        reply (a refusal if it does not answer in time, or is lost meanwhile)."""
         future: asyncio.Future[nodes_pb2.AssignmentReply] = \
             asyncio.get_running_loop().create_future()
         self.replies[match_id] = future
         self.matches.add(match_id)
         self.send(nodes_pb2.LadderMessage(assign=nodes_pb2.AssignMatch(
             match_id=match_id, seed=seed, time_control=time_control,
-            seats=[nodes_pb2.SeatTicket(bot_name=n, ticket=t) for n, t in seats],
+            seats=[nodes_pb2.SeatTicket(bot_name=n, ticket=t, hosted=(hosted or {}).get(n))
+                   for n, t in seats],
             join_timeout_ms=round(join_timeout_s * 1000))))
         try:
             return await asyncio.wait_for(asyncio.shield(future), REPLY_TIMEOUT_S)
@@ -170,10 +175,23 @@ def _decode_record(data: bytes) -> str:
     return raw.decode("utf-8")
 
 
+class HostingCalls(Protocol):
+    """The hosting calls of the Nodes service (`hostedfiles.HostedFiles`)."""
+
+    def FetchBotFiles(self, request: nodes_pb2.FetchBotFilesRequest, context: Context
+                      ) -> AsyncIterator[nodes_pb2.FileChunk]: ...
+
+    async def ReportHostedRun(self, request_iterator: AsyncIterator[nodes_pb2.HostedRunPart],
+                              context: Context) -> nodes_pb2.HostedRunStored: ...
+
+
 class NodesServicer(nodes_pb2_grpc.NodesServicer):
     """`Nodes.Attach`: authenticate, register, then heartbeats, replies and reports."""
 
-    def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str) -> None:
+    def __init__(self, registry: NodeRegistry, events: NodeEvents, token: str,
+                 hosting: HostingCalls | None = None) -> None:
+        self.hosting = hosting
+        """The hosting calls (`hostedfiles.HostedFiles`); None: answered UNIMPLEMENTED."""
         self.registry = registry
         self.events = events
         self._settling: set[asyncio.Future[tuple[bool, str]]] = set()
@@ -202,7 +220,8 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
         node = NodeSession(
             node_id=f"n-{secrets.token_hex(4)}", address=hello.address,
             name=hello.name or hello.address, capacity=hello.capacity, version=hello.version,
-            tls=hello.tls, attached_at=time.time(), last_heartbeat=time.monotonic())
+            tls=hello.tls, attached_at=time.time(), last_heartbeat=time.monotonic(),
+            can_host=hello.can_host, host_problem=hello.host_problem)
         node.handler = asyncio.current_task()
         previous = self.registry.nodes.get(node.address)
         if previous is not None:
@@ -234,6 +253,21 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             self._lose(node, reason)
             for task in (reader, watchdog):
                 task.cancel()
+
+    async def FetchBotFiles(self, request: nodes_pb2.FetchBotFilesRequest, context: Context
+                            ) -> AsyncIterator[nodes_pb2.FileChunk]:
+        if self.hosting is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this ladder hosts no bots")
+            raise AssertionError("abort raises")
+        async for chunk in self.hosting.FetchBotFiles(request, context):
+            yield chunk
+
+    async def ReportHostedRun(self, request_iterator: AsyncIterator[nodes_pb2.HostedRunPart],
+                              context: Context) -> nodes_pb2.HostedRunStored:
+        if self.hosting is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this ladder hosts no bots")
+            raise AssertionError("abort raises")
+        return await self.hosting.ReportHostedRun(request_iterator, context)
 
     def _lose(self, node: NodeSession, reason: str) -> None:
         if self.registry.nodes.get(node.address) is node:

@@ -7,10 +7,8 @@ the upload's own refusals; docs/PROTOCOL.md §19). Who acts is passed to the rep
 owner's name, or None for the admin), which checks in the same transaction that the bot is
 theirs.
 
-Uploads are hostile input: they are unpacked and checked by ``scout_arena.sandbox`` in a
-scratch folder (``unpack_upload``: traversal, links, bombs, manifest), repacked into a
-normalized .tar.gz, stored as a ``validating`` version, and handed to the ladder's
-:class:`VersionValidator` (the hosting code), which runs it and records the verdict.
+Uploads take the path the owner's web page takes too (`submissions.Submissions`: checked by
+``scout_arena.sandbox``, repacked, stored as ``validating``, handed to the validator).
 """
 
 from __future__ import annotations
@@ -19,13 +17,11 @@ import asyncio
 import functools
 import hmac
 import logging
-import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Never, TypeVar
 
 import grpc
 from scout.v1 import owners_pb2, owners_pb2_grpc
@@ -40,9 +36,13 @@ from .repository import (
     OwnerInfo,
     Repository,
     VersionStatus,
-    echo,
 )
-from .repository.common import is_bot_name
+from .submissions import (
+    NoHostingError,
+    Submissions,
+    UploadRefused,
+    VersionValidator,
+)
 
 log = logging.getLogger("scout_ladder.owners")
 
@@ -66,18 +66,6 @@ class Registration(StrEnum):
     """Nobody but the admin: the ladder as it was before owner accounts (the default)."""
 
 
-class VersionValidator(Protocol):
-    """Validates stored versions: the hosting code implements it.
-
-    ``submit`` is called on the ladder's event loop once a version is stored as
-    ``validating`` (and again for each version still validating when the ladder starts), so
-    it must return at once (start a task). It records the verdict with
-    ``Repository.finish_validation``.
-    """
-
-    def submit(self, bot: str, version: int) -> None: ...
-
-
 @dataclass(frozen=True)
 class _Caller:
     owner: OwnerInfo | None
@@ -88,12 +76,9 @@ class _Caller:
         return None if self.owner is None else self.owner.name
 
 
-class UploadRefused(Exception):
-    """The upload is not a bot the ladder can take (the sandbox package's message)."""
-
-
 OWN_STATUS_OF: tuple[tuple[type[Exception], grpc.StatusCode, str], ...] = (
     (UploadRefused, grpc.StatusCode.INVALID_ARGUMENT, "upload refused: "),
+    (NoHostingError, grpc.StatusCode.FAILED_PRECONDITION, ""),
     (DataTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
 )
 """The statuses of this service's own refusals (not the repository's): exception type, code,
@@ -141,38 +126,6 @@ def _version(v: BotVersionInfo) -> owners_pb2.VersionInfo:
         decided_at=_iso(v.decided_at))
 
 
-@dataclass(frozen=True)
-class NormalizedUpload:
-    runtime: str
-    command: tuple[str, ...]
-    archive: bytes
-    """The .tar.gz the ladder stores."""
-
-
-def normalize_upload(data: bytes, max_upload_bytes: int) -> NormalizedUpload:
-    """Unpacks an upload in a scratch folder with the sandbox package's checks and repacks it
-    as the .tar.gz the ladder stores (so that every stored version has one format, made by
-    us); raises :class:`UploadRefused` with the sandbox's message."""
-    from scout_arena.sandbox import (
-        ManifestError,
-        UploadError,
-        UploadLimits,
-        pack_folder,
-        unpack_upload,
-    )
-
-    limits = UploadLimits(max_upload_bytes=max_upload_bytes)
-    with tempfile.TemporaryDirectory(prefix="scout-upload-") as scratch:
-        folder = Path(scratch) / "bot"
-        folder.mkdir()
-        try:
-            manifest = unpack_upload(data, folder, limits)
-            return NormalizedUpload(str(manifest.runtime), tuple(manifest.command),
-                                    pack_folder(folder, limits))
-        except (UploadError, ManifestError) as exc:
-            raise UploadRefused(str(exc)) from None
-
-
 class OwnersServicer(owners_pb2_grpc.OwnersServicer):
     """`scout.v1.Owners` over the ladder's repository."""
 
@@ -183,6 +136,7 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
         self.admin_token = admin_token
         self.registration = Registration(registration)
         self.validator = validator
+        self.submissions = Submissions(repo, validator)
 
     async def resume_validations(self) -> int:
         """Hands the versions still ``validating`` (the ladder stopped before a verdict) to
@@ -230,23 +184,36 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
         try:
             return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
         except Exception as exc:
-            status = status_of(exc)
-            if status is None:
-                log.error("Owners call %s failed", getattr(fn, "__name__", fn), exc_info=exc)
-                status = (grpc.StatusCode.INTERNAL, rpc.INTERNAL_MESSAGE)
+            await self._failed(context, exc, getattr(fn, "__name__", str(fn)))
+
+    async def _failed(self, context: Context, exc: Exception, what: str) -> Never:
+        status = status_of(exc)
+        if status is None:
+            log.error("Owners call %s failed", what, exc_info=exc)
+            status = (grpc.StatusCode.INTERNAL, rpc.INTERNAL_MESSAGE)
         await rpc.abort(context, *status)
+
+    async def _check(self, context: Context, check: Callable[..., None], *args: Any) -> None:
+        """A check of `Submissions` that needs no database: run here, on the loop."""
+        try:
+            check(*args)
+        except Exception as exc:
+            await self._failed(context, exc, check.__name__)
+
+    async def _await(self, context: Context, work: Awaitable[T]) -> T:
+        """``_call`` for a coroutine that runs its blocking parts in threads itself."""
+        try:
+            return await work
+        except Exception as exc:
+            await self._failed(context, exc, "submit")
 
     async def _refuse_suspended(self, caller: _Caller, context: Context) -> None:
         if caller.owner is not None and caller.owner.suspended:
-            await rpc.abort(context, grpc.StatusCode.FAILED_PRECONDITION,
-                            (f"the owner {echo(caller.owner.name)} is suspended: "
-                                     f"{caller.owner.suspended_reason}"))
+            await self._check(context, self.submissions.check_submitter, caller.owner)
 
     async def _need_hosting(self, context: Context) -> None:
-        if self.validator is None:
-            await rpc.abort(context, grpc.StatusCode.FAILED_PRECONDITION,
-                            "this ladder hosts no bots (it was started without hosting): "
-                            "register a remote bot instead")
+        if not self.submissions.hosting:
+            await self._check(context, self.submissions.check_submitter, None)
 
     # ----- accounts ---------------------------------------------------------------------------
 
@@ -338,9 +305,7 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
     async def SubmitVersion(self, request_iterator: AsyncIterator[owners_pb2.SubmitVersionChunk],
                             context: Context) -> owners_pb2.VersionInfo:
         caller = await self._caller(context)
-        await self._refuse_suspended(caller, context)
-        await self._need_hosting(context)
-        limit = self.repo.limits.max_upload_bytes
+        await self._check(context, self.submissions.check_submitter, caller.owner)
         name: str | None = None
         parts: list[bytes] = []
         size = 0
@@ -351,31 +316,21 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
                     await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                                     "the first message of an upload names the bot")
                 name = chunk.bot
-                if not is_bot_name(name):  # said before the bytes are read, not after
-                    await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"not a bot name: {echo(name)}")
+                # said before the bytes are read, not after
+                await self._check(context, self.submissions.check_name, name)
                 continue
             if part != "data":
                 await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                                 "after the bot's name, an upload is data messages only")
             size += len(chunk.data)
-            if size > limit:
-                await rpc.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"the upload is larger than this ladder takes ({limit} "
-                                "bytes)")
+            await self._check(context, self.submissions.check_size, size)
             parts.append(chunk.data)
         if name is None or not parts:
             await rpc.abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                             "an upload is the bot's name, then the archive's bytes")
         assert name is not None
-        upload = await self._call(context, normalize_upload, b"".join(parts), limit)
-        version = await self._call(
-            context, self.repo.submit_version, name, as_owner=caller.as_owner,
-            archive=upload.archive, runtime=upload.runtime, command=upload.command)
-        log.info("%s version %d uploaded (%d bytes); validating", name, version.version,
-                 len(upload.archive))
-        assert self.validator is not None
-        self.validator.submit(name, version.version)
+        version = await self._await(context, self.submissions.submit(
+            name, b"".join(parts), as_owner=caller.as_owner))
         return _version(version)
 
     async def GetVersion(self, request: owners_pb2.GetVersionRequest,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Protocol
 
-from scout.v1 import game_pb2
+from scout.v1 import game_pb2, nodes_pb2
 from scout_arena.record import JSON
 from scout_arena.server import RefereeFacade
 
@@ -30,6 +30,19 @@ NodeFilter = Callable[[Sequence[str], NodeSession], bool]
 """Whether a node can host a table of these bots (a capability the table needs)."""
 
 NODELESS_WARNING_EVERY_S = 30.0
+HOSTED_JOIN_TIMEOUT_S = 20.0
+"""The least join timeout of a match with hosted seats (their node starts them first)."""
+
+
+class HostedSeats(Protocol):
+    """The hosted seats of a match placed on a node (`hosting.LadderHosting`)."""
+
+    def seat(self, match_id: str, names: Sequence[str]) -> dict[str, nodes_pb2.HostedSeat]:
+        """Take the hosted bots among ``names`` for the match: what the node needs."""
+        ...
+
+    def unseat(self, match_id: str, names: Sequence[str]) -> None:
+        """The match did not start: free them."""
 
 
 class Placement(Protocol):
@@ -86,6 +99,9 @@ class NodePlacement:
         self.background = background
         self.node_filters: list[NodeFilter] = []
         """Each must accept a node for a table to be placed there."""
+        self.hosted_seats: HostedSeats | None = None
+        """Takes a match's hosted seats (the hosting code): what the node needs to run them;
+        their bots are not told where the match is (the node starts them)."""
         self.node_seats: dict[str, set[str]] = {}
         """Bot -> ladder matches it plays (or is waiting for) on nodes."""
         self._nodeless_warned = -1e9
@@ -166,16 +182,22 @@ class NodePlacement:
                                             players=tuple(names), node=node.address)
         tickets = [(n, secrets.token_urlsafe(24)) for n in names]
         tc = self.config.time_control
+        hosted = self.hosted_seats.seat(intent_id, names) if self.hosted_seats else {}
+        join_timeout_s = self.config.join_timeout_s
+        if hosted:  # the node fetches and starts them first: no seat lost to a slow start
+            join_timeout_s = max(join_timeout_s, HOSTED_JOIN_TIMEOUT_S)
         reply = await node.assign(intent_id, tickets, seed, game_pb2.TimeControl(
             decision_ms=tc.decision_ms, time_bank_ms=tc.time_bank_ms,
-            no_time_bank=tc.time_bank_ms == 0), self.config.join_timeout_s)
+            no_time_bank=tc.time_bank_ms == 0), join_timeout_s, hosted)
         if not reply.accepted:
+            if self.hosted_seats is not None:
+                self.hosted_seats.unseat(intent_id, names)
             if flights.flights.pop(intent_id, None) is not None:
                 self._unreserve(node, intent_id, names)
                 await flights.void_intent(intent_id,
                                           f"node {node.name} did not take it: {reply.reason}")
             return
-        self._announce(node, intent_id, tickets)
+        self._announce(node, intent_id, [(n, t) for n, t in tickets if n not in hosted])
 
     def _announce(self, node: NodeSession, match_id: str,
                   tickets: Sequence[tuple[str, str]]) -> None:

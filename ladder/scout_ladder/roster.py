@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Set
+from collections.abc import Awaitable, Callable, Mapping, Set
 from typing import Protocol
 
 from scout_arena.server import RefereeFacade
@@ -49,16 +49,19 @@ class Roster:
         """Bot name -> why it is not scheduled ("retired", "probation: ...", "its owner is
         suspended: ...", "paused: ...")."""
         self.idle_since: dict[str, float] = {}
+        self.on_refresh: list[Callable[[list[BotInfo]], Awaitable[None]]] = []
+        """Told every registered bot as read by each `refresh` (the hosting code)."""
 
     def _know(self, bot: BotInfo) -> None:
         self.owners[bot.name] = bot.owner
         self.versions[bot.name] = bot.version
 
     async def authenticate(self, token: str) -> str | None:
-        """The name of the bot with this token; None for no bot or a retired one."""
+        """The name of the bot with this token; None for no bot, a retired one, or a hosted
+        one."""
         bot = await asyncio.to_thread(self.repo.authenticate, token)
-        if bot is None or bot.retired:
-            return None
+        if bot is None or bot.retired or bot.kind == "hosted":
+            return None  # a hosted bot plays only in its sandbox, through its own socket
         self._know(bot)
         return bot.name
 
@@ -74,6 +77,8 @@ class Roster:
             elif bot.probation_reason:
                 unschedulable[bot.name] = f"probation: {bot.probation_reason}"
         self.unschedulable = unschedulable
+        for hook in self.on_refresh:
+            await hook(bots)
 
     def connected(self, name: str) -> None:
         self.idle_since.setdefault(name, time.monotonic())

@@ -26,12 +26,14 @@ from scout_arena.server import RefereeFacade
 
 from .config import LadderConfig, ProbationPolicy
 from .flight import VOID_AT_START, VOID_AT_STOP, VOID_BEFORE_START, MatchFlights
+from .hostedfiles import HostedFiles
+from .hosting import HostingConfig, HostingPlacement, LadderHosting, RemoteOnly
 from .ladder_api import ladder_service
 from .leasewatch import LeaseWatch
 from .node_events import NodeMatches
 from .nodes import NodeRegistry, NodeSession, NodesServicer
 from .owners_service import OwnersServicer, owners_service
-from .placement import LocalPlacement, NodePlacement, Placement
+from .placement import HOSTED_JOIN_TIMEOUT_S, LocalPlacement, NodePlacement, Placement
 from .probation import Probation
 from .ratingcache import RatingsCache
 from .repository import Repository
@@ -61,14 +63,23 @@ class Ladder:
             ladder_service(repository, config.admin_token)]
         """The gRPC services served beside the referee's own; a new one is one more entry,
         added here, before the referee is made (it registers them)."""
+        self.hosting: LadderHosting | None = None
+        if config.hosting:
+            self.hosting = LadderHosting(
+                repository, config.time_control, HostingConfig(
+                    workdir=config.hosting_dir, data_limit_bytes=config.hosted_data_mb * 2**20,
+                    join_timeout_s=max(config.join_timeout_s, HOSTED_JOIN_TIMEOUT_S)),
+                on_nodes=config.node_token is not None)
         self.owners = OwnersServicer(repository, admin_token=config.admin_token,
                                      registration=config.registration,
-                                     validator=config.version_validator)
+                                     validator=config.version_validator or self.hosting)
         self.services.append(owners_service(self.owners))
         self.nodes: NodeRegistry | None = None
         if config.node_token is not None:
             self.nodes = NodeRegistry(config.node_heartbeat_s, config.node_heartbeat_timeout_s)
-            servicer = NodesServicer(self.nodes, self, config.node_token)
+            files = None if self.hosting is None else HostedFiles(
+                self.hosting.hosted, config.node_token, self._on_a_node)
+            servicer = NodesServicer(self.nodes, self, config.node_token, files)
             self.services.append((lambda server: nodes_pb2_grpc.add_NodesServicer_to_server(
                 servicer, server), "scout.v1.Nodes"))
         self.referee = RefereeFacade(
@@ -77,7 +88,13 @@ class Ladder:
             authenticator=self._authenticate, extra_services=self.services, tls=config.tls)
         self.player_sources: list[PlayerSource] = [ConnectedBots(self.referee)]
         """Who can play now; a kind of bot that plays without a stream is one more entry."""
+        if self.hosting is not None:
+            self.hosting.bind(self.referee)
+            self.player_sources[:] = [RemoteOnly(self.player_sources[0], self.hosting),
+                                      self.hosting]
         self.roster = Roster(repository, self.player_sources)
+        if self.hosting is not None:
+            self.roster.on_refresh.append(self.hosting.refresh)
         self.ratings = RatingsCache()
         self.probation = Probation(repository, config.probation, self.roster, self.background)
         self.rng = random.Random(config.rng_seed)
@@ -89,10 +106,13 @@ class Ladder:
         self.placement: Placement = LocalPlacement(self.flights)
         if self.nodes is not None:
             self._play_on_nodes(self.nodes)
+        elif self.hosting is not None:
+            self.placement = HostingPlacement(LocalPlacement(self.flights), self.hosting)
         self.scheduler = Scheduler(repository, config, self.roster, self.ratings,
                                    self.placement, self.flags, self.rng)
         self.lease = LeaseWatch(repository, config.lease_check_s)
-        self.web = LadderWeb(repository, config.web_host, config.web_port or 0)
+        self.web = LadderWeb(repository, config.web_host, config.web_port or 0,
+                             submissions=self.owners.submissions, admin_token=config.admin_token)
         self.voided_at_start: list[str] = []
         self.referee.on_match_finished(self.flights.match_finished)
         self.referee.on_connect(self._connected)
@@ -106,6 +126,10 @@ class Ladder:
             self.background)
         self.node_matches = NodeMatches(self.repo, placement, self.flights, self.config,
                                         self.flags, self.background)
+        if self.hosting is not None:
+            hosting = self.hosting
+            placement.node_filters.append(hosting.node_accepts)
+            placement.hosted_seats = hosting
         self.placement = placement
         self.referee.add_gauge("scout_ladder_nodes", "Referee nodes attached now.",
                                lambda: float(len(nodes.nodes)))
@@ -123,12 +147,26 @@ class Ladder:
 
     def node_lost(self, node: NodeSession, reason: str) -> None:
         assert self.node_matches is not None
+        lost = list(node.matches)
         self.node_matches.node_lost(node, reason)
+        if self.hosting is not None:
+            for match_id in lost:
+                self.hosting.node_match_over(match_id)
 
     async def node_match_ended(self, node: NodeSession, match_id: str, record_json: str | None,
                                failure: str) -> tuple[bool, str]:
         assert self.node_matches is not None
-        return await self.node_matches.node_match_ended(node, match_id, record_json, failure)
+        try:
+            return await self.node_matches.node_match_ended(node, match_id, record_json,
+                                                            failure)
+        finally:
+            if self.hosting is not None:
+                self.hosting.node_match_over(match_id)
+
+    def _on_a_node(self, match_id: str) -> bool:
+        """Whether a match is in flight on a node (the hosting calls serve only those)."""
+        flight = self.flights.flights.get(match_id)
+        return flight is not None and flight.node is not None
 
     @property
     def address(self) -> str:
@@ -184,6 +222,8 @@ class Ladder:
             self.scheduler.warn_about_registered_bots()
             await self.referee.start()
             referee_started = True
+            if self.hosting is not None:
+                await self.hosting.start()
             await self.owners.resume_validations()
             if self.config.web_port is not None:
                 await self.web.start(self.referee.live_matches,
@@ -217,6 +257,8 @@ class Ladder:
                 await self.referee.stop()
             except Exception:
                 log.exception("the referee did not stop cleanly")
+            if self.hosting is not None:
+                await self.hosting.stop()  # stops hosted bots; their runs are stored
             await self.background.drain()
             await self.flights.settle_at_stop()
             await self.background.drain()

@@ -15,16 +15,21 @@ from scout_arena.record import JSON
 from scout_arena.server import LiveMatch
 
 from .repository import Repository
+from .submissions import Submissions
 
 if TYPE_CHECKING:
     from scout_arena.web import EmbeddedServer
 
 
 class LadderWeb:
-    """The pages over the ladder's repository, its live matches and its nodes' report."""
+    """The pages over the ladder's repository, its live matches and its nodes' report, and
+    the owner's page over its submissions (when given)."""
 
-    def __init__(self, repo: Repository, host: str, port: int) -> None:
+    def __init__(self, repo: Repository, host: str, port: int, *,
+                 submissions: Submissions | None = None, admin_token: str | None = None) -> None:
         self.repo = repo
+        self.submissions = submissions
+        self.admin_token = admin_token
         self.host = host
         self.port = port
         self._server: EmbeddedServer | None = None
@@ -35,10 +40,13 @@ class LadderWeb:
         """Serve, and return once the server listens."""
         from scout_arena.web import create_app, make_server
 
+        from .web_owners import LadderOwners
         from .web_source import LadderSource
 
+        owners = None if self.submissions is None else LadderOwners(
+            self.repo, self.submissions, self.admin_token)
         app = create_app(LadderSource(self.repo), title="Scout Arena ladder", live=live,
-                         nodes=nodes)
+                         nodes=nodes, owners=owners)
         server = self._server = make_server(app, self.host, self.port)
         task = self._task = asyncio.create_task(server.serve(), name="ladder web")
         while not server.started:

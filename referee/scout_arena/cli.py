@@ -56,6 +56,16 @@ def _seed(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return value
+
+
 def _pass_budget_ms(text: str) -> float:
     try:
         value = float(text)
@@ -238,6 +248,29 @@ def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> Any:
                       ladder_credentials=credentials)
 
 
+def node_hosting(args: argparse.Namespace, referee: Any) -> Any:
+    """The hosting of a node (``--join``): bots run in the sandbox when this host can run
+    one (`scout_arena.sandbox.probe`) and ``--no-hosting`` is not given; None otherwise (the
+    node tells its ladder it cannot host, and why)."""
+    import logging
+    import tempfile
+
+    from .hosting.node import NodeHosting
+    from .sandbox import Sandbox, SandboxSupport, probe
+
+    if args.no_hosting:
+        return None
+    support = probe()
+    if not support.available:
+        logging.getLogger("scout_arena.hosting").warning(
+            "this node cannot host bots: %s", support.reason)
+        support = SandboxSupport(False, support.reason, support.cgroups)
+    workdir = Path(args.hosting_dir) if args.hosting_dir else \
+        Path(tempfile.mkdtemp(prefix="scout-node-"))
+    return NodeHosting(referee, Sandbox(), workdir, support, args.hosted_data_mb * 2**20,
+                       remove_workdir=not args.hosting_dir)
+
+
 def cmd_referee_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -297,8 +330,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         if args.unix_socket is not None:
             print(f"referee also listening on unix:{args.unix_socket}", flush=True)
         link_task = None
+        hosting = None
         if args.join:
-            link = NodeLink(referee, node_config(args, server.address, tls is not None))
+            hosting = node_hosting(args, referee)
+            link = NodeLink(referee, node_config(args, server.address, tls is not None),
+                            hosting)
             link_task = asyncio.create_task(link.run(), name="node link")
             print(f"node of the ladder {args.join}", flush=True)
         if metrics is not None:
@@ -308,6 +344,8 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         try:
             await task
         finally:
+            if hosting is not None:
+                await hosting.close()  # stops the hosted bots, reports their runs
             if link_task is not None:
                 await link.flush(NODE_FLUSH_S)  # the reports of the matches just aborted
                 link_task.cancel()
@@ -532,6 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--ladder-tls", action="store_true", help="reach the ladder over TLS")
     node.add_argument("--ladder-ca", metavar="PEM",
                       help="CA that signed the ladder's certificate (implies --ladder-tls)")
+    node.add_argument("--no-hosting", action="store_true",
+                      help="host no bots in the sandbox, even where this machine can")
+    node.add_argument("--hosting-dir", metavar="DIR",
+                      help="where hosted bots' code is cached and their runs' folders are "
+                           "made (default: a new temporary folder)")
+    node.add_argument("--hosted-data-mb", type=_positive_int, default=16, metavar="MB",
+                      help="largest data folder a hosted bot keeps between matches "
+                           "(default 16)")
     _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")

@@ -108,6 +108,12 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
     """Constant-time comparison of a token a caller gave with the expected one."""
 
     @property
+    def core(self) -> Referee:
+        """The referee itself, for the hosting layer (`scout_arena.hosting.Host` runs the
+        hosted seats of its matches); apps use the methods here."""
+        return self._referee
+
+    @property
     def address(self) -> str:
         """host:port the server listens on (the port is chosen at construction when 0)."""
         return self._server.address

@@ -26,6 +26,7 @@ import resource
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 from scout.v1 import nodes_pb2, nodes_pb2_grpc
@@ -52,6 +53,10 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_send_message_length", 4 * 1024 * 1024),
 ]
+
+
+class LinkDown(Exception):
+    """The node has no channel to its ladder now (its link is not running)."""
 
 
 class NotWelcomed(Exception):
@@ -88,10 +93,30 @@ def _record_gzip(match: MatchRunner) -> bytes:
     return gzip.compress(json.dumps(record_to_json(match.record)).encode("utf-8"), 6)
 
 
+class NodeHosting(Protocol):
+    """What runs the hosted seats of the matches assigned to this node (`scout_arena.hosting`,
+    which sits above the referee): None on a node that hosts no bots."""
+
+    @property
+    def can_host(self) -> bool: ...
+
+    @property
+    def problem(self) -> str:
+        """Why this node cannot host (empty when it can)."""
+        ...
+
+    def assigned(self, link: NodeLink, assign: nodes_pb2.AssignMatch) -> None:
+        """A match with hosted seats is held (`Referee.host_match`): start its bots."""
+
+    def cancelled(self, match_id: str) -> None:
+        """The ladder cancelled a held match: stop its bots."""
+
+
 class NodeLink:
     """The node's side of `Nodes.Attach`, from `run` until cancelled."""
 
-    def __init__(self, referee: Referee, config: NodeConfig) -> None:
+    def __init__(self, referee: Referee, config: NodeConfig,
+                 hosting: NodeHosting | None = None) -> None:
         if config.capacity < 1:
             raise ValueError("a node's capacity is at least 1 match")
         self.referee = referee
@@ -105,6 +130,8 @@ class NodeLink:
         """Set while the link is up (for logs and tests)."""
         self._queue: asyncio.Queue[nodes_pb2.NodeMessage | None] | None = None
         self._decisions = 0
+        self.hosting = hosting
+        self._channel: grpc.aio.Channel | None = None
         referee.on_match_finished.append(self._match_finished)
         referee.assigned.on_hosting_failed.append(self._hosting_failed)
 
@@ -144,6 +171,15 @@ class NodeLink:
 
     # ----- the link -------------------------------------------------------------------------
 
+    def channel(self) -> grpc.aio.Channel:
+        """The channel to the ladder (for the hosting calls beside `Attach`)."""
+        if self._channel is None:
+            raise LinkDown("the node's link to its ladder is not running")
+        return self._channel
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.config.token}"),)
+
     async def run(self) -> None:
         """Keep the link up until cancelled, rebuilding it with backoff after each failure."""
         config = self.config
@@ -152,6 +188,7 @@ class NodeLink:
         else:
             channel = grpc.aio.secure_channel(config.ladder, config.ladder_credentials,
                                               options=CHANNEL_OPTIONS)
+        self._channel = channel
         rng = random.Random()
         delay = BACKOFF_FIRST_S
         try:
@@ -181,6 +218,7 @@ class NodeLink:
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, BACKOFF_MAX_S)
         finally:
+            self._channel = None
             await channel.close(None)
 
     async def _session(self, channel: grpc.aio.Channel) -> None:
@@ -189,7 +227,9 @@ class NodeLink:
         queue.put_nowait(nodes_pb2.NodeMessage(hello=nodes_pb2.NodeHello(
             address=config.advertise, capacity=config.capacity, version=__version__,
             name=config.name or config.advertise, running_match_ids=sorted(self.held),
-            tls=config.bots_tls)))
+            tls=config.bots_tls, can_host=self.hosting is not None and self.hosting.can_host,
+            host_problem="this node was started without hosting" if self.hosting is None
+            else self.hosting.problem)))
 
         async def outgoing() -> AsyncIterator[nodes_pb2.NodeMessage]:
             while (message := await queue.get()) is not None:
@@ -240,6 +280,8 @@ class NodeLink:
         elif body == "cancel":
             cancel = message.cancel
             self.referee.cancel_match(cancel.match_id, cancel.reason or "cancelled by the ladder")
+            if self.hosting is not None:
+                self.hosting.cancelled(cancel.match_id)
         elif body == "stored":
             self.unreported.pop(message.stored.match_id, None)
         else:
@@ -249,7 +291,10 @@ class NodeLink:
         match_id = assign.match_id
         running = len(self.referee.matches.running) + len(self.referee.assigned.pending)
         reason = ""
-        if match_id in self.held or match_id in self.unreported:
+        hosted = any(seat.HasField("hosted") for seat in assign.seats)
+        if hosted and (self.hosting is None or not self.hosting.can_host):
+            reason = "this node does not host bots"
+        elif match_id in self.held or match_id in self.unreported:
             reason = f"match {match_id} is held here already"
         elif running >= self.config.capacity:
             reason = f"the node is full ({running} of {self.config.capacity} matches)"
@@ -261,6 +306,8 @@ class NodeLink:
                     match_id, [(s.bot_name, s.ticket) for s in assign.seats], assign.seed, tc,
                     (assign.join_timeout_ms or DEFAULT_JOIN_TIMEOUT_S * 1000) / 1000,
                     meta={"node": self.config.name or self.config.advertise})
+                if hosted and self.hosting is not None:
+                    self.hosting.assigned(self, assign)
             except (MatchRequestError, ValueError) as exc:
                 self.held.discard(match_id)
                 reason = str(exc)

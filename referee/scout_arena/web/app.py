@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..record import JSON, RecordError
 from .live import LiveMatch, live_entry, live_json
+from .owner import OwnerSource, owner_routes
 from .replay import replay_frames
 from .source import WebSource, iso_time
 
@@ -53,18 +54,20 @@ def node_entry(node: JSON) -> JSON:
 
 def create_app(source: WebSource, *, title: str | None = None,
                live: Callable[[], Sequence[LiveMatch]] | None = None,
-               nodes: Callable[[], Sequence[JSON]] | None = None) -> Starlette:
+               nodes: Callable[[], Sequence[JSON]] | None = None,
+               owners: OwnerSource | None = None) -> Starlette:
     """The web app over ``source``: JSON under /api, the pages at / and /static. ``live``
     lists the matches being played (the ladder passes its referee's); it is called on the
     event loop, never from a worker thread, so each view falls between two actions.
     ``nodes`` lists the referee nodes and their load (the ladder passes its node report when
-    it plays on nodes), also called on the event loop; without it /api/nodes is 404."""
+    it plays on nodes), also called on the event loop; without it /api/nodes is 404.
+    ``owners`` serves the owner's endpoints (/api/owner...; the ladder's accounts), else 404."""
     cache: OrderedDict[str, JSON] = OrderedDict()
     cache_lock = threading.Lock()
 
     def info(request: Request) -> Response:
         return JSONResponse({"kind": source.kind, "live": live is not None,
-                             "nodes": nodes is not None,
+                             "nodes": nodes is not None, "owners": owners is not None,
                              "title": title or f"Scout Arena {source.kind}"})
 
     def leaderboard(request: Request) -> Response:
@@ -142,6 +145,7 @@ def create_app(source: WebSource, *, title: str | None = None,
         Route("/api/live", live_list),
         Route("/api/live/{match_id}", live_view),
         Route("/api/nodes", node_list),
+        *(owner_routes(owners) if owners is not None else []),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error})

@@ -1,9 +1,11 @@
-// Scout Arena pages: leaderboard, bot profile, match list, replay viewer, live matches and
-// the ladder's referee nodes. Plain DOM, no build step. Routing by URL hash: #/, #/bot/NAME,
-// #/matches?bot=&table_size=, #/replay/ID, #/live, #/live/ID, #/nodes. Every number shown comes from the JSON API (docs/web-api.md).
+// Scout Arena pages: leaderboard, bot profile, match list, replay viewer, live matches,
+// the ladder's referee nodes and its owner's page (owner.js). Plain DOM, no build step.
+// Routing by URL hash: #/, #/bot/NAME, #/matches?bot=&table_size=, #/replay/ID, #/live,
+// #/live/ID, #/nodes, #/owner, #/owner/bot/NAME. Every number shown comes from the JSON API (docs/web-api.md).
 "use strict";
 
 const view = document.getElementById("view");
+const siteInfo = fetch("/api/info").then((r) => r.json()).catch(() => ({}));
 let timers = [];          // intervals of the current page, cleared on navigation
 let pageToken = 0;        // a response for a page we left is dropped
 
@@ -172,9 +174,12 @@ async function botPage(token, name) {
   const p = await api(`/api/bots/${encodeURIComponent(name)}`);
   if (token !== pageToken) return;
   const r = p.rating;
+  const ownerParts = el("div", { id: "owner-parts" });
   setView(
     el("h1", {}, p.bot, el("span", { class: "muted small" }, p.owner ? `  ${p.owner}` : "", p.version ? `  v${p.version}` : "")),
     p.probation_reason ? el("p", { class: "error" }, `On probation: ${p.probation_reason}`) : null,
+    p.paused_reason ? el("p", { class: "error", id: "paused" }, `Paused: ${p.paused_reason}`) : null,
+    p.suspended_reason ? el("p", { class: "error", id: "suspended" }, `Owner suspended: ${p.suspended_reason}`) : null,
     el("div", { class: "stats" },
       el("div", {}, el("b", {}, p.leaderboard_rank ?? "–"), "rank"),
       el("div", {}, el("b", {}, r ? fmt(r.conservative) : "–"), "μ − 3σ"),
@@ -193,7 +198,9 @@ async function botPage(token, name) {
         el("td", {}, s.table_size), el("td", {}, s.matches), el("td", {}, s.wins),
         el("td", {}, fmt(s.mean_rank)), el("td", {}, fmt(s.mean_score)))))),
     el("h2", {}, "Last matches ", el("a", { class: "small", href: `#/matches?bot=${encodeURIComponent(p.bot)}` }, "all →")),
-    matchRows(p.recent_matches, p.bot));
+    matchRows(p.recent_matches, p.bot),
+    ownerParts);
+  if ((await siteInfo).owners && p.kind === "hosted") await profileOwnerParts(token, p.bot, ownerParts);
 }
 
 // ----- match list -----------------------------------------------------------------------------
@@ -460,6 +467,7 @@ async function route() {
     else if (parts[0] === "replay" && parts[1]) await replayPage(token, parts[1]);
     else if (parts[0] === "live") await livePage(token, parts[1]);
     else if (parts[0] === "nodes") await nodesPage(token);
+    else if (parts[0] === "owner") await ownerPage(token, parts[1] === "bot" ? parts[2] : null);
     else await leaderboardPage(token);
     if (token === pageToken) view.setAttribute("data-ready", "1");
   } catch (error) {
@@ -468,10 +476,11 @@ async function route() {
 }
 
 window.addEventListener("hashchange", () => { view.removeAttribute("data-ready"); route(); });
-api("/api/info").then((info) => {
+siteInfo.then((info) => {
   document.getElementById("source-kind").textContent = info.title;
   document.getElementById("nav-live").hidden = !info.live;
   document.getElementById("nav-nodes").hidden = !info.nodes;
+  document.getElementById("nav-owner").hidden = !info.owners;
   document.title = info.title;
 }).catch(() => {});
 route();

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from scout.v1 import game_pb2 as scout_dot_v1_dot_game__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/nodes.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\xd1\x01\n\x0bNodeMessage\x12$\n\x05hello\x18\x01 \x01(\x0b\x32\x13.scout.v1.NodeHelloH\x00\x12,\n\theartbeat\x18\x02 \x01(\x0b\x32\x17.scout.v1.NodeHeartbeatH\x00\x12\x35\n\x10\x61ssignment_reply\x18\x03 \x01(\x0b\x32\x19.scout.v1.AssignmentReplyH\x00\x12/\n\x0bmatch_ended\x18\x04 \x01(\x0b\x32\x18.scout.v1.NodeMatchEndedH\x00\x42\x06\n\x04\x62ody\"u\n\tNodeHello\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x19\n\x11running_match_ids\x18\x05 \x03(\t\x12\x0b\n\x03tls\x18\x06 \x01(\x08\"{\n\rNodeHeartbeat\x12\x17\n\x0frunning_matches\x18\x01 \x01(\r\x12\x16\n\x0e\x63onnected_bots\x18\x02 \x01(\r\x12\x11\n\tdecisions\x18\x03 \x01(\x04\x12\x11\n\trss_bytes\x18\x04 \x01(\x04\x12\x13\n\x0b\x63pu_seconds\x18\x05 \x01(\x01\"E\n\x0f\x41ssignmentReply\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"M\n\x0eNodeMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x18\n\x10record_json_gzip\x18\x02 \x01(\x0c\x12\x0f\n\x07\x66\x61ilure\x18\x03 \x01(\t\"\xbd\x01\n\rLadderMessage\x12(\n\x07welcome\x18\x01 \x01(\x0b\x32\x15.scout.v1.NodeWelcomeH\x00\x12\'\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x15.scout.v1.AssignMatchH\x00\x12\'\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x15.scout.v1.CancelMatchH\x00\x12(\n\x06stored\x18\x04 \x01(\x0b\x32\x16.scout.v1.ResultStoredH\x00\x42\x06\n\x04\x62ody\"R\n\x0bNodeWelcome\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cheartbeat_ms\x18\x02 \x01(\r\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\r\".\n\nSeatTicket\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x0e\n\x06ticket\x18\x02 \x01(\t\"\x98\x01\n\x0b\x41ssignMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12+\n\x0ctime_control\x18\x03 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12#\n\x05seats\x18\x04 \x03(\x0b\x32\x14.scout.v1.SeatTicket\x12\x17\n\x0fjoin_timeout_ms\x18\x05 \x01(\r\"/\n\x0b\x43\x61ncelMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"=\n\x0cResultStored\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\r\n\x05rated\x18\x02 \x01(\x08\x12\x0c\n\x04note\x18\x03 \x01(\t2E\n\x05Nodes\x12<\n\x06\x41ttach\x12\x15.scout.v1.NodeMessage\x1a\x17.scout.v1.LadderMessage(\x01\x30\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/nodes.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\xd1\x01\n\x0bNodeMessage\x12$\n\x05hello\x18\x01 \x01(\x0b\x32\x13.scout.v1.NodeHelloH\x00\x12,\n\theartbeat\x18\x02 \x01(\x0b\x32\x17.scout.v1.NodeHeartbeatH\x00\x12\x35\n\x10\x61ssignment_reply\x18\x03 \x01(\x0b\x32\x19.scout.v1.AssignmentReplyH\x00\x12/\n\x0bmatch_ended\x18\x04 \x01(\x0b\x32\x18.scout.v1.NodeMatchEndedH\x00\x42\x06\n\x04\x62ody\"\x9d\x01\n\tNodeHello\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x19\n\x11running_match_ids\x18\x05 \x03(\t\x12\x0b\n\x03tls\x18\x06 \x01(\x08\x12\x10\n\x08\x63\x61n_host\x18\x07 \x01(\x08\x12\x14\n\x0chost_problem\x18\x08 \x01(\t\"{\n\rNodeHeartbeat\x12\x17\n\x0frunning_matches\x18\x01 \x01(\r\x12\x16\n\x0e\x63onnected_bots\x18\x02 \x01(\r\x12\x11\n\tdecisions\x18\x03 \x01(\x04\x12\x11\n\trss_bytes\x18\x04 \x01(\x04\x12\x13\n\x0b\x63pu_seconds\x18\x05 \x01(\x01\"E\n\x0f\x41ssignmentReply\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"M\n\x0eNodeMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x18\n\x10record_json_gzip\x18\x02 \x01(\x0c\x12\x0f\n\x07\x66\x61ilure\x18\x03 \x01(\t\"\xbd\x01\n\rLadderMessage\x12(\n\x07welcome\x18\x01 \x01(\x0b\x32\x15.scout.v1.NodeWelcomeH\x00\x12\'\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x15.scout.v1.AssignMatchH\x00\x12\'\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x15.scout.v1.CancelMatchH\x00\x12(\n\x06stored\x18\x04 \x01(\x0b\x32\x16.scout.v1.ResultStoredH\x00\x42\x06\n\x04\x62ody\"R\n\x0bNodeWelcome\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0cheartbeat_ms\x18\x02 \x01(\r\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\r\"T\n\nSeatTicket\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x0e\n\x06ticket\x18\x02 \x01(\t\x12$\n\x06hosted\x18\x03 \x01(\x0b\x32\x14.scout.v1.HostedSeat\"X\n\nHostedSeat\x12\x13\n\x0b\x63ode_sha256\x18\x01 \x01(\t\x12\x11\n\tcode_size\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\r\x12\x11\n\tdata_size\x18\x04 \x01(\x04\"`\n\x14\x46\x65tchBotFilesRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12$\n\x04kind\x18\x03 \x01(\x0e\x32\x16.scout.v1.BotFilesKind\"\x19\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xce\x01\n\x0fHostedRunReport\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x11\n\tconnected\x18\x03 \x01(\x08\x12\x13\n\x0b\x65nded_early\x18\x04 \x01(\x08\x12\x11\n\texit_code\x18\x05 \x01(\x11\x12\x0e\n\x06signal\x18\x06 \x01(\r\x12\x0e\n\x06reason\x18\x07 \x01(\t\x12\x13\n\x0boutput_tail\x18\x08 \x01(\t\x12\x11\n\tdata_size\x18\t \x01(\x04\x12\x14\n\x0c\x64\x61ta_problem\x18\n \x01(\t\"i\n\rHostedRunPart\x12+\n\x06report\x18\x01 \x01(\x0b\x32\x19.scout.v1.HostedRunReportH\x00\x12#\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x13.scout.v1.FileChunkH\x00\x42\x06\n\x04\x62ody\"/\n\x0fHostedRunStored\x12\x0e\n\x06stored\x18\x01 \x01(\x08\x12\x0c\n\x04note\x18\x02 \x01(\t\"\x98\x01\n\x0b\x41ssignMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12+\n\x0ctime_control\x18\x03 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12#\n\x05seats\x18\x04 \x03(\x0b\x32\x14.scout.v1.SeatTicket\x12\x17\n\x0fjoin_timeout_ms\x18\x05 \x01(\r\"/\n\x0b\x43\x61ncelMatch\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"=\n\x0cResultStored\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\r\n\x05rated\x18\x02 \x01(\x08\x12\x0c\n\x04note\x18\x03 \x01(\t*`\n\x0c\x42otFilesKind\x12\x1e\n\x1a\x42OT_FILES_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x42OT_FILES_KIND_CODE\x10\x01\x12\x17\n\x13\x42OT_FILES_KIND_DATA\x10\x02\x32\xd6\x01\n\x05Nodes\x12<\n\x06\x41ttach\x12\x15.scout.v1.NodeMessage\x1a\x17.scout.v1.LadderMessage(\x01\x30\x01\x12\x46\n\rFetchBotFiles\x12\x1e.scout.v1.FetchBotFilesRequest\x1a\x13.scout.v1.FileChunk0\x01\x12G\n\x0fReportHostedRun\x12\x17.scout.v1.HostedRunPart\x1a\x19.scout.v1.HostedRunStored(\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,28 +33,42 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scout.v1.nodes_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027org.scoutarena.scout.v1P\001Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1'
+  _globals['_BOTFILESKIND']._serialized_start=1911
+  _globals['_BOTFILESKIND']._serialized_end=2007
   _globals['_NODEMESSAGE']._serialized_start=56
   _globals['_NODEMESSAGE']._serialized_end=265
-  _globals['_NODEHELLO']._serialized_start=267
-  _globals['_NODEHELLO']._serialized_end=384
-  _globals['_NODEHEARTBEAT']._serialized_start=386
-  _globals['_NODEHEARTBEAT']._serialized_end=509
-  _globals['_ASSIGNMENTREPLY']._serialized_start=511
-  _globals['_ASSIGNMENTREPLY']._serialized_end=580
-  _globals['_NODEMATCHENDED']._serialized_start=582
-  _globals['_NODEMATCHENDED']._serialized_end=659
-  _globals['_LADDERMESSAGE']._serialized_start=662
-  _globals['_LADDERMESSAGE']._serialized_end=851
-  _globals['_NODEWELCOME']._serialized_start=853
-  _globals['_NODEWELCOME']._serialized_end=935
-  _globals['_SEATTICKET']._serialized_start=937
-  _globals['_SEATTICKET']._serialized_end=983
-  _globals['_ASSIGNMATCH']._serialized_start=986
-  _globals['_ASSIGNMATCH']._serialized_end=1138
-  _globals['_CANCELMATCH']._serialized_start=1140
-  _globals['_CANCELMATCH']._serialized_end=1187
-  _globals['_RESULTSTORED']._serialized_start=1189
-  _globals['_RESULTSTORED']._serialized_end=1250
-  _globals['_NODES']._serialized_start=1252
-  _globals['_NODES']._serialized_end=1321
+  _globals['_NODEHELLO']._serialized_start=268
+  _globals['_NODEHELLO']._serialized_end=425
+  _globals['_NODEHEARTBEAT']._serialized_start=427
+  _globals['_NODEHEARTBEAT']._serialized_end=550
+  _globals['_ASSIGNMENTREPLY']._serialized_start=552
+  _globals['_ASSIGNMENTREPLY']._serialized_end=621
+  _globals['_NODEMATCHENDED']._serialized_start=623
+  _globals['_NODEMATCHENDED']._serialized_end=700
+  _globals['_LADDERMESSAGE']._serialized_start=703
+  _globals['_LADDERMESSAGE']._serialized_end=892
+  _globals['_NODEWELCOME']._serialized_start=894
+  _globals['_NODEWELCOME']._serialized_end=976
+  _globals['_SEATTICKET']._serialized_start=978
+  _globals['_SEATTICKET']._serialized_end=1062
+  _globals['_HOSTEDSEAT']._serialized_start=1064
+  _globals['_HOSTEDSEAT']._serialized_end=1152
+  _globals['_FETCHBOTFILESREQUEST']._serialized_start=1154
+  _globals['_FETCHBOTFILESREQUEST']._serialized_end=1250
+  _globals['_FILECHUNK']._serialized_start=1252
+  _globals['_FILECHUNK']._serialized_end=1277
+  _globals['_HOSTEDRUNREPORT']._serialized_start=1280
+  _globals['_HOSTEDRUNREPORT']._serialized_end=1486
+  _globals['_HOSTEDRUNPART']._serialized_start=1488
+  _globals['_HOSTEDRUNPART']._serialized_end=1593
+  _globals['_HOSTEDRUNSTORED']._serialized_start=1595
+  _globals['_HOSTEDRUNSTORED']._serialized_end=1642
+  _globals['_ASSIGNMATCH']._serialized_start=1645
+  _globals['_ASSIGNMATCH']._serialized_end=1797
+  _globals['_CANCELMATCH']._serialized_start=1799
+  _globals['_CANCELMATCH']._serialized_end=1846
+  _globals['_RESULTSTORED']._serialized_start=1848
+  _globals['_RESULTSTORED']._serialized_end=1909
+  _globals['_NODES']._serialized_start=2010
+  _globals['_NODES']._serialized_end=2224
 # @@protoc_insertion_point(module_scope)

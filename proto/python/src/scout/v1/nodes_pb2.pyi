@@ -10,6 +10,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from scout.v1 import game_pb2 as _game_pb2
 import builtins as _builtins
 import sys
@@ -21,6 +22,30 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _BotFilesKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BotFilesKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BotFilesKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BOT_FILES_KIND_UNSPECIFIED: _BotFilesKind.ValueType  # 0
+    """Not a kind: refused."""
+    BOT_FILES_KIND_CODE: _BotFilesKind.ValueType  # 1
+    """The version's archive (.zip or .tar.gz, as submitted)."""
+    BOT_FILES_KIND_DATA: _BotFilesKind.ValueType  # 2
+    """The bot's data folder, tar.gz."""
+
+class BotFilesKind(_BotFilesKind, metaclass=_BotFilesKindEnumTypeWrapper):
+    """Which files of a hosted seat to send."""
+
+BOT_FILES_KIND_UNSPECIFIED: BotFilesKind.ValueType  # 0
+"""Not a kind: refused."""
+BOT_FILES_KIND_CODE: BotFilesKind.ValueType  # 1
+"""The version's archive (.zip or .tar.gz, as submitted)."""
+BOT_FILES_KIND_DATA: BotFilesKind.ValueType  # 2
+"""The bot's data folder, tar.gz."""
+Global___BotFilesKind: _TypeAlias = BotFilesKind  # noqa: Y015
 
 @_typing.final
 class NodeMessage(_message.Message):
@@ -78,6 +103,8 @@ class NodeHello(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     RUNNING_MATCH_IDS_FIELD_NUMBER: _builtins.int
     TLS_FIELD_NUMBER: _builtins.int
+    CAN_HOST_FIELD_NUMBER: _builtins.int
+    HOST_PROBLEM_FIELD_NUMBER: _builtins.int
     address: _builtins.str
     """host:port bots reach the node on."""
     capacity: _builtins.int
@@ -88,6 +115,12 @@ class NodeHello(_message.Message):
     """A name for people and logs (the address when empty)."""
     tls: _builtins.bool
     """True when bots reach the node over TLS."""
+    can_host: _builtins.bool
+    """True when the node can run hosted bots in its sandbox (bubblewrap with user namespaces):
+    only such nodes are assigned matches with hosted seats.
+    """
+    host_problem: _builtins.str
+    """Why the node cannot host sandboxes, for the ladder's log and pages (empty when it can)."""
     @_builtins.property
     def running_match_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ladder matches the node is playing now: after a lost link, the ladder cancels those it
@@ -103,10 +136,12 @@ class NodeHello(_message.Message):
         name: _builtins.str = ...,
         running_match_ids: _abc.Iterable[_builtins.str] | None = ...,
         tls: _builtins.bool = ...,
+        can_host: _builtins.bool = ...,
+        host_problem: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "capacity", b"capacity", "name", b"name", "running_match_ids", b"running_match_ids", "tls", b"tls", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "can_host", b"can_host", "capacity", b"capacity", "host_problem", b"host_problem", "name", b"name", "running_match_ids", b"running_match_ids", "tls", b"tls", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -294,23 +329,235 @@ class SeatTicket(_message.Message):
 
     BOT_NAME_FIELD_NUMBER: _builtins.int
     TICKET_FIELD_NUMBER: _builtins.int
+    HOSTED_FIELD_NUMBER: _builtins.int
     bot_name: _builtins.str
     """The bot's name."""
     ticket: _builtins.str
-    """The bearer token its Play stream to the node carries (MatchAssignment.ticket)."""
+    """The bearer token its Play stream to the node carries (MatchAssignment.ticket). A hosted
+    seat's ticket is never given to anyone: its bot is reached through its own socket.
+    """
+    @_builtins.property
+    def hosted(self) -> Global___HostedSeat:
+        """Set when the bot is hosted: the node runs it in its sandbox for this match."""
+
     def __init__(
         self,
         *,
         bot_name: _builtins.str = ...,
         ticket: _builtins.str = ...,
+        hosted: Global___HostedSeat | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hosted", b"hosted"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "ticket", b"ticket"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "hosted", b"hosted", "ticket", b"ticket"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SeatTicket: _TypeAlias = SeatTicket  # noqa: Y015
+
+@_typing.final
+class HostedSeat(_message.Message):
+    """A hosted bot's seat: what the node needs to run it (FetchBotFiles gets the files)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_SHA256_FIELD_NUMBER: _builtins.int
+    CODE_SIZE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    DATA_SIZE_FIELD_NUMBER: _builtins.int
+    code_sha256: _builtins.str
+    """SHA-256 (hex) of the version's archive: the node's cache key for its code."""
+    code_size: _builtins.int
+    """Size of the archive, in bytes."""
+    version: _builtins.int
+    """The version of the bot that plays."""
+    data_size: _builtins.int
+    """Bytes in the bot's data folder now (0: empty, nothing to fetch)."""
+    def __init__(
+        self,
+        *,
+        code_sha256: _builtins.str = ...,
+        code_size: _builtins.int = ...,
+        version: _builtins.int = ...,
+        data_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code_sha256", b"code_sha256", "code_size", b"code_size", "data_size", b"data_size", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostedSeat: _TypeAlias = HostedSeat  # noqa: Y015
+
+@_typing.final
+class FetchBotFilesRequest(_message.Message):
+    """Which file of which hosted seat a node wants."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    BOT_NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """The match the bot is seated in (assigned to the calling node)."""
+    bot_name: _builtins.str
+    """The hosted bot."""
+    kind: Global___BotFilesKind.ValueType
+    """Its code or its data folder."""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        bot_name: _builtins.str = ...,
+        kind: Global___BotFilesKind.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "kind", b"kind", "match_id", b"match_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FetchBotFilesRequest: _TypeAlias = FetchBotFilesRequest  # noqa: Y015
+
+@_typing.final
+class FileChunk(_message.Message):
+    """A piece of a file, in order; the stream's end is the file's end."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """At most 32 KiB."""
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FileChunk: _TypeAlias = FileChunk  # noqa: Y015
+
+@_typing.final
+class HostedRunReport(_message.Message):
+    """How a hosted run ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    BOT_NAME_FIELD_NUMBER: _builtins.int
+    CONNECTED_FIELD_NUMBER: _builtins.int
+    ENDED_EARLY_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    OUTPUT_TAIL_FIELD_NUMBER: _builtins.int
+    DATA_SIZE_FIELD_NUMBER: _builtins.int
+    DATA_PROBLEM_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """The match the run played."""
+    bot_name: _builtins.str
+    """The hosted bot."""
+    connected: _builtins.bool
+    """True when the bot opened its Play stream during the run."""
+    ended_early: _builtins.bool
+    """True when the process ended on its own before the match did (a crash, or an exit)."""
+    exit_code: _builtins.int
+    """The process's exit status, when it exited; -1 otherwise."""
+    signal: _builtins.int
+    """The signal that ended it, when one did; 0 otherwise."""
+    reason: _builtins.str
+    """What happened, in words (the sandbox's reason)."""
+    output_tail: _builtins.str
+    """The last part of its output (stderr and stdout), at most 32 KiB of UTF-8."""
+    data_size: _builtins.int
+    """Size of the data folder (tar.gz) that follows in chunks; 0 with data_problem set: the
+    folder is not sent back (the ladder keeps the one it had).
+    """
+    data_problem: _builtins.str
+    """Why the data folder is not sent back (too large, unreadable); empty when it is."""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        bot_name: _builtins.str = ...,
+        connected: _builtins.bool = ...,
+        ended_early: _builtins.bool = ...,
+        exit_code: _builtins.int = ...,
+        signal: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        output_tail: _builtins.str = ...,
+        data_size: _builtins.int = ...,
+        data_problem: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "connected", b"connected", "data_problem", b"data_problem", "data_size", b"data_size", "ended_early", b"ended_early", "exit_code", b"exit_code", "match_id", b"match_id", "output_tail", b"output_tail", "reason", b"reason", "signal", b"signal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostedRunReport: _TypeAlias = HostedRunReport  # noqa: Y015
+
+@_typing.final
+class HostedRunPart(_message.Message):
+    """One message of ReportHostedRun: the report first, then the data folder's chunks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORT_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def report(self) -> Global___HostedRunReport:
+        """The first message."""
+
+    @_builtins.property
+    def data(self) -> Global___FileChunk:
+        """A piece of the data folder (tar.gz), in order."""
+
+    def __init__(
+        self,
+        *,
+        report: Global___HostedRunReport | None = ...,
+        data: Global___FileChunk | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "data", b"data", "report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "data", b"data", "report", b"report"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["report", "data"]  # noqa: Y015
+    _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
+
+Global___HostedRunPart: _TypeAlias = HostedRunPart  # noqa: Y015
+
+@_typing.final
+class HostedRunStored(_message.Message):
+    """The ladder stored a hosted run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    stored: _builtins.bool
+    """False when the ladder did not take it (unknown run, data of the wrong size)."""
+    note: _builtins.str
+    """For logs."""
+    def __init__(
+        self,
+        *,
+        stored: _builtins.bool = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostedRunStored: _TypeAlias = HostedRunStored  # noqa: Y015
 
 @_typing.final
 class AssignMatch(_message.Message):

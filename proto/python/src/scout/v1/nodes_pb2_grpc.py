@@ -40,6 +40,16 @@ class NodesStub:
                 request_serializer=scout_dot_v1_dot_nodes__pb2.NodeMessage.SerializeToString,
                 response_deserializer=scout_dot_v1_dot_nodes__pb2.LadderMessage.FromString,
                 _registered_method=True)
+        self.FetchBotFiles = channel.unary_stream(
+                '/scout.v1.Nodes/FetchBotFiles',
+                request_serializer=scout_dot_v1_dot_nodes__pb2.FetchBotFilesRequest.SerializeToString,
+                response_deserializer=scout_dot_v1_dot_nodes__pb2.FileChunk.FromString,
+                _registered_method=True)
+        self.ReportHostedRun = channel.stream_unary(
+                '/scout.v1.Nodes/ReportHostedRun',
+                request_serializer=scout_dot_v1_dot_nodes__pb2.HostedRunPart.SerializeToString,
+                response_deserializer=scout_dot_v1_dot_nodes__pb2.HostedRunStored.FromString,
+                _registered_method=True)
 
 
 class NodesServicer:
@@ -54,6 +64,24 @@ class NodesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchBotFiles(self, request, context):
+        """The files of a hosted bot seated in a match assigned to this node: its code (the archive
+        the owner submitted, by sha256; a node caches it) or its data folder now (tar.gz), in
+        chunks. Only for a hosted seat of a match the ladder assigned to the calling node.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportHostedRun(self, request_iterator, context):
+        """How a hosted bot's run ended, with its output and its data folder after the match: the
+        first message is the report, the rest the data folder (tar.gz) in chunks. Sent once the
+        bot's process is stopped, before or after the match's NodeMatchEnded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -61,6 +89,16 @@ def add_NodesServicer_to_server(servicer, server):
                     servicer.Attach,
                     request_deserializer=scout_dot_v1_dot_nodes__pb2.NodeMessage.FromString,
                     response_serializer=scout_dot_v1_dot_nodes__pb2.LadderMessage.SerializeToString,
+            ),
+            'FetchBotFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchBotFiles,
+                    request_deserializer=scout_dot_v1_dot_nodes__pb2.FetchBotFilesRequest.FromString,
+                    response_serializer=scout_dot_v1_dot_nodes__pb2.FileChunk.SerializeToString,
+            ),
+            'ReportHostedRun': grpc.stream_unary_rpc_method_handler(
+                    servicer.ReportHostedRun,
+                    request_deserializer=scout_dot_v1_dot_nodes__pb2.HostedRunPart.FromString,
+                    response_serializer=scout_dot_v1_dot_nodes__pb2.HostedRunStored.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -91,6 +129,60 @@ class Nodes:
             '/scout.v1.Nodes/Attach',
             scout_dot_v1_dot_nodes__pb2.NodeMessage.SerializeToString,
             scout_dot_v1_dot_nodes__pb2.LadderMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchBotFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/scout.v1.Nodes/FetchBotFiles',
+            scout_dot_v1_dot_nodes__pb2.FetchBotFilesRequest.SerializeToString,
+            scout_dot_v1_dot_nodes__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportHostedRun(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/scout.v1.Nodes/ReportHostedRun',
+            scout_dot_v1_dot_nodes__pb2.HostedRunPart.SerializeToString,
+            scout_dot_v1_dot_nodes__pb2.HostedRunStored.FromString,
             options,
             channel_credentials,
             insecure,

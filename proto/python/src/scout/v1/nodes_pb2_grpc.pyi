@@ -40,6 +40,16 @@ class NodesStub:
     """One stream per node for as long as it serves: the node sends NodeHello first, then a
     heartbeat every NodeWelcome.heartbeat_ms; a node whose heartbeats stop is dropped.
     """
+    FetchBotFiles: _grpc.UnaryStreamMultiCallable[_nodes_pb2.FetchBotFilesRequest, _nodes_pb2.FileChunk]
+    """The files of a hosted bot seated in a match assigned to this node: its code (the archive
+    the owner submitted, by sha256; a node caches it) or its data folder now (tar.gz), in
+    chunks. Only for a hosted seat of a match the ladder assigned to the calling node.
+    """
+    ReportHostedRun: _grpc.StreamUnaryMultiCallable[_nodes_pb2.HostedRunPart, _nodes_pb2.HostedRunStored]
+    """How a hosted bot's run ended, with its output and its data folder after the match: the
+    first message is the report, the rest the data folder (tar.gz) in chunks. Sent once the
+    bot's process is stopped, before or after the match's NodeMatchEnded.
+    """
 
 @_typing.type_check_only
 class NodesAsyncStub(NodesStub):
@@ -49,6 +59,16 @@ class NodesAsyncStub(NodesStub):
     Attach: _aio.StreamStreamMultiCallable[_nodes_pb2.NodeMessage, _nodes_pb2.LadderMessage]  # type: ignore[assignment]
     """One stream per node for as long as it serves: the node sends NodeHello first, then a
     heartbeat every NodeWelcome.heartbeat_ms; a node whose heartbeats stop is dropped.
+    """
+    FetchBotFiles: _aio.UnaryStreamMultiCallable[_nodes_pb2.FetchBotFilesRequest, _nodes_pb2.FileChunk]  # type: ignore[assignment]
+    """The files of a hosted bot seated in a match assigned to this node: its code (the archive
+    the owner submitted, by sha256; a node caches it) or its data folder now (tar.gz), in
+    chunks. Only for a hosted seat of a match the ladder assigned to the calling node.
+    """
+    ReportHostedRun: _aio.StreamUnaryMultiCallable[_nodes_pb2.HostedRunPart, _nodes_pb2.HostedRunStored]  # type: ignore[assignment]
+    """How a hosted bot's run ended, with its output and its data folder after the match: the
+    first message is the report, the rest the data folder (tar.gz) in chunks. Sent once the
+    bot's process is stopped, before or after the match's NodeMatchEnded.
     """
 
 class NodesServicer(metaclass=_abc_1.ABCMeta):
@@ -62,6 +82,28 @@ class NodesServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_nodes_pb2.LadderMessage], _abc.AsyncIterator[_nodes_pb2.LadderMessage]]:
         """One stream per node for as long as it serves: the node sends NodeHello first, then a
         heartbeat every NodeWelcome.heartbeat_ms; a node whose heartbeats stop is dropped.
+        """
+
+    @_abc_1.abstractmethod
+    def FetchBotFiles(
+        self,
+        request: _nodes_pb2.FetchBotFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_nodes_pb2.FileChunk], _abc.AsyncIterator[_nodes_pb2.FileChunk]]:
+        """The files of a hosted bot seated in a match assigned to this node: its code (the archive
+        the owner submitted, by sha256; a node caches it) or its data folder now (tar.gz), in
+        chunks. Only for a hosted seat of a match the ladder assigned to the calling node.
+        """
+
+    @_abc_1.abstractmethod
+    def ReportHostedRun(
+        self,
+        request_iterator: _MaybeAsyncIterator[_nodes_pb2.HostedRunPart],
+        context: _ServicerContext,
+    ) -> _typing.Union[_nodes_pb2.HostedRunStored, _abc.Awaitable[_nodes_pb2.HostedRunStored]]:
+        """How a hosted bot's run ended, with its output and its data folder after the match: the
+        first message is the report, the rest the data folder (tar.gz) in chunks. Sent once the
+        bot's process is stopped, before or after the match's NodeMatchEnded.
         """
 
 def add_NodesServicer_to_server(servicer: NodesServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

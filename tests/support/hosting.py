@@ -1,0 +1,125 @@
+"""Shared pieces of the hosted-bot tests: the test bots' folders, a referee with a `Host` on
+a free loopback port, and remote bundled bots as processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ParamSpec
+
+from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
+from scout_arena.sandbox import Sandbox, pack_folder
+from scout_arena.server import Referee, RefereeServer
+from scout_arena.server.convert import ProtobufWire
+from scout_arena.server.match import MatchRunner
+
+P = ParamSpec("P")
+HOSTED_BOTS = Path(__file__).resolve().parent.parent / "bots" / "hosted"
+
+
+def bot_folder(kind: str, into: Path, probe: str = "") -> Path:
+    """A copy of a test bot's folder (tests/bots/hosted/KIND), with probe.txt if given."""
+    folder = into / kind
+    shutil.copytree(HOSTED_BOTS / kind, folder)
+    if probe:
+        (folder / "probe.txt").write_text(probe)
+    return folder
+
+
+def hosted(name: str, kind: str, tmp: Path, probe: str = "", data: bytes = b"") -> HostedBot:
+    archive = pack_folder(bot_folder(kind, tmp / f"src-{name}", probe))
+    code_dir, manifest = CodeCache(tmp / "cache").put(sha256_hex(archive), archive)
+    return HostedBot(name, code_dir, manifest, data)
+
+
+@dataclass
+class HostedReferee:
+    referee: Referee
+    server: RefereeServer
+    host: Host
+    reports: list[RunReport] = field(default_factory=list)
+    ended: dict[str, asyncio.Future[MatchRunner]] = field(default_factory=dict)
+    reported: dict[tuple[str, str], asyncio.Future[RunReport]] = field(default_factory=dict)
+
+    def expect(self, match_id: str, *bots: str) -> None:
+        loop = asyncio.get_running_loop()
+        self.ended[match_id] = loop.create_future()
+        for bot in bots:
+            self.reported[(match_id, bot)] = loop.create_future()
+
+    async def finished(self, match_id: str, timeout: float = 60) -> MatchRunner:
+        return await asyncio.wait_for(self.ended[match_id], timeout)
+
+    async def report(self, match_id: str, bot: str, timeout: float = 60) -> RunReport:
+        return await asyncio.wait_for(self.reported[(match_id, bot)], timeout)
+
+
+@contextlib.asynccontextmanager
+async def hosted_referee(tmp: Path, tokens: dict[str, str] | None = None
+                         ) -> AsyncIterator[HostedReferee]:
+    referee = Referee(tokens or {}, wire=ProtobufWire(), reconnect_grace_s=30.0)
+    server = RefereeServer(referee)
+    holder: list[HostedReferee] = []
+
+    async def on_report(report: RunReport) -> None:
+        hr = holder[0]
+        hr.reports.append(report)
+        future = hr.reported.get((report.match_id, report.bot_name))
+        if future is not None and not future.done():
+            future.set_result(report)
+
+    host = Host(referee, Sandbox(), tmp / "host", on_report=on_report)
+    hr = HostedReferee(referee, server, host)
+    holder.append(hr)
+
+    def finished(match: MatchRunner) -> None:
+        future = hr.ended.get(match.match_id)
+        if future is not None and not future.done():
+            future.set_result(match)
+
+    referee.on_match_finished.append(finished)
+    await server.start()
+    try:
+        yield hr
+    finally:
+        await host.close()
+        await server.stop()
+
+
+async def start_remote(address: str, token: str, kind: str = "greedy"
+                       ) -> asyncio.subprocess.Process:
+    env = {**os.environ, "SCOUT_ADDRESS": address, "SCOUT_TOKEN": token,
+           "SCOUT_CONCURRENCY": "4"}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scout_client", "run", kind, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+
+
+async def stop_processes(*processes: asyncio.subprocess.Process) -> None:
+    for process in processes:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+    for process in processes:
+        try:
+            await asyncio.wait_for(process.wait(), 5)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+def run_async(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """A test written as a coroutine, run on a fresh event loop."""
+
+    @functools.wraps(test)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
