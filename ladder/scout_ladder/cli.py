@@ -25,6 +25,7 @@ from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.hardening import tune_gc
+from scout_arena.text import echo
 
 from .owner_cli import add_client_options, add_owner_commands
 
@@ -67,7 +68,7 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     def run(args: argparse.Namespace) -> int:
         from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-        from .repository import InvalidInputError, StorageError, UnknownBotError, echo
+        from .repository import InvalidInputError, StorageError, UnknownBotError
 
         try:
             return command(args)
@@ -105,9 +106,8 @@ def _table_sizes(text: str) -> tuple[int, ...]:
     except ValueError:
         sizes = ()
     if not sizes or not all(2 <= size <= 5 for size in sizes):
-        shown = text if len(text) <= 40 else text[:40] + "..."
         raise argparse.ArgumentTypeError(
-            f"sizes from 2 to 5 separated by commas, e.g. 4 or 2,3,4; got {shown!r}")
+            f"sizes from 2 to 5 separated by commas, e.g. 4 or 2,3,4; got {echo(text)}")
     return sizes
 
 
@@ -402,7 +402,7 @@ def _positive(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {echo(text)}")
     return value
 
 
