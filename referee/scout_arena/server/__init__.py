@@ -6,6 +6,7 @@ referee's own command line assembles `Referee` and `RefereeServer` itself.
 
 from .calls import bearer_token
 from .clock import TimeControl
+from .connections import tokens_equal
 from .errors import (
     BotAtCapacity,
     BotNotConnected,
@@ -29,4 +30,4 @@ __all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",
            "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
            "LiveMatch", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
            "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
-           "serve_forever"]
+           "serve_forever", "tokens_equal"]
