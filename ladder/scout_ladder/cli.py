@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scout_arena.server.eventloop import run as run_on_loop
+from scout_arena.server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
 from scout_arena.server.hardening import tune_gc
 from scout_arena.text import echo
 
@@ -118,7 +119,6 @@ def _console() -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from scout_arena.server import TimeControl, TlsConfig
 
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
@@ -132,21 +132,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, admin_token=args.admin_token,
         matchmaker=MatchmakerConfig(table_sizes=args.table_sizes,
                                     allow_same_owner=args.allow_same_owner),
-        time_control=TimeControl(args.decision_ms, args.time_bank_ms),
+        time_control=time_control(args),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port,
         registration=Registration(args.registration))
     limits = OwnerLimits(bots_per_owner=args.max_bots_per_owner,
                          submissions_per_hour=args.max_submissions_per_hour,
                          max_upload_bytes=args.max_upload_mb * 2**20)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise _Exit("--tls-cert and --tls-key go together", 2)
+    try:
+        config.tls = tls_config(args)
+    except ValueError as exc:
+        raise _Exit(str(exc), 2) from None
     if args.storage is not None and Path(args.storage).exists() \
             and not Path(args.storage).is_dir():
         raise _Exit(f"--storage: {args.storage} is not a folder", 2)
-    if args.tls_cert:
-        config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                               Path(args.tls_client_ca) if args.tls_client_ca else None)
     node_token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN") or None
     if args.nodes is not None:
         if args.nodes < 1:
@@ -440,8 +439,7 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--table-sizes", type=_table_sizes, default=(4,),
                        help="comma-separated, e.g. 2,3,4 (default 4)")
     serve.add_argument("--allow-same-owner", action="store_true")
-    serve.add_argument("--decision-ms", type=int, default=1000)
-    serve.add_argument("--time-bank-ms", type=int, default=10_000)
+    add_time_control_flags(serve)
     serve.add_argument("--reconnect-grace", type=float, default=10.0)
     serve.add_argument("--seed", type=int, help="matchmaker randomness (for reproducible tests)")
     serve.add_argument("--web-port", type=int, metavar="P",
@@ -452,9 +450,7 @@ def add_ladder_parser(sub: Any) -> None:
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
     _add_owner_flags(serve)
-    serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
-    serve.add_argument("--tls-key", metavar="PEM")
-    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    add_tls_flags(serve)
     nodes = serve.add_argument_group(
         "referee nodes", "play the matches on referee nodes (docs/deploy.md#nodes)")
     nodes.add_argument("--node-token", metavar="TOKEN",

@@ -30,6 +30,7 @@ from .record.json_v1 import note_json
 from .server.arena_service import MAX_STREAMS_PER_TOKEN
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
+from .server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
 from .server.listener import MAX_STREAMS_PER_CONNECTION
 from .server.turns import DEFAULT_PASS_BUDGET_MS
 
@@ -226,7 +227,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
+    from .server import Referee, RefereeServer, serve_forever
     from .server.convert import ProtobufWire
     from .server.hardening import watch_gc_pauses
     from .server.matches_service import admin_token_problem
@@ -243,17 +244,16 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         logging.getLogger("scout_arena.referee").warning(
             "no --admin-token: the Matches service is open to every client that reaches "
             "%s:%s (anyone can create and watch matches and read records)", args.host, args.port)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("--tls-cert and --tls-key go together")
-    tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                    Path(args.tls_client_ca) if args.tls_client_ca else None) \
-        if args.tls_cert else None
+    try:
+        tls = tls_config(args)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     records = Path(args.records)
     records.mkdir(parents=True, exist_ok=True)
 
     async def main() -> None:
         referee = Referee(_tokens(args), wire=ProtobufWire(), records_dir=records,
-                          default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
+                          default_time_control=time_control(args),
                           reconnect_grace_s=args.reconnect_grace,
                           pass_budget_ms=args.pass_budget_ms)
         server = RefereeServer(referee, host=args.host, port=args.port,
@@ -470,14 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "$SCOUT_REFEREE_ADMIN_TOKEN)")
     serve.add_argument("--records", default="records", metavar="DIR",
                        help="where match records are written (default ./records)")
-    serve.add_argument("--decision-ms", type=int, default=1000)
-    serve.add_argument("--time-bank-ms", type=int, default=10_000)
+    add_time_control_flags(serve)
     serve.add_argument("--reconnect-grace", type=float, default=10.0, metavar="SECONDS")
     serve.add_argument("--drain-seconds", type=float, default=0.0,
                        help="on shutdown, let running matches finish this long")
-    serve.add_argument("--tls-cert", metavar="PEM")
-    serve.add_argument("--tls-key", metavar="PEM")
-    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    add_tls_flags(serve)
     serve.add_argument("--max-streams-per-connection", type=int,
                        default=MAX_STREAMS_PER_CONNECTION, metavar="N",
                        help="HTTP/2 streams (calls) one connection may have open at once")
@@ -537,8 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--gauntlet", metavar="NAME", help="NAME plays every table of the field")
     tour.add_argument("--no-duplicate", action="store_true",
                       help="play each deal once instead of once per seat rotation")
-    tour.add_argument("--decision-ms", type=int)
-    tour.add_argument("--time-bank-ms", type=int)
+    add_time_control_flags(tour, defaults=False)
     tour.add_argument("--connect-timeout", dest="connect_timeout_s", type=float)
     tour.add_argument("--out", default="tournament-out", metavar="DIR")
     tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
@@ -591,8 +587,7 @@ Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) a
                       help="play on N local worker nodes (scout_arena.tournament.distributed)")
     sprt.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                       help="play on a Ray cluster (default address: auto)")
-    sprt.add_argument("--decision-ms", type=int, default=1000)
-    sprt.add_argument("--time-bank-ms", type=int, default=10_000)
+    add_time_control_flags(sprt)
     sprt.add_argument("--connect-timeout", dest="connect_timeout_s", type=float, default=30.0)
     sprt.add_argument("--out", default="sprt-out", metavar="DIR")
     sprt.add_argument("--no-progress", action="store_true")
