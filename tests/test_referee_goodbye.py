@@ -135,7 +135,7 @@ def test_a_tournament_ends_and_its_bots_exit_0_without_being_signalled(
             exits[bot.spec.name] = bot.process.returncode
 
     # The class that starts and stops the bot programs (the tournament's runner, or its node).
-    owner = next(cls for cls in (getattr(tournament_runner, "Node", None),
+    owner = next(cls for cls in (getattr(tournament_runner, "Venue", None),
                                  tournament_runner.Tournament)
                  if cls is not None and hasattr(cls, "_stop_bots"))
     monkeypatch.setattr(owner, "_stop_bots", wait_only)

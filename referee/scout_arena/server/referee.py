@@ -68,7 +68,7 @@ class Referee:
         self.default_time_control = default_time_control
         self.max_strikes = max_strikes
         self.matches = MatchBook(keep_finished, 0 if records_dir is not None else keep_records)
-        """Running matches (`MatchRunner`) and the finished ones kept (`FinishedMatch`)."""
+        """Running matches (`MatchRunner`) and the finished ones kept (`KeptMatch`)."""
         self.accepting = True
         self._idle = asyncio.Event()
         self._idle.set()

@@ -1,8 +1,8 @@
 """Running a tournament: one in-process referee, every bot a subprocess, matches started as
 seats free up, records kept on disk so that an interrupted run can be resumed.
 
-`Node` is one referee and its bot programs on one machine; `Node.play` plays a given list of
-scheduled matches with them. The local run is one node playing the whole schedule; a
+`Venue` is one referee and its bot programs on one machine; `Venue.play` plays a given list of
+scheduled matches with them. The local run is one venue playing the whole schedule; a
 distributed run (`distributed.py`) has many, each playing chunks of it."""
 
 from __future__ import annotations
@@ -75,13 +75,13 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return set_signal
 
 
-class Node:
+class Venue:
     """One referee on 127.0.0.1 of this machine and every bot program beside it, playing any
     number of lists of scheduled matches; whatever the bots do, every match ends.
 
     ``bots`` are the process entries to start (their status and notes say what happened).
     ``records_dir``: where the referee writes each record as it ends (None: in memory only).
-    ``die_with_parent``: bots are killed when this process dies (a worker node that is
+    ``die_with_parent``: bots are killed when this process dies (a worker that is
     killed must not leave bots reconnecting forever)."""
 
     def __init__(self, config: TournamentConfig, bots: Mapping[str, BotProcess],
@@ -346,29 +346,29 @@ class Tournament:
         config_path.write_text(json.dumps(self.config.to_json(), indent=1) + "\n")
         self._load_finished()
         distributed = self.nodes is not None or self.ray_address is not None
-        node = None if distributed else Node(self.config, self.bots, self.logs_dir,
-                                             self.records_dir)
-        if node is not None:
-            await node.start()
+        venue = None if distributed else Venue(self.config, self.bots, self.logs_dir,
+                                               self.records_dir)
+        if venue is not None:
+            await venue.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         try:
-            if node is None:
+            if venue is None:
                 await self._play_distributed(stop)
             else:
-                await node.connect(stop)
+                await venue.connect(stop)
                 play_started = time.monotonic()
                 try:
-                    await self._play(node, stop)
+                    await self._play(venue, stop)
                 finally:
                     self.play_seconds = time.monotonic() - play_started
         finally:
             self.interrupted = stop.is_set() or self.error is not None
-            if node is not None:
-                await node.close()
+            if venue is not None:
+                await venue.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
@@ -376,8 +376,8 @@ class Tournament:
         (self.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
-    async def _play(self, node: Node, stop: asyncio.Event) -> None:
-        """Play every unfinished match of the schedule on the one local node."""
+    async def _play(self, venue: Venue, stop: asyncio.Event) -> None:
+        """Play every unfinished match of the schedule on the one local venue."""
         pending = [m for m in self.schedule if m.key not in self.done]
         with self._progress_updates() as update:
 
@@ -385,10 +385,10 @@ class Tournament:
                 self.done[record.meta_value("tournament_key")] = record
                 update()
 
-            await node.play(pending, stop, finished)
+            await venue.play(pending, stop, finished)
 
     async def _play_distributed(self, stop: asyncio.Event) -> None:
-        """Play every unfinished match on worker nodes; write each record as it comes back."""
+        """Play every unfinished match on workers; write each record as it comes back."""
         from .distributed import DistributedError, play_distributed
 
         pending = [m for m in self.schedule if m.key not in self.done]
