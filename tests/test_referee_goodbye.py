@@ -142,7 +142,7 @@ def test_a_tournament_ends_and_its_bots_exit_0_without_being_signalled(
     config = TournamentConfig((BotSpec("r1", "random"), BotSpec("r2", "random")), players=2,
                               games=1, concurrency=2, seed=3)
     summary = asyncio.run(Tournament(config, tmp_path / "out").run())
-    assert len(summary["records"]) == 2
+    assert len(summary.records) == 2
     assert exits == {"r1": 0, "r2": 0}
     for name in ("r1", "r2"):
         log = (tmp_path / "out" / "logs" / f"{name}.stderr.log").read_text()

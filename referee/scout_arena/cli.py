@@ -169,7 +169,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
     summary = asyncio.run(Tournament(config, out, console=console).run())
     render_summary(summary, console)
-    first = summary["records"][0] if summary["records"] else "records/<match>.json"
+    first = summary.records[0] if summary.records else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
                   f"`scout-arena replay {args.out}/{first}`")
     return 0
@@ -384,10 +384,10 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         return 2
     render_summary(summary, console)
     console.print(f"records, logs and summary.json in {out}")
-    if summary.get("error"):
-        print(f"error: {summary['error']}", file=sys.stderr)
+    if summary.error:
+        print(f"error: {summary.error}", file=sys.stderr)
         return 1
-    return 130 if summary["interrupted"] else 0
+    return 130 if summary.interrupted else 0
 
 
 def cmd_sprt(args: argparse.Namespace) -> int:

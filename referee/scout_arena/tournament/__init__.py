@@ -26,9 +26,11 @@ from .config import (
 from .report import progress_bar, render_summary
 from .runner import BotProcess, Tournament, Venue
 from .standings import BotStats, compute_standings
+from .summary import Standing, TournamentSummary
 
 __all__ = [
-    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats", "Venue",
-    "ScheduledMatch", "Tournament", "TournamentConfig", "TournamentDirError", "compute_standings",
-    "deal_seed", "load_config_file", "progress_bar", "render_summary", "schedule",
+    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats",
+    "ScheduledMatch", "Standing", "Tournament", "TournamentConfig", "TournamentDirError",
+    "TournamentSummary", "Venue", "compute_standings", "deal_seed", "load_config_file",
+    "progress_bar", "render_summary", "schedule",
 ]

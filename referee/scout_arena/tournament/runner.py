@@ -14,14 +14,13 @@ import math
 import os
 import secrets
 import signal
-import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import JSON, MatchOutcome, MatchRecord, RecordError, dump_record, load_record
+from ..record import MatchOutcome, MatchRecord, RecordError, dump_record, load_record
 from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
 from .config import (
     CONFIG_FILE,
@@ -36,6 +35,7 @@ from .config import (
 )
 from .report import progress_bar
 from .standings import compute_standings
+from .summary import Standing, TournamentSummary
 
 ABORT_WAIT_S = 30.0
 """How long a stopped tournament waits for its aborted matches to write their records."""
@@ -332,7 +332,7 @@ class Tournament:
             elif key in keys:
                 path.rename(path.with_suffix(".unfinished"))
 
-    async def run(self) -> JSON:
+    async def run(self) -> TournamentSummary:
         self.out.mkdir(parents=True, exist_ok=True)
         self.records_dir.mkdir(exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
@@ -373,7 +373,7 @@ class Tournament:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
         summary = self.summary()
-        (self.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+        (self.out / SUMMARY_FILE).write_text(json.dumps(summary.to_json(), indent=1) + "\n")
         return summary
 
     async def _play(self, venue: Venue, stop: asyncio.Event) -> None:
@@ -488,38 +488,19 @@ class Tournament:
         minutes = (time.monotonic() - self.started) / 60
         return f"{finished_here / minutes:.0f} matches/min" if minutes > 0 else ""
 
-    def summary(self) -> JSON:
-        names = list(self.bots)
+    def summary(self) -> TournamentSummary:
         records = self.ordered_records()
-        stats, share = compute_standings(self.ordered_outcomes(), names)
-        elapsed = time.monotonic() - self.started
-        standings = []
-        for s in sorted(stats.values(), key=lambda s: -s.conservative):
-            mean, half = s.mean_score_ci()
-            bot = self.bots[s.name]
-            standings.append({
-                "bot": s.name, "command": bot.spec.command, "mu": round(s.mu, 3),
-                "sigma": round(s.sigma, 3), "mu_minus_3sigma": round(s.conservative, 3),
-                "matches": s.matches, "mean_score": round(mean, 3),
-                "mean_score_ci95": None if math.isinf(half) else round(half, 3),
-                "win_rate": round(s.wins / s.matches, 4) if s.matches else None,
-                "mean_rank": round(statistics.fmean(s.ranks), 3) if s.ranks else None,
-                "timeouts": s.timeouts, "illegal_actions": s.illegal_actions,
-                "forfeits": s.forfeits, "status": bot.status, "notes": bot.notes,
-            })
-        summary: JSON = {
-            "config": self.config.to_json(),
-            "matches_total": len(self.schedule),
-            "matches_finished": len(records),
-            "interrupted": self.interrupted,
-            "elapsed_s": round(elapsed, 2),
-            "play_s": round(self.play_seconds, 3),
-            "standings": standings,
-            "head_to_head": {a: {b: (None if math.isnan(v) else round(v, 4))
-                                 for b, v in row.items() if b != a}
-                             for a, row in share.items()},
-            "records": [f"records/{r.match_id}.json" for r in records],
-        }
-        if self.error is not None:
-            summary["error"] = self.error  # a distributed run that could not play everything
-        return summary
+        stats, share = compute_standings(self.ordered_outcomes(), list(self.bots))
+        standings = tuple(
+            Standing.of(s, self.bots[s.name].spec.command, self.bots[s.name].status,
+                        self.bots[s.name].notes)
+            for s in sorted(stats.values(), key=lambda s: -s.conservative))
+        return TournamentSummary(
+            config=self.config.to_json(), matches_total=len(self.schedule),
+            matches_finished=len(records), interrupted=self.interrupted,
+            elapsed_s=round(time.monotonic() - self.started, 2),
+            play_s=round(self.play_seconds, 3), standings=standings,
+            head_to_head={a: {b: (None if math.isnan(v) else round(v, 4))
+                              for b, v in row.items() if b != a}
+                          for a, row in share.items()},
+            records=tuple(f"records/{r.match_id}.json" for r in records), error=self.error)
