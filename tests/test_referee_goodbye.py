@@ -35,6 +35,7 @@ from scout_arena.server import RefereeFacade, TimeControl
 from scout_arena.server.events import Goodbye, GoodbyeReason
 from scout_arena.tournament import BotSpec, Tournament, TournamentConfig
 from scout_arena.tournament import runner as tournament_runner
+from scout_arena.tournament import venue as tournament_venue
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -135,7 +136,7 @@ def test_a_tournament_ends_and_its_bots_exit_0_without_being_signalled(
             exits[bot.spec.name] = bot.process.returncode
 
     # The class that starts and stops the bot programs (the tournament's runner, or its node).
-    owner = next(cls for cls in (getattr(tournament_runner, "Venue", None),
+    owner = next(cls for cls in (getattr(tournament_venue, "Venue", None),
                                  tournament_runner.Tournament)
                  if cls is not None and hasattr(cls, "_stop_bots"))
     monkeypatch.setattr(owner, "_stop_bots", wait_only)

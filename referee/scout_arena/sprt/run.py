@@ -6,8 +6,8 @@ Three ways to play the games, all feeding `SprtRun.record`:
 
 * `play_in_process`: Python bots on the engine through `scout_arena.local.play_match`, one
   after the other; no subprocess, no network.
-* `play_processes`: bot programs as subprocesses on one node of the local tournament runner
-  (`scout_arena.tournament.runner.Venue`: a referee on loopback, the launch convention), which
+* `play_processes`: bot programs as subprocesses on one venue of the local tournament runner
+  (`scout_arena.tournament.venue.Venue`: a referee on loopback, the launch convention), which
   plays the SPRT's schedule and is stopped as soon as the test is over.
 * `play_on_nodes`: `scout_arena.tournament.distributed.play_distributed` (--nodes, --ray), looked
   up at run time.
@@ -252,7 +252,7 @@ def _bots_json(bots: Mapping[str, Any]) -> JSON:
 
 
 async def _play_node(run: SprtRun, out_dir: Path) -> None:
-    from ..tournament.runner import Venue, new_bots
+    from ..tournament.venue import Venue, new_bots
 
     config = run.config.tournament_config()
     records_dir, logs_dir = out_dir / "records", out_dir / "logs"
@@ -282,7 +282,7 @@ async def _play_node(run: SprtRun, out_dir: Path) -> None:
 
 
 def play_processes(run: SprtRun, out_dir: Path) -> None:
-    """The games as subprocesses: one node of the local tournament runner (`runner.Venue`: a
+    """The games as subprocesses: one venue of the local tournament runner (`venue.Venue`: a
     referee on a free loopback port, every bot program started once with the launch
     convention), playing the SPRT's schedule and stopped as soon as the test is over. Records
     and the bots' stderr go to ``out_dir``; ``run.bots`` says what became of each bot."""

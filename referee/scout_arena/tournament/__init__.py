@@ -24,9 +24,10 @@ from .config import (
     schedule,
 )
 from .report import progress_bar, render_summary
-from .runner import BotProcess, Tournament, Venue
+from .runner import Tournament
 from .standings import BotStats, compute_standings
 from .summary import Standing, TournamentSummary
+from .venue import BotProcess, Venue
 
 __all__ = [
     "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats",

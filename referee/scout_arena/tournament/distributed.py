@@ -45,7 +45,7 @@ from typing import Any
 
 from ..record import JSON, MatchRecord, record_from_json, record_to_json
 from .config import ScheduledMatch, TournamentConfig
-from .runner import BotProcess, Venue, new_bots
+from .venue import BotProcess, Venue, new_bots
 from .worker import bots_report, items_from_json, items_to_json
 
 log = logging.getLogger(__name__)

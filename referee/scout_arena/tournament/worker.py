@@ -1,6 +1,6 @@
 """A worker of a ``--nodes`` run: ``python -m scout_arena.tournament.worker NAME LOGS_DIR``.
 
-It starts one referee on 127.0.0.1 and every bot program once (`runner.Venue`), then plays the
+It starts one referee on 127.0.0.1 and every bot program once (`venue.Venue`), then plays the
 chunks of the schedule the driver sends, one after another, with the same referee and bots.
 The driver speaks JSON lines (the worker's stdout carries nothing else; anything printed goes to
 stderr):
@@ -30,7 +30,7 @@ from typing import Any
 
 from ..record import JSON, record_to_json
 from .config import ScheduledMatch, TournamentConfig
-from .runner import BotProcess, Venue, new_bots
+from .venue import BotProcess, Venue, new_bots
 
 
 def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
