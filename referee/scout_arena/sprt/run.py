@@ -154,7 +154,7 @@ class SprtRun:
     def record_match(self, record: MatchRecord) -> bool:
         """A referee's record (tournament or distributed path)."""
         outcome = record.outcome
-        key = record.meta_value("tournament_key")
+        key = record.tournament_key
         if outcome is None or not isinstance(key, str):
             return self.finished
         return self.record(key, GameResult.from_outcome(outcome), outcome.players)

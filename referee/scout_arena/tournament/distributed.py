@@ -119,7 +119,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     halt = asyncio.Event()  # the caller's stop, or on_record's True
 
     def deliver(record: MatchRecord) -> None:
-        key = record.meta_value("tournament_key")
+        key = record.tournament_key
         if record.finished and key in wanted and key not in delivered:
             delivered.add(key)
             if on_record(record) is True:
@@ -198,7 +198,8 @@ class _LocalWorkers:
     def _handle(self, name: str, message: JSON, returned: set[str]) -> str | None:
         if "record" in message:
             record = record_from_json(message["record"])
-            returned.add(record.meta_value("tournament_key"))
+            if record.tournament_key is not None:
+                returned.add(record.tournament_key)
             self.deliver(record)
         if "bots" in message and self.on_bots is not None:
             self.on_bots(name, _report_from_json(message["bots"]))

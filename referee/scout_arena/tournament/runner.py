@@ -78,7 +78,7 @@ class Tournament:
                 record = load_record(path)
             except RecordError:
                 continue
-            key = record.meta_value("tournament_key")
+            key = record.tournament_key
             if record.finished and key in keys:
                 self.done[key] = record
             elif key in keys:
@@ -134,7 +134,9 @@ class Tournament:
         with self._progress_updates() as update:
 
             def finished(record: MatchRecord) -> None:
-                self.done[record.meta_value("tournament_key")] = record
+                key = record.tournament_key
+                assert key is not None, "the venue tags every match with its schedule key"
+                self.done[key] = record
                 update()
 
             await venue.play(pending, stop, finished)
@@ -149,8 +151,8 @@ class Tournament:
             with self._progress_updates() as update:
 
                 def finished(record: MatchRecord) -> None:
-                    key = record.meta_value("tournament_key")
-                    if key in self.done:
+                    key = record.tournament_key
+                    if key is None or key in self.done:
                         return
                     dump_record(record, self.records_dir / f"{record.match_id}.json")
                     self.done[key] = record
