@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
@@ -29,6 +29,11 @@ from scout_arena.server.hardening import tune_gc
 from scout_arena.text import echo
 
 from .owner_cli import add_client_options, add_owner_commands
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .repository import Repository
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -41,7 +46,7 @@ class _Exit(Exception):
         self.status = status
 
 
-def _repo(args: argparse.Namespace, *, create: bool = False) -> Any:
+def _repo(args: argparse.Namespace, *, create: bool = False) -> Repository:
     """The repository at ``--database``, migrated. Without ``create``, a URL naming no ladder
     database is refused rather than turned into an empty one."""
     from .repository import NoLadderDatabaseError, Repository
@@ -97,7 +102,7 @@ class _Parser(argparse.ArgumentParser):
     """A ladder command's parser: a usage error is one line (and status 2), not a usage
     block."""
 
-    def error(self, message: str) -> Any:
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -112,7 +117,7 @@ def _table_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def _console() -> Any:
+def _console() -> Console:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=140)
@@ -420,7 +425,7 @@ def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
     owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
 
 
-def add_ladder_parser(sub: Any) -> None:
+def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
     ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
                                        parser_class=_Parser)

@@ -8,7 +8,6 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from .server.flags import add_time_control_flags
 
@@ -129,7 +128,7 @@ def cmd_sprt(args: argparse.Namespace) -> int:
     return 130 if summary["interrupted"] else 0
 
 
-def add_tournament_parsers(sub: Any) -> None:
+def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``tournament`` and ``sprt`` to the ``scout-arena`` subcommands."""
     tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
     tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",

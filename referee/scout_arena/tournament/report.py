@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .summary import TournamentSummary
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
-def progress_bar(console: Any) -> Any:
+
+def progress_bar(console: Console | None) -> Progress:
     """Done/total, rate, ETA and the current leader, redrawn as matches finish."""
     from rich.progress import (
         BarColumn,
@@ -25,7 +29,7 @@ def progress_bar(console: Any) -> Any:
                     transient=False)
 
 
-def render_summary(summary: TournamentSummary, console: Any) -> None:
+def render_summary(summary: TournamentSummary, console: Console) -> None:
     """Standings and the head-to-head crosstable as rich tables."""
     from rich.table import Table
 

@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..record import MatchOutcome, MatchRecord, RecordError, dump_record, load_record
 from .config import (
@@ -30,6 +30,10 @@ from .standings import compute_standings
 from .summary import Standing, TournamentSummary
 from .venue import Venue, new_bots
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
 #: Which of two statuses of one bot on one node a distributed run reports (the worse one).
 _STATUS_RANK = {"starting": 0, "connected": 1, "crashed": 2, "never connected": 3,
                 "failed to start": 4}
@@ -43,7 +47,7 @@ class Tournament:
     ``ray start`` on this machine names); see `distributed.play_distributed` for these and
     ``chunk_size`` and ``ray_working_dir``. Records, summary and standings are the same."""
 
-    def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Any = None,
+    def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Console | None = None,
                  show_progress: bool = True, nodes: int | None = None,
                  ray_address: str | None = None, chunk_size: int | None = None,
                  ray_working_dir: Path | None = None) -> None:
@@ -235,7 +239,7 @@ class Tournament:
             self._leader_text = f"{best.name} ({best.conservative:.1f})" if best.matches else ""
         return self._leader_text
 
-    def _progress(self) -> Any:
+    def _progress(self) -> Progress | None:
         return progress_bar(self.console) if self.show_progress else None
 
     def _rate(self, finished_here: int) -> str:
