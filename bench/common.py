@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: writing their figures as JSON, and warning that the machine
-was busy while they measured.
+"""What the benchmark scripts share: writing their figures as JSON, warning that the machine
+was busy while they measured, a free loopback port for a child server, and a child's memory.
 
 The benchmarks run as scripts (``python bench/engine.py``), so this folder is ``sys.path[0]`` and
 they import this file as the sibling module ``common``.
@@ -8,6 +8,7 @@ they import this file as the sibling module ``common``.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +31,24 @@ def warn_busy_machine(console: Console, evidence: str, advice: str) -> None:
     """Other load on the machine skewed the measurements: what shows it, and which figures
     still hold."""
     console.print(f"[yellow]warning: {evidence}; {advice}[/]")
+
+
+def free_port() -> int:
+    """A loopback port that is free now (so a child server and its clients can start together)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status_kb(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process in kB (empty once it is gone)."""
+    out = {}
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out

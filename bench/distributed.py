@@ -39,7 +39,7 @@ def run_mode(name: str, games: int, concurrency: int, **where: Any) -> JSON:
     with tempfile.TemporaryDirectory() as out:
         tournament = Tournament(config, Path(out), show_progress=False, **where)
         started = time.perf_counter()
-        summary = asyncio.run(tournament.run())
+        summary = asyncio.run(tournament.run()).to_json()
         wall = time.perf_counter() - started
     matches = summary["matches_finished"]
     assert matches == summary["matches_total"], summary.get("error")

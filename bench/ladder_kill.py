@@ -32,7 +32,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import grpc
-from common import write_json
+from common import free_port, write_json
 from rich.console import Console
 from rich.table import Table
 from scout.v1 import matches_pb2, matches_pb2_grpc
@@ -56,13 +55,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOUT_ARENA = [sys.executable, "-m", "scout_arena.cli"]
 MATCH_ID = re.compile(r"\bm-[0-9a-f]{6,}\b")
 ADMIN_TOKEN = "ladder-kill-admin"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # ----- the database, read directly --------------------------------------------------------------

@@ -61,10 +61,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from common import JSON, warn_busy_machine, write_json
+from common import JSON, free_port, proc_status_kb, warn_busy_machine, write_json
 from rich.console import Console
 from rich.table import Table
-from soak import proc_status_kb, raise_nofile, socket_count
+from soak import raise_nofile, socket_count
 from trivial_bot import serve_commands
 
 from referee import (
@@ -72,7 +72,6 @@ from referee import (
     CpuSnapshot,
     cpu_shares,
     environment,
-    free_port,
     other_load_cores,
     process_cpu_s,
     spawn,

@@ -52,7 +52,6 @@ import json
 import os
 import platform
 import pstats
-import socket
 import statistics
 import sys
 import tempfile
@@ -64,7 +63,7 @@ from typing import Any, cast
 
 import grpc
 import scout_arena
-from common import warn_busy_machine, write_json
+from common import free_port, warn_busy_machine, write_json
 from google.protobuf import __version__ as protobuf_version
 from rich.console import Console
 from rich.table import Table
@@ -386,14 +385,6 @@ class MatchKeeper:
             task = asyncio.get_running_loop().create_task(self.create())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-
-def free_port() -> int:
-    """A loopback port that is free now (so the referee and its bots can start together)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def start_referee(log_dir: Path, port: int, profile_out: Path | None,

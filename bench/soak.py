@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from common import write_json
+from common import free_port, proc_status_kb, write_json
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
@@ -71,7 +71,7 @@ from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_p
 from scout_arena.server.hardening import tune_gc
 from trivial_bot import EOF, JSON, Recorder, TurnLog, serve_commands, turnarounds_us
 
-from referee import Child, environment, free_port, latency_summary, process_cpu_s, spawn
+from referee import Child, environment, latency_summary, process_cpu_s, spawn
 
 THIS_SCRIPT = Path(__file__).resolve()
 PYTHON = sys.executable
@@ -104,20 +104,6 @@ def raise_nofile() -> int:
 
 
 # ----- /proc ------------------------------------------------------------------------------------
-
-
-def proc_status_kb(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak RSS) of a process in kB (empty once it is gone)."""
-    out = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0])
-    return out
 
 
 def socket_count(pid: int) -> int:

@@ -4,7 +4,7 @@ Run as ``.venv/bin/python bench/sprt.py --json bench/results/sprt.json`` (``--qu
 short run). Both ways play greedy (NEW) against random (BASE), two players, the same deals, and
 exactly ``--pairs`` pairs (the test is told not to stop on its decision). In process: the SDK
 bots on the engine through ``scout_arena.local.play_match``, one game after another. As
-processes: one node of the tournament runner (an in-process referee on loopback, each bot a
+processes: one venue of the tournament runner (an in-process referee on loopback, each bot a
 subprocess speaking gRPC), ``--concurrency`` games at once. "wall" counts everything, the bots'
 start-up included; "steady" counts from the first finished deal to the last, the rate a long
 test runs at.

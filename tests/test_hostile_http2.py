@@ -45,6 +45,7 @@ from support.http2 import (
     send_raw_bytes,
     send_raw_headers,
 )
+from support.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -394,12 +395,7 @@ def test_stopping_the_server_is_not_a_death() -> None:
 @contextlib.contextmanager
 def socket_closed_port() -> Iterator[int]:
     """A loopback port that nothing listens on (bound once, then closed)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port = sock.getsockname()[1]
-    yield port
+    yield free_port()
 
 
 # -- other malformed HTTP/2, each followed by a health check -----------------------------------

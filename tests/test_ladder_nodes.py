@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from scout.v1 import matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_from_json, replay
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
+from support.ports import free_port
 from test_ladder_processes import wait_for
 from test_referee_e2e import make_self_signed
 from test_starter_kits import KITS, built_kits, require  # noqa: F401
@@ -39,12 +39,6 @@ SLOW_BOT = Path(__file__).parent / "bots" / "slow_bot.py"
 NODE_TOKEN = "node-secret"
 HEARTBEAT_TIMEOUT_S = 3.0
 pytestmark = pytest.mark.timeout(900)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Process:

@@ -73,6 +73,7 @@ def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
     from scout_arena.server import convert as wire
     from scout_arena.server.events import MatchStarted
     from scout_arena.server.events import RoundEnded as WireRoundEnded
+    from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
     from scout_client import convert as sdk_wire
     from scout_rules import State
 
@@ -82,7 +83,8 @@ def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
 
         def note(state: State, actor: int, _action: Action,
                  on_wire: list[Observation] = on_wire) -> None:
-            message = wire.decision_request(state.observation(actor), "m", 0, 1000, 30000)
+            message = wire.decision_request(state.observation(actor), "m", 0, DEFAULT_DECISION_MS,
+                                            DEFAULT_TIME_BANK_MS)
             on_wire.append(sdk_wire.decision_request_from_proto(message.decision_request))
 
         state = play_match(bots, seed=seed, match_id="m", on_action=note)
@@ -99,5 +101,5 @@ def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
         for seat, bot in enumerate(bots):
             start = sdk_wire.referee_message_from_proto(wire.referee_message(MatchStarted(
                 "m", seat, tuple(b.display_name for b in bots), players, state.num_rounds,
-                TimeControl(1000, 30000), False, 30000, 0)))
+                TimeControl(), False, DEFAULT_TIME_BANK_MS, 0)))
             assert bot.heard[0] == start

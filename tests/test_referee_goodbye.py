@@ -35,6 +35,7 @@ from scout_arena.server import RefereeFacade, TimeControl
 from scout_arena.server.events import Goodbye, GoodbyeReason
 from scout_arena.tournament import BotSpec, Tournament, TournamentConfig
 from scout_arena.tournament import runner as tournament_runner
+from scout_arena.tournament import venue as tournament_venue
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -135,14 +136,14 @@ def test_a_tournament_ends_and_its_bots_exit_0_without_being_signalled(
             exits[bot.spec.name] = bot.process.returncode
 
     # The class that starts and stops the bot programs (the tournament's runner, or its node).
-    owner = next(cls for cls in (getattr(tournament_runner, "Node", None),
+    owner = next(cls for cls in (getattr(tournament_venue, "Venue", None),
                                  tournament_runner.Tournament)
                  if cls is not None and hasattr(cls, "_stop_bots"))
     monkeypatch.setattr(owner, "_stop_bots", wait_only)
     config = TournamentConfig((BotSpec("r1", "random"), BotSpec("r2", "random")), players=2,
                               games=1, concurrency=2, seed=3)
     summary = asyncio.run(Tournament(config, tmp_path / "out").run())
-    assert len(summary["records"]) == 2
+    assert len(summary.records) == 2
     assert exits == {"r1": 0, "r2": 0}
     for name in ("r1", "r2"):
         log = (tmp_path / "out" / "logs" / f"{name}.stderr.log").read_text()

@@ -21,7 +21,7 @@ import pytest
 from scout.v1 import matches_pb2, matches_pb2_grpc
 from scout_arena.record import load_record, record_to_json
 from scout_arena.server import Referee, RefereeServer, TimeControl
-from scout_arena.server.book import FinishedMatch, is_record_id
+from scout_arena.server.book import KeptMatch, is_record_id
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
 
@@ -64,7 +64,7 @@ def test_finished_matches_are_dropped_to_a_bounded_window_of_summaries(tmp_path:
     assert book.running == {} and referee.running() == []
     assert len(book) == len(book.finished) == keep_finished
     assert list(book) == ids[-keep_finished:]  # the newest, oldest first
-    assert all(isinstance(book[i], FinishedMatch) for i in ids[-keep_finished:])
+    assert all(isinstance(book[i], KeptMatch) for i in ids[-keep_finished:])
     assert ids[0] not in book
     assert book.records_held == 0  # with a records directory, records are read from disk
     assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(ids)
@@ -96,7 +96,7 @@ def test_a_running_match_is_found_among_finished_ones_and_leaves_when_it_ends(
         await runner.task
         assert referee.running() == [] and referee.matches.running == {}
         await asyncio.wait_for(referee.wait_idle(), 5)
-        assert isinstance(referee.matches[runner.match_id], FinishedMatch)
+        assert isinstance(referee.matches[runner.match_id], KeptMatch)
 
     asyncio.run(main())
 

@@ -4,7 +4,6 @@ conformance test (tests/test_kit_assignments.py), such as a node that never answ
 from __future__ import annotations
 
 import asyncio
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from grpc import aio
@@ -13,12 +12,7 @@ from scout_client.decisions import BotCalls
 from scout_client.matches import Tally
 from scout_client.nodes import NodeStreams
 from scout_client.types import PROTOCOL_VERSION, Hello
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from support.ports import free_port
 
 
 def test_a_node_unreachable_past_the_limit_loses_its_tickets_and_its_stream_is_let_go() -> None:
@@ -30,7 +24,7 @@ def test_a_node_unreachable_past_the_limit_loses_its_tickets_and_its_stream_is_l
                 Hello("b", "1", PROTOCOL_VERSION, 1, True),
                 lambda address, tls: aio.insecure_channel(address), stop,
                 safety_margin_ms=100, use_time_bank=True, unreachable_after_s=0.6)
-            address = f"127.0.0.1:{closed_port()}"
+            address = f"127.0.0.1:{free_port()}"
             nodes.assign(Assignment("m-1", address, "ticket-1"))
             nodes.assign(Assignment("m-2", address, "ticket-2"))
             at_first = nodes.open_addresses

@@ -359,7 +359,7 @@ def _fake_distributed(monkeypatch: pytest.MonkeyPatch, with_stop: bool) -> list[
     def finish(item: Any, on_record: Any) -> None:
         result = game.play(item.seats, item.seed)
         record = types.SimpleNamespace(
-            match_id=f"m-{item.key}", meta_value=lambda key: item.key,
+            match_id=f"m-{item.key}", tournament_key=item.key,
             outcome=types.SimpleNamespace(totals=result.totals, ranks=result.ranks,
                                           forfeits=frozenset(), players=item.seats))
         on_record(record)

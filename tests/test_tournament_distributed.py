@@ -159,10 +159,10 @@ def test_nodes_run_equals_the_local_run_even_when_a_node_is_killed(
                                 "--out", str(out)], cwd=bot_dir, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_for(lambda: len(_children(process.pid, "scout_arena.tournament.node")) == 2,
-                  120, "two worker nodes")
+        _wait_for(lambda: len(_children(process.pid, "scout_arena.tournament.worker")) == 2,
+                  120, "two workers")
         _wait_for(lambda: any((out / "records").glob("*.json")), 300, "a first record")
-        victim = _children(process.pid, "scout_arena.tournament.node")[0]
+        victim = _children(process.pid, "scout_arena.tournament.worker")[0]
         os.kill(victim, signal.SIGKILL)
         _, stderr = process.communicate(timeout=RUN_TIMEOUT)
     finally:

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import pytest
 from scout_arena.local import make_bot, play_match
 from scout_arena.record import action_from_json, build_record, record_to_json
 from scout_rules import Card, Hand, SpectatorView, State, deal_match, spectator_view
+from support.ports import free_port
 
 with warnings.catch_warnings():
     # Starlette 1.x would rather use the httpx2 fork; plain httpx works the same here.
@@ -421,18 +421,12 @@ def test_no_nodes_view_without_nodes() -> None:
 # --- (b) the pages in a real browser --------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _serve(repo: Any, app: Any = None) -> Iterator[str]:
     from scout_arena.web import create_app, make_server
     from scout_ladder.web_source import LadderSource
 
-    port = _free_port()
+    port = free_port()
     server = make_server(app or create_app(LadderSource(repo)), "127.0.0.1", port)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -683,7 +677,7 @@ def test_ladder_on_nodes_serves_its_node_report(ladder_repo: Any) -> None:
 def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([str(SCOUT_ARENA), "web", str(tournament_dir), "--port",
                                 str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

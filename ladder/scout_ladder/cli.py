@@ -21,12 +21,19 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from scout_arena.server.eventloop import run as run_on_loop
+from scout_arena.server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
 from scout_arena.server.hardening import tune_gc
+from scout_arena.text import echo
 
 from .owner_cli import add_client_options, add_owner_commands
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .repository import Repository
 
 DEFAULT_DATABASE = "sqlite:///ladder.db"
 
@@ -39,7 +46,7 @@ class _Exit(Exception):
         self.status = status
 
 
-def _repo(args: argparse.Namespace, *, create: bool = False) -> Any:
+def _repo(args: argparse.Namespace, *, create: bool = False) -> Repository:
     """The repository at ``--database``, migrated. Without ``create``, a URL naming no ladder
     database is refused rather than turned into an empty one."""
     from .repository import NoLadderDatabaseError, Repository
@@ -67,7 +74,7 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     def run(args: argparse.Namespace) -> int:
         from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-        from .repository import InvalidInputError, StorageError, UnknownBotError, echo
+        from .repository import InvalidInputError, StorageError, UnknownBotError
 
         try:
             return command(args)
@@ -95,7 +102,7 @@ class _Parser(argparse.ArgumentParser):
     """A ladder command's parser: a usage error is one line (and status 2), not a usage
     block."""
 
-    def error(self, message: str) -> Any:
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -105,20 +112,18 @@ def _table_sizes(text: str) -> tuple[int, ...]:
     except ValueError:
         sizes = ()
     if not sizes or not all(2 <= size <= 5 for size in sizes):
-        shown = text if len(text) <= 40 else text[:40] + "..."
         raise argparse.ArgumentTypeError(
-            f"sizes from 2 to 5 separated by commas, e.g. 4 or 2,3,4; got {shown!r}")
+            f"sizes from 2 to 5 separated by commas, e.g. 4 or 2,3,4; got {echo(text)}")
     return sizes
 
 
-def _console() -> Any:
+def _console() -> Console:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=140)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from scout_arena.server import TimeControl, TlsConfig
 
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
@@ -132,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, admin_token=args.admin_token,
         matchmaker=MatchmakerConfig(table_sizes=args.table_sizes,
                                     allow_same_owner=args.allow_same_owner),
-        time_control=TimeControl(args.decision_ms, args.time_bank_ms),
+        time_control=time_control(args),
         reconnect_grace_s=args.reconnect_grace, rng_seed=args.seed,
         web_host=args.web_host, web_port=args.web_port,
         registration=Registration(args.registration), hosting=not args.no_hosting,
@@ -141,14 +146,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = OwnerLimits(bots_per_owner=args.max_bots_per_owner,
                          submissions_per_hour=args.max_submissions_per_hour,
                          max_upload_bytes=args.max_upload_mb * 2**20)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise _Exit("--tls-cert and --tls-key go together", 2)
+    try:
+        config.tls = tls_config(args)
+    except ValueError as exc:
+        raise _Exit(str(exc), 2) from None
     if args.storage is not None and Path(args.storage).exists() \
             and not Path(args.storage).is_dir():
         raise _Exit(f"--storage: {args.storage} is not a folder", 2)
-    if args.tls_cert:
-        config.tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                               Path(args.tls_client_ca) if args.tls_client_ca else None)
     node_token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN") or None
     if args.nodes is not None:
         if args.nodes < 1:
@@ -418,7 +422,7 @@ def _positive(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {echo(text)}")
     return value
 
 
@@ -437,7 +441,7 @@ def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
     owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
 
 
-def add_ladder_parser(sub: Any) -> None:
+def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ladder = sub.add_parser("ladder", help="the rating ladder: serve, register, standings")
     ladder_sub = ladder.add_subparsers(dest="ladder_command", required=True,
                                        parser_class=_Parser)
@@ -456,8 +460,7 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--table-sizes", type=_table_sizes, default=(4,),
                        help="comma-separated, e.g. 2,3,4 (default 4)")
     serve.add_argument("--allow-same-owner", action="store_true")
-    serve.add_argument("--decision-ms", type=int, default=1000)
-    serve.add_argument("--time-bank-ms", type=int, default=10_000)
+    add_time_control_flags(serve)
     serve.add_argument("--reconnect-grace", type=float, default=10.0)
     serve.add_argument("--seed", type=int, help="matchmaker randomness (for reproducible tests)")
     serve.add_argument("--web-port", type=int, metavar="P",
@@ -469,9 +472,7 @@ def add_ladder_parser(sub: Any) -> None:
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
     _add_owner_flags(serve)
     _add_hosting_flags(serve)
-    serve.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
-    serve.add_argument("--tls-key", metavar="PEM")
-    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    add_tls_flags(serve)
     nodes = serve.add_argument_group(
         "referee nodes", "play the matches on referee nodes (docs/deploy.md#nodes)")
     nodes.add_argument("--node-token", metavar="TOKEN",

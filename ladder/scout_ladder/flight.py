@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from scout_arena.record import MatchRecord, record_to_json
 from scout_arena.server import RefereeFacade
+from scout_arena.text import brief
 
 from .probation import Probation
 from .ratingcache import RatingsCache, RatingUpdates
 from .repository import Repository, SeatResult, StorageError
 from .roster import Roster
 from .runtime import Background, DatabaseCalls, RunFlags
-from .text import brief
 
 log = logging.getLogger("scout_ladder")
 

@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+
 log = logging.getLogger("scout_ladder.nodes")
 
 RESTART_PAUSE_S = 1.0
@@ -39,7 +41,8 @@ class LocalNodes:
     """Starts, watches and stops the ladder's local node processes."""
 
     def __init__(self, count: int, ladder: str, token: str, host: str, records: Path, *,
-                 capacity: int = 100, decision_ms: int = 1000, time_bank_ms: int = 10_000,
+                 capacity: int = 100, decision_ms: int = DEFAULT_DECISION_MS,
+                 time_bank_ms: int = DEFAULT_TIME_BANK_MS,
                  verbose: bool = False, tls: tuple[str, str] | None = None,
                  hosting: bool = True, hosted_data_mb: int = 16) -> None:
         """``tls``: the ladder's (certificate, key). The nodes then serve bots over TLS with

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from scout.v1 import nodes_pb2
 from scout_arena.record import MatchRecord, RecordError, record_from_json, replay
+from scout_arena.text import brief
 
 from .config import LadderConfig
 from .flight import VOID_AT_STOP, Flight, MatchFlights
@@ -20,7 +21,6 @@ from .nodes import NodeSession
 from .placement import NodePlacement
 from .repository import Repository
 from .runtime import Background, RunFlags
-from .text import brief
 
 log = logging.getLogger("scout_ladder")
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scout_arena.text import echo
+
 if TYPE_CHECKING:
     from scout.v1 import owners_pb2
 
@@ -297,7 +299,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 1e6:
-        raise argparse.ArgumentTypeError(f"seconds above 0, got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"seconds above 0, got {echo(text)}")
     return value
 
 
@@ -314,7 +316,7 @@ def _limit(text: str) -> int:
     except ValueError:
         value = 0
     if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"a number from 1 to 100, got {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"a number from 1 to 100, got {echo(text)}")
     return value
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any, Never, TypeVar
 
 import grpc
 from scout.v1 import owners_pb2, owners_pb2_grpc
-from scout_arena.server import bearer_token
+from scout_arena.server import bearer_token, tokens_equal
 
 from . import rpc
 from .datafolder import DataTooLargeError, pack_data_folder
@@ -153,8 +152,7 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
     def _is_admin(self, token: str) -> bool:
         # No admin token configured: nobody is the admin here (unlike the Ladder service, an
         # open admin would let any caller act on every owner's bots).
-        return bool(self.admin_token and token) and hmac.compare_digest(
-            token.encode("utf-8"), (self.admin_token or "").encode("utf-8"))
+        return bool(self.admin_token and token) and tokens_equal(token, self.admin_token or "")
 
     async def _caller(self, context: Context) -> _Caller:
         token = bearer_token(context)

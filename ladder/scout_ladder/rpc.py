@@ -17,6 +17,7 @@ from typing import NoReturn, ParamSpec, TypeVar
 
 import grpc
 from scout_arena.server import RefereeFacade
+from scout_arena.text import clip
 
 from .repository import (
     BotKindError,
@@ -39,7 +40,6 @@ from .repository import (
     VersionStateError,
     is_transient,
 )
-from .text import clip
 
 log = logging.getLogger("scout_ladder")
 

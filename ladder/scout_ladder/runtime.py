@@ -14,8 +14,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
+from scout_arena.text import brief
+
 from .repository import is_transient
-from .text import brief
 
 log = logging.getLogger("scout_ladder")
 

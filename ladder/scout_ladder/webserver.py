@@ -12,13 +12,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from scout_arena.record import JSON
-from scout_arena.server import LiveMatch
 
 from .repository import Repository
 from .submissions import Submissions
 
 if TYPE_CHECKING:
-    from scout_arena.web import EmbeddedServer
+    from scout_arena.web import EmbeddedServer, LiveMatch
 
 
 class LadderWeb:

@@ -30,8 +30,10 @@ from .record.json_v1 import note_json
 from .server.arena_service import MAX_STREAMS_PER_TOKEN
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
+from .server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
 from .server.listener import MAX_STREAMS_PER_CONNECTION
 from .server.turns import DEFAULT_PASS_BUDGET_MS
+from .tournament_cli import add_tournament_parsers, seed_arg
 
 
 def _add_event_loop(parser: argparse.ArgumentParser) -> None:
@@ -47,13 +49,6 @@ def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
                         "free port; default: no metrics server)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="interface of the metrics server (default 127.0.0.1)")
-
-
-def _seed(text: str) -> int:
-    value = int(text, 0)
-    if not 0 <= value < 1 << 64:
-        raise argparse.ArgumentTypeError("a seed is an unsigned 64-bit integer")
-    return value
 
 
 def _positive_int(text: str) -> int:
@@ -194,7 +189,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
     summary = asyncio.run(Tournament(config, out, console=console).run())
     render_summary(summary, console)
-    first = summary["records"][0] if summary["records"] else "records/<match>.json"
+    first = summary.records[0] if summary.records else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
                   f"`scout-arena replay {args.out}/{first}`")
     return 0
@@ -275,7 +270,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from .server import Referee, RefereeServer, TimeControl, TlsConfig, serve_forever
+    from .server import Referee, RefereeServer, serve_forever
     from .server.convert import ProtobufWire
     from .server.hardening import watch_gc_pauses
     from .server.matches_service import admin_token_problem
@@ -292,17 +287,16 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         logging.getLogger("scout_arena.referee").warning(
             "no --admin-token: the Matches service is open to every client that reaches "
             "%s:%s (anyone can create and watch matches and read records)", args.host, args.port)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("--tls-cert and --tls-key go together")
-    tls = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                    Path(args.tls_client_ca) if args.tls_client_ca else None) \
-        if args.tls_cert else None
+    try:
+        tls = tls_config(args)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     records = Path(args.records)
     records.mkdir(parents=True, exist_ok=True)
 
     async def main() -> None:
         referee = Referee(_tokens(args), wire=ProtobufWire(), records_dir=records,
-                          default_time_control=TimeControl(args.decision_ms, args.time_bank_ms),
+                          default_time_control=time_control(args),
                           reconnect_grace_s=args.reconnect_grace,
                           pass_budget_ms=args.pass_budget_ms)
         server = RefereeServer(referee, host=args.host, port=args.port,
@@ -376,111 +370,6 @@ def cmd_bot_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _bot_spec(text: str) -> tuple[str, str]:
-    name, sep, command = text.partition("=")
-    if not sep or not name or not command:
-        raise argparse.ArgumentTypeError(f"--bot takes NAME=COMMAND, got {text!r}")
-    return name, command
-
-
-def cmd_tournament(args: argparse.Namespace) -> int:
-
-    from rich.console import Console
-
-    from .tournament import (
-        CONFIG_FILE,
-        BotSpec,
-        Tournament,
-        TournamentConfig,
-        TournamentDirError,
-        load_config_file,
-        render_summary,
-    )
-
-    console = Console() if sys.stdout.isatty() else Console(width=140)
-    if args.resume:
-        out = Path(args.resume)
-        config = TournamentConfig.from_json(json.loads((out / CONFIG_FILE).read_text()))
-    else:
-        values: dict[str, object] = {}
-        if args.config:
-            values.update(load_config_file(Path(args.config)))
-            values["bots"] = tuple(BotSpec(b["name"], b["command"])
-                                   for b in values.get("bots", []))  # type: ignore[attr-defined]
-        if args.bot:
-            values["bots"] = tuple(BotSpec(n, c) for n, c in args.bot)
-        for key in ("players", "games", "concurrency", "seed", "gauntlet", "decision_ms",
-                    "time_bank_ms", "connect_timeout_s"):
-            value = getattr(args, key)
-            if value is not None:
-                values[key] = value
-        if args.no_duplicate:
-            values["duplicate"] = False
-        if not values.get("bots"):
-            print("error: name the bots with --bot NAME=COMMAND or --config FILE",
-                  file=sys.stderr)
-            return 2
-        config = TournamentConfig(**values)  # type: ignore[arg-type]
-        out = Path(args.out)
-    try:
-        config.validate()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.nodes is not None and args.ray is not None:
-        print("error: --nodes and --ray do not go together", file=sys.stderr)
-        return 2
-    if (args.nodes is not None and args.nodes < 1) or \
-            (args.chunk_size is not None and args.chunk_size < 1):
-        print("error: --nodes and --chunk-size are at least 1", file=sys.stderr)
-        return 2
-    tournament = Tournament(config, out, console=console, show_progress=not args.no_progress,
-                            nodes=args.nodes, ray_address=args.ray, chunk_size=args.chunk_size,
-                            ray_working_dir=Path(args.ray_working_dir).resolve()
-                            if args.ray_working_dir else None)
-    try:
-        summary = asyncio.run(tournament.run())
-    except TournamentDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    render_summary(summary, console)
-    console.print(f"records, logs and summary.json in {out}")
-    if summary.get("error"):
-        print(f"error: {summary['error']}", file=sys.stderr)
-        return 1
-    return 130 if summary["interrupted"] else 0
-
-
-def cmd_sprt(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from .sprt import DEFAULT_H1, SprtConfig, SprtError, render_result, run_sprt
-    from .tournament import TournamentDirError
-
-    console = Console() if sys.stdout.isatty() else Console(width=140)
-    if (args.nodes is not None or args.ray is not None) and args.in_process:
-        print("error: --in-process plays on this machine; it does not go with --nodes/--ray",
-              file=sys.stderr)
-        return 2
-    config = SprtConfig(
-        new=args.new, base=args.base, field=tuple(args.field or ()), players=args.players,
-        metric=args.metric, h0=args.h0,
-        h1=args.h1 if args.h1 is not None else DEFAULT_H1[args.metric], alpha=args.alpha,
-        beta=args.beta, max_games=args.max_games, seed=args.seed, concurrency=args.concurrency,
-        decision_ms=args.decision_ms, time_bank_ms=args.time_bank_ms,
-        connect_timeout_s=args.connect_timeout_s)
-    try:
-        config.validate()
-        summary = run_sprt(config, Path(args.out), in_process=args.in_process,
-                           nodes=args.nodes, ray_address=args.ray, console=console,
-                           show_progress=not args.no_progress)
-    except (ValueError, SprtError, TournamentDirError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    render_result(summary, console, Path(args.out))
-    return 130 if summary["interrupted"] else 0
-
-
 def cmd_web(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -498,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     play = sub.add_parser("play", help="play one in-process match between bundled bots")
     play.add_argument("--players", type=int, choices=range(2, 6), default=4, metavar="N")
-    play.add_argument("--seed", type=_seed, default=1)
+    play.add_argument("--seed", type=seed_arg, default=1)
     play.add_argument("--bot", action="append", choices=sorted(BUNDLED_BOTS),
                       help="bot for the next seat (repeat per seat; one name fills every seat)")
     play.add_argument("--record", metavar="FILE", help="write the match record here")
@@ -511,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_replay)
 
     demo = sub.add_parser("demo", help="a small tournament of the bundled bots and built kits")
-    demo.add_argument("--seed", type=_seed, default=2026)
+    demo.add_argument("--seed", type=seed_arg, default=2026)
     demo.add_argument("--games", type=int, default=0,
                       help="deals per lineup (default: about 80 matches in all)")
     demo.add_argument("--concurrency", type=int, default=4)
@@ -534,14 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "$SCOUT_REFEREE_ADMIN_TOKEN)")
     serve.add_argument("--records", default="records", metavar="DIR",
                        help="where match records are written (default ./records)")
-    serve.add_argument("--decision-ms", type=int, default=1000)
-    serve.add_argument("--time-bank-ms", type=int, default=10_000)
+    add_time_control_flags(serve)
     serve.add_argument("--reconnect-grace", type=float, default=10.0, metavar="SECONDS")
     serve.add_argument("--drain-seconds", type=float, default=0.0,
                        help="on shutdown, let running matches finish this long")
-    serve.add_argument("--tls-cert", metavar="PEM")
-    serve.add_argument("--tls-key", metavar="PEM")
-    serve.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+    add_tls_flags(serve)
     serve.add_argument("--max-streams-per-connection", type=int,
                        default=MAX_STREAMS_PER_CONNECTION, metavar="N",
                        help="HTTP/2 streams (calls) one connection may have open at once")
@@ -597,78 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="search bot: a fixed number of iterations per decision instead")
     bot_run.set_defaults(func=cmd_bot_run)
 
-    tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
-    tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",
-                      help="a bot program (repeat); COMMAND 'random'/'greedy' are bundled")
-    tour.add_argument("--config", metavar="FILE", help="TOML/JSON with the same keys, bots as "
-                      "[[bot]] name = ..., command = ...")
-    tour.add_argument("--players", type=int, choices=range(2, 6), metavar="N")
-    tour.add_argument("--games", type=int, metavar="G", help="deals per table lineup")
-    tour.add_argument("--concurrency", type=int, metavar="K", help="matches at once")
-    tour.add_argument("--seed", type=_seed)
-    tour.add_argument("--gauntlet", metavar="NAME", help="NAME plays every table of the field")
-    tour.add_argument("--no-duplicate", action="store_true",
-                      help="play each deal once instead of once per seat rotation")
-    tour.add_argument("--decision-ms", type=int)
-    tour.add_argument("--time-bank-ms", type=int)
-    tour.add_argument("--connect-timeout", dest="connect_timeout_s", type=float)
-    tour.add_argument("--out", default="tournament-out", metavar="DIR")
-    tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
-    tour.add_argument("--no-progress", action="store_true")
-    tour.add_argument("--nodes", type=int, metavar="N", help="play on N local worker processes, "
-                      "each with its own referee and bot programs")
-    tour.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                      help="play on a Ray cluster (default: RAY_ADDRESS or the local one); "
-                      "needs scout-arena[ray]")
-    tour.add_argument("--chunk-size", type=int, metavar="M",
-                      help="matches per chunk of --nodes/--ray (default: about two chunks "
-                      "per node, at most 50 matches)")
-    tour.add_argument("--ray-working-dir", metavar="DIR",
-                      help="ship DIR to every Ray node; bot commands run inside it")
-    tour.set_defaults(func=cmd_tournament)
-
-    sprt = sub.add_parser(
-        "sprt", help="is NEW better than BASE? duplicate deals until a sequential test decides",
-        formatter_class=argparse.RawDescriptionHelpFormatter, description="""\
-Plays NEW against BASE on duplicate deals: for every deal and seat rotation, once with NEW and
-once with BASE in the tested seat, the other seats held by the same --field bots (two players
-without --field: NEW-BASE and BASE-NEW). After every deal a generalized SPRT (fishtest's normal
-approximation, cutechess-cli/fastchess bounds) on the paired differences says go on, H0 or H1:
-
-  score   (default) H0/H1 are NEW's match score minus BASE's in the same seat, in points
-          (--h0 0 --h1 1: "one point per game better")
-  winrate H0/H1 are NEW's share of first places minus BASE's (0.05 = 5 points of win rate;
-          with two players, NEW's match score is 0.5 + that / 2)
-
-Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) and llr.png to
---out. Commands follow the launch convention (random/greedy are the bundled bots); with
---in-process they are Python bots instead (random, greedy, module:Class, file.py:Class).""")
-    sprt.add_argument("--new", required=True, metavar="CMD", help="the version under test")
-    sprt.add_argument("--base", required=True, metavar="CMD", help="the version to beat")
-    sprt.add_argument("--field", action="append", metavar="CMD",
-                      help="a bot for the other seats (repeat; default with N > 2: BASE)")
-    sprt.add_argument("--players", type=int, choices=range(2, 6), default=2, metavar="N")
-    sprt.add_argument("--metric", choices=("score", "winrate"), default="score")
-    sprt.add_argument("--h0", type=float, default=0.0, help="H0's difference (default 0)")
-    sprt.add_argument("--h1", type=float, help="H1's difference (default 1 point, or 0.05)")
-    sprt.add_argument("--alpha", type=float, default=0.05, help="false H1 rate (default 0.05)")
-    sprt.add_argument("--beta", type=float, default=0.05, help="false H0 rate (default 0.05)")
-    sprt.add_argument("--max-games", type=int, default=10_000, metavar="G",
-                      help="stop undecided after this many games (default 10000)")
-    sprt.add_argument("--seed", type=_seed, default=1)
-    sprt.add_argument("--concurrency", type=int, default=2, metavar="K", help="games at once")
-    sprt.add_argument("--in-process", action="store_true",
-                      help="Python bot classes on the engine: no subprocess, no network")
-    sprt.add_argument("--nodes", type=int, metavar="N",
-                      help="play on N local worker nodes (scout_arena.tournament.distributed)")
-    sprt.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                      help="play on a Ray cluster (default address: auto)")
-    sprt.add_argument("--decision-ms", type=int, default=1000)
-    sprt.add_argument("--time-bank-ms", type=int, default=10_000)
-    sprt.add_argument("--connect-timeout", dest="connect_timeout_s", type=float, default=30.0)
-    sprt.add_argument("--out", default="sprt-out", metavar="DIR")
-    sprt.add_argument("--no-progress", action="store_true")
-    sprt.set_defaults(func=cmd_sprt)
+    add_tournament_parsers(sub)
 
     web = sub.add_parser("web", help="serve the web pages of a tournament output directory")
     web.add_argument("dir", metavar="DIR", help="a tournament's --out directory")
@@ -682,7 +497,7 @@ Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) a
 
     deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
     deal.add_argument("--players", type=int, choices=range(2, 6), default=4)
-    deal.add_argument("--seed", type=_seed, default=1)
+    deal.add_argument("--seed", type=seed_arg, default=1)
     deal.set_defaults(func=cmd_deal)
     return parser
 

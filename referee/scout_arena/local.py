@@ -19,6 +19,7 @@ from scout_client.types import RefereeMessage
 from scout_rules import Action, Phase, State, rank_scores
 
 from .search import SearchBot
+from .timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 __all__ = ["BUNDLED_BOTS", "make_bot", "play_match"]
 
@@ -30,8 +31,8 @@ BUNDLED_BOTS: dict[str, Callable[[int], Bot]] = {
 }
 
 #: In process nobody is on a clock; the requests still say what a default referee would.
-_DECISION_MS = 1000
-_TIME_BANK_MS = 30000
+_DECISION_MS = DEFAULT_DECISION_MS
+_TIME_BANK_MS = DEFAULT_TIME_BANK_MS
 
 T = TypeVar("T")
 

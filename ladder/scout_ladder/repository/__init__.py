@@ -29,9 +29,10 @@ The queries live in one module per concern, each a :class:`~.database.Database` 
 
 from __future__ import annotations
 
+from scout_arena.text import echo
+
 from .bots import BotStore, hash_token
 from .challenges import ChallengeStore
-from .common import echo
 from .database import MIGRATIONS_DIR, alembic_config, is_transient
 from .errors import (
     BotKindError,

@@ -11,6 +11,7 @@ import hmac
 import secrets
 from datetime import datetime
 
+from scout_arena.text import echo
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -22,7 +23,6 @@ from .common import (
     bot_info,
     check_bot_name,
     check_owner,
-    echo,
     is_bot_name,
     next_version,
     supersede_active,

@@ -13,6 +13,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 
+from scout_arena.text import echo
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -33,19 +34,6 @@ FETCH_BATCH = 500
 """Rows per IN (...) list, bulk statement or batch of a long read."""
 
 _BOT_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{NAME_LENGTH - 1}}}")
-
-
-ECHO_LIMIT = 40
-"""How many characters of a refused value an error message repeats: a 10,000-character name
-must not come back in full (over gRPC it would not even fit in the status trailer)."""
-
-
-def echo(value: object, limit: int = ECHO_LIMIT) -> str:
-    """``repr(value)``, cut to about ``limit`` characters with the full length said."""
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]!r}... ({len(value)} characters)"
-    text = repr(value)
-    return text if len(text) <= limit + 2 else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def is_bot_name(name: object) -> bool:

@@ -15,6 +15,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from scout_arena.text import echo
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -26,7 +27,6 @@ from .common import (
     bot_by_name,
     bot_info,
     check_bot_name,
-    echo,
     is_match_id,
     next_version,
     supersede_active,

@@ -28,6 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from scout_arena.text import brief
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
@@ -138,9 +139,8 @@ class PostgresLease(Lease):
         try:
             connection.exec_driver_sql("SELECT 1").scalar_one()
         except Exception as exc:
-            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise LeaseLostError(
-                f"the connection holding the ladder's lease on the database died ({why})"
+                f"the connection holding the ladder's lease on the database died ({brief(exc)})"
             ) from exc
 
     def release(self) -> None:

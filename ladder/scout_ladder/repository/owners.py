@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import secrets
 
+from scout_arena.text import echo
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session
 from scout_ladder.models import Bot, Invite, Owner
 
 from .bots import hash_token, new_remote_version
-from .common import bot_by_name, bot_info, check_bot_name, check_owner, echo
+from .common import bot_by_name, bot_info, check_bot_name, check_owner
 from .database import Database
 from .errors import (
     BotKindError,

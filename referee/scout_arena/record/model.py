@@ -148,9 +148,15 @@ class MatchRecord:
         value = self.meta.get("ended_at")
         return float(value) if isinstance(value, int | float) else None
 
-    def meta_value(self, key: str) -> Any:
+    def meta_value(self, key: str) -> object:
         """A key the match's creator attached (see `RefereeMeta.extra`), or None."""
         return self.meta.get(key)
+
+    @property
+    def tournament_key(self) -> str | None:
+        """The schedule key a tournament attached to its match (None outside tournaments)."""
+        value = self.meta.get("tournament_key")
+        return value if isinstance(value, str) else None
 
     @property
     def outcome(self) -> MatchOutcome | None:

@@ -22,16 +22,16 @@ from scout_rules import Action, InformationSet, State
 from .knowledge import ScoutReads, sample
 from .policy import candidates, greedy_action
 
-__all__ = ["Node", "SearchResult", "reward", "rollout", "search"]
+__all__ = ["TreeNode", "SearchResult", "reward", "rollout", "search"]
 
 
-class Node:
+class TreeNode:
     """One node of the tree: the statistics of the action that led here, for its actor."""
 
     __slots__ = ("avail", "children", "total", "visits")
 
     def __init__(self) -> None:
-        self.children: dict[Action, Node] = {}
+        self.children: dict[Action, TreeNode] = {}
         self.visits = 0
         self.avail = 0
         self.total = 0.0
@@ -98,7 +98,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     Scouts (see `knowledge.sample`)."""
     if iterations is None and deadline is None:
         raise ValueError("search needs an iteration count or a deadline")
-    root = Node()
+    root = TreeNode()
     seat = info.seat
     start_scores = info.scores
     reads = ScoutReads.of(info) if sample_tries > 1 else None
@@ -116,7 +116,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
         if fixed_root is None:
             fixed_root = candidates(state, scouts_per_way=3, max_combos=6)
         node = root
-        path: list[tuple[Node, int]] = []
+        path: list[tuple[TreeNode, int]] = []
         while not state.is_over:
             actor = state.current_seat
             assert actor is not None
@@ -125,7 +125,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
                 continue
             actions = fixed_root if node is root else candidates(state)
             untried: Action | None = None
-            best: Node | None = None
+            best: TreeNode | None = None
             best_action: Action | None = None
             best_value = -math.inf
             children = node.children
@@ -142,7 +142,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
                     if value > best_value:
                         best, best_action, best_value = child, action, value
             if untried is not None:
-                child = Node()
+                child = TreeNode()
                 child.avail = 1
                 children[untried] = child
                 state.apply(untried)

@@ -1,11 +1,12 @@
 """The gRPC referee: many matches at once, clocks, strikes, records.
 
-Apps use `RefereeFacade` (and `LiveMatch`, `TimeControl`, the `MatchRequestError` kinds); the
+Apps use `RefereeFacade` (and `MatchInPlay`, `TimeControl`, the `MatchRequestError` kinds); the
 referee's own command line assembles `Referee` and `RefereeServer` itself.
 """
 
 from .calls import bearer_token
 from .clock import TimeControl
+from .connections import tokens_equal
 from .errors import (
     BotAtCapacity,
     BotNotConnected,
@@ -18,7 +19,7 @@ from .errors import (
     RefereeClosing,
     UnknownBot,
 )
-from .facade import LiveMatch, RefereeFacade
+from .facade import MatchInPlay, RefereeFacade
 from .lifecycle import RefereeServer, serve_forever
 from .listener import TlsConfig
 from .referee import Referee
@@ -27,6 +28,6 @@ from .turns import DEFAULT_PASS_BUDGET_MS, NO_PASS_BUDGET_MS
 __all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",
            "BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused", "InvalidBotName",
            "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
-           "LiveMatch", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
+           "MatchInPlay", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
            "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
-           "serve_forever"]
+           "serve_forever", "tokens_equal"]

@@ -1,7 +1,7 @@
 """Which matches the referee remembers: every running one, and a window of finished ones.
 
 A running match is its `MatchRunner` (engine state, seats, spectator log: 100-200 kB). Once
-it ends the runner is dropped and a `FinishedMatch` of a few hundred bytes takes its place:
+it ends the runner is dropped and a `KeptMatch` of a few hundred bytes takes its place:
 what GetMatch, ListMatches and WatchMatch tell of a finished match. Only the newest
 ``keep_finished`` of those are kept; records are on disk (the referee's records directory),
 and in memory only for the newest ``keep_records`` matches (for a referee without one).
@@ -24,7 +24,7 @@ DEFAULT_KEEP_RECORDS = 100
 """Records kept in memory by a referee that has no records directory."""
 
 
-class FinishedMatch:
+class KeptMatch:
     """What is kept of a match that has ended: how it stands, when, and maybe its record."""
 
     __slots__ = ("_ended", "_snapshot", "created_at", "ended_at", "match_id", "record",
@@ -54,7 +54,7 @@ class FinishedMatch:
             yield self._ended
 
 
-KnownMatch = MatchRunner | FinishedMatch
+KnownMatch = MatchRunner | KeptMatch
 
 
 class MatchBook(Mapping[str, KnownMatch]):
@@ -67,8 +67,8 @@ class MatchBook(Mapping[str, KnownMatch]):
         self.keep_finished = keep_finished
         self.keep_records = keep_records
         self.running: dict[str, MatchRunner] = {}
-        self.finished: OrderedDict[str, FinishedMatch] = OrderedDict()
-        self._with_record: deque[FinishedMatch] = deque()
+        self.finished: OrderedDict[str, KeptMatch] = OrderedDict()
+        self._with_record: deque[KeptMatch] = deque()
 
     def __setitem__(self, match_id: str, runner: MatchRunner) -> None:
         """A match that starts."""
@@ -95,13 +95,13 @@ class MatchBook(Mapping[str, KnownMatch]):
         """Finished matches whose record is still in memory."""
         return len(self._with_record)
 
-    def finish(self, runner: MatchRunner) -> FinishedMatch:
+    def finish(self, runner: MatchRunner) -> KeptMatch:
         """A match that has ended: drop its runner, keep its summary (and maybe its record),
         and forget the oldest beyond the window."""
         self.running.pop(runner.match_id, None)
         windowed = self.keep_records > 0
         # A record that could not be written stays for as long as its match's summary does.
-        entry = FinishedMatch(runner, keep_record=windowed or not runner.record_stored)
+        entry = KeptMatch(runner, keep_record=windowed or not runner.record_stored)
         self.finished[runner.match_id] = entry
         self.finished.move_to_end(runner.match_id)
         if entry.record is not None and windowed:

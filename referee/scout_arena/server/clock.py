@@ -20,10 +20,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+
 from .errors import InvalidTimeControl
 
-DEFAULT_DECISION_MS = 1000
-DEFAULT_TIME_BANK_MS = 10_000
 MAX_DECISION_MS = 600_000
 MAX_HANDOFF_WAIT_S = 5.0
 """The longest a queued request waits for the transport before its clock starts anyway."""

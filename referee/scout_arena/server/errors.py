@@ -52,14 +52,6 @@ ECHO_LIMIT = 100
 message travels in a trailer, and a long one would not even fit in the caller's limit."""
 
 
-def quoted(value: str, limit: int = ECHO_LIMIT) -> str:
-    """``repr(value)`` of at most ``limit`` characters of it, with "…" and the full length
-    after when it is cut: for error messages that echo what a caller sent."""
-    if len(value) <= limit:
-        return repr(value)
-    return f"{value[:limit]!r}… ({len(value)} characters)"
-
-
 def has_control_characters(text: str) -> bool:
     """Whether ``text`` has a C0 or C1 control character or DEL (Unicode category Cc)."""
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text)
@@ -67,5 +59,4 @@ def has_control_characters(text: str) -> bool:
 
 __all__ = ["ECHO_LIMIT", "BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused",
            "InvalidBotName", "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
-           "MatchRequestError", "RefereeClosing", "UnknownBot", "has_control_characters",
-           "quoted"]
+           "MatchRequestError", "RefereeClosing", "UnknownBot", "has_control_characters"]

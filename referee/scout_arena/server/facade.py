@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn, Protocol, final
+from typing import NoReturn, final
 
 from scout_rules import SpectatorView, spectator_view
 
@@ -30,24 +30,11 @@ from .referee import Referee
 from .turns import DEFAULT_PASS_BUDGET_MS
 
 
-class LiveMatch(Protocol):
-    """A match being played, as onlookers may see it (the web pages' live view)."""
-
-    @property
-    def match_id(self) -> str: ...
-
-    @property
-    def players(self) -> Sequence[str]:
-        """Bot names by seat."""
-        ...
-
-    def spectator_view(self) -> SpectatorView:
-        """The public table now: never a card of a hand still in play."""
-        ...
-
-
 @final
-class _LiveMatch:
+class MatchInPlay:
+    """A match being played, as onlookers may see it: it satisfies the web pages'
+    `scout_arena.web.LiveMatch` (which this layer may not import)."""
+
     __slots__ = ("_match",)
 
     def __init__(self, match: MatchRunner) -> None:
@@ -59,9 +46,11 @@ class _LiveMatch:
 
     @property
     def players(self) -> Sequence[str]:
+        """Bot names by seat."""
         return self._match.names
 
     def spectator_view(self) -> SpectatorView:
+        """The public table now: never a card of a hand still in play."""
         return spectator_view(self._match.state)
 
 
@@ -245,6 +234,6 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
         ``record.status`` is "finished" (with a result) or "aborted" (stopped without one)."""
         self._referee.on_match_finished.append(lambda match: callback(_record(match)))
 
-    def live_matches(self) -> list[LiveMatch]:
+    def live_matches(self) -> list[MatchInPlay]:
         """The matches being played now; call it on the event loop, between two actions."""
-        return [_LiveMatch(match) for match in self._referee.running()]
+        return [MatchInPlay(match) for match in self._referee.running()]

@@ -17,12 +17,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scout_arena.text import echo
+
 from .clock import TimeControl
 from .errors import (
+    ECHO_LIMIT,
     IdempotencyKeyReused,
     InvalidIdempotencyKey,
     has_control_characters,
-    quoted,
 )
 from .events import MatchSnapshot
 
@@ -57,10 +59,10 @@ def check_key(key: str) -> None:
     """Refuse a key no call may use: longer than MAX_KEY_LENGTH, or with control characters."""
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidIdempotencyKey(f"an idempotency key has at most {MAX_KEY_LENGTH} "
-                                    f"characters, got {quoted(key)}")
+                                    f"characters, got {echo(key, ECHO_LIMIT)}")
     if has_control_characters(key):
         raise InvalidIdempotencyKey(f"an idempotency key has no control characters, got "
-                                    f"{quoted(key)}")
+                                    f"{echo(key, ECHO_LIMIT)}")
 
 
 class IdempotencyKeys:
@@ -91,7 +93,7 @@ class IdempotencyKeys:
             return None
         if entry.request != request:
             raise IdempotencyKeyReused(
-                f"idempotency key {quoted(key)} was already used for a different request "
+                f"idempotency key {echo(key, ECHO_LIMIT)} was already used for a different request "
                 f"(match {entry.match_id}: bots {_names(entry.request.bots)}); a new match "
                 "needs a new key")
         return entry.match_id, entry.snapshot
@@ -129,4 +131,4 @@ class IdempotencyKeys:
 
 
 def _names(bots: tuple[str, ...]) -> str:
-    return "[" + ", ".join(quoted(name, 40) for name in bots) + "]"
+    return "[" + ", ".join(echo(name, 40) for name in bots) + "]"

@@ -16,12 +16,15 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 from scout.v1 import matches_pb2, matches_pb2_grpc
 
+from scout_arena.text import echo
+
 from ..record import record_to_json
 from .book import KnownMatch
 from .calls import OrganiserContext, bearer_token
 from .connections import tokens_equal
 from .convert import match_info, match_status_from_pb, spectator_event, time_control_from_pb
 from .errors import (
+    ECHO_LIMIT,
     BotAtCapacity,
     BotNotConnected,
     IdempotencyKeyReused,
@@ -32,7 +35,6 @@ from .errors import (
     MatchRequestError,
     RefereeClosing,
     UnknownBot,
-    quoted,
 )
 from .events import MatchStatus
 from .idempotency import CreateRequest, IdempotencyKeys
@@ -200,7 +202,8 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
     async def _runner(self, match_id: str, context: Context) -> KnownMatch:
         runner = self.referee.matches.get(match_id)
         if runner is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no match with id {quoted(match_id)}")
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"no match with id {echo(match_id, ECHO_LIMIT)}")
             raise AssertionError("abort raises")
         return runner
 
@@ -294,7 +297,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
         if record is None:
             if match is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND,
-                                    f"no match with id {quoted(request.match_id)}")
+                                    f"no match with id {echo(request.match_id, ECHO_LIMIT)}")
             await context.abort(grpc.StatusCode.NOT_FOUND,
                                 f"the record of match {request.match_id} is no longer kept: "
                                 "this referee has no records directory and keeps only the "

@@ -17,11 +17,14 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
+from scout_arena.text import echo
+
 from ..record import JSON, MatchRecord
 from .book import DEFAULT_KEEP_FINISHED, DEFAULT_KEEP_RECORDS, MatchBook
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import BotEntry, BotRegistry
 from .errors import (
+    ECHO_LIMIT,
     BotAtCapacity,
     BotNotConnected,
     InvalidBotName,
@@ -29,7 +32,6 @@ from .errors import (
     RefereeClosing,
     UnknownBot,
     has_control_characters,
-    quoted,
 )
 from .events import Goodbye, MatchStatus, Wire
 from .looplag import LoopLag
@@ -66,7 +68,7 @@ class Referee:
         self.default_time_control = default_time_control
         self.max_strikes = max_strikes
         self.matches = MatchBook(keep_finished, 0 if records_dir is not None else keep_records)
-        """Running matches (`MatchRunner`) and the finished ones kept (`FinishedMatch`)."""
+        """Running matches (`MatchRunner`) and the finished ones kept (`KeptMatch`)."""
         self.accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
@@ -117,19 +119,19 @@ class Referee:
         for index, name in enumerate(bot_names):
             if has_control_characters(name):
                 raise InvalidBotName(f"seat {index}: a bot name has no control characters, "
-                                     f"got {quoted(name)}")
+                                     f"got {echo(name, ECHO_LIMIT)}")
             bot = self.bots.get(name)
             if bot is None:
-                raise UnknownBot(f"no bot named {quoted(name)} is registered")
+                raise UnknownBot(f"no bot named {echo(name, ECHO_LIMIT)} is registered")
             if name in absent or (absent_ok and bot.connection is None):
                 missing.add(name)
                 bots.append(bot)
                 continue
             if bot.connection is None:
-                raise BotNotConnected(f"bot {quoted(name)} is not connected")
+                raise BotNotConnected(f"bot {echo(name, ECHO_LIMIT)} is not connected")
             if bot.free_slots <= 0:
-                raise BotAtCapacity(f"bot {quoted(name)} is already playing {len(bot.seats)} "
-                                    "matches, the most it accepts at once")
+                raise BotAtCapacity(f"bot {echo(name, ECHO_LIMIT)} is already playing "
+                                    f"{len(bot.seats)} matches, the most it accepts at once")
             bots.append(bot)
         tc = time_control or self.default_time_control
         tc.check()

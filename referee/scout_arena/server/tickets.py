@@ -16,10 +16,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from scout_arena.text import echo
+
 from ..record import JSON
 from .clock import TimeControl
 from .connections import BotEntry, BotRegistry, token_digest, tokens_equal
-from .errors import InvalidBotName, InvalidTable, has_control_characters, quoted
+from .errors import ECHO_LIMIT, InvalidBotName, InvalidTable, has_control_characters
 
 log = logging.getLogger("scout_arena.referee")
 
@@ -116,7 +118,7 @@ class AssignedMatches:
             raise InvalidTable("a bot can hold only one seat in a match")
         for index, (name, _) in enumerate(seats):
             if not name or has_control_characters(name):
-                raise InvalidBotName(f"seat {index}: invalid bot name {quoted(name)}")
+                raise InvalidBotName(f"seat {index}: invalid bot name {echo(name, ECHO_LIMIT)}")
         time_control.check()
         try:
             self.tickets.issue(match_id, seats)

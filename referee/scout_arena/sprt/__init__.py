@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..record import JSON
 from .design import (
@@ -38,6 +38,9 @@ from .report import JSON_FILE, PNG_FILE, LlrProgress, render_result, write_json,
 from .run import SprtError, SprtRun, play_in_process, play_on_nodes, play_processes
 from .stats import Decision, SequentialTest, bounds
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = [
     "BASE", "DEFAULT_H1", "JSON_FILE", "METRICS", "NEW", "PNG_FILE", "DealGroup", "Decision",
     "GameResult", "LlrProgress", "Pair", "SequentialTest", "SprtConfig", "SprtError", "SprtRun",
@@ -50,8 +53,8 @@ GAMES_DIR = "games"
 
 
 def run_sprt(config: SprtConfig, out: Path, *, in_process: bool = False,
-             nodes: int | None = None, ray_address: str | None = None, console: Any = None,
-             show_progress: bool = True, plot: bool = True) -> JSON:
+             nodes: int | None = None, ray_address: str | None = None,
+             console: Console | None = None, show_progress: bool = True, plot: bool = True) -> JSON:
     """Play the test one of the three ways, write ``sprt.json`` (and ``llr.png``) to ``out``
     and return the summary."""
     games = out / GAMES_DIR / "records"

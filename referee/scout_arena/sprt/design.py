@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ..record import JSON, MatchOutcome
+from ..timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 from ..tournament import BotSpec, ScheduledMatch, TournamentConfig, deal_seed
 
 __all__ = ["BASE", "METRICS", "NEW", "DealGroup", "GameResult", "Pair", "SprtConfig",
@@ -46,8 +47,8 @@ class SprtConfig:
     max_games: int = 10_000
     seed: int = 1
     concurrency: int = 2
-    decision_ms: int = 1000
-    time_bank_ms: int = 10_000
+    decision_ms: int = DEFAULT_DECISION_MS
+    time_bank_ms: int = DEFAULT_TIME_BANK_MS
     connect_timeout_s: float = 30.0
 
     def validate(self) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..record import JSON
 from .run import SprtRun
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["JSON_FILE", "PNG_FILE", "LlrProgress", "render_result", "write_json", "write_plot"]
 
@@ -31,7 +34,7 @@ class LlrProgress:
     """A rich progress bar whose fill is the LLR between its bounds (empty: H0 accepted, full:
     H1 accepted), with the LLR, the bounds, the games and the running estimate beside it."""
 
-    def __init__(self, run: SprtRun, console: Any) -> None:
+    def __init__(self, run: SprtRun, console: Console) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.run = run
@@ -82,7 +85,7 @@ def verdict(summary: JSON) -> str:
     return "no decision within --max-games"
 
 
-def render_result(summary: JSON, console: Any, out: Path | None = None) -> None:
+def render_result(summary: JSON, console: Console, out: Path | None = None) -> None:
     from rich.table import Table
 
     config = summary["config"]

@@ -6,8 +6,8 @@ Three ways to play the games, all feeding `SprtRun.record`:
 
 * `play_in_process`: Python bots on the engine through `scout_arena.local.play_match`, one
   after the other; no subprocess, no network.
-* `play_processes`: bot programs as subprocesses on one node of the local tournament runner
-  (`scout_arena.tournament.runner.Node`: a referee on loopback, the launch convention), which
+* `play_processes`: bot programs as subprocesses on one venue of the local tournament runner
+  (`scout_arena.tournament.venue.Venue`: a referee on loopback, the launch convention), which
   plays the SPRT's schedule and is stopped as soon as the test is over.
 * `play_on_nodes`: `scout_arena.tournament.distributed.play_distributed` (--nodes, --ray), looked
   up at run time.
@@ -154,7 +154,7 @@ class SprtRun:
     def record_match(self, record: MatchRecord) -> bool:
         """A referee's record (tournament or distributed path)."""
         outcome = record.outcome
-        key = record.meta_value("tournament_key")
+        key = record.tournament_key
         if outcome is None or not isinstance(key, str):
             return self.finished
         return self.record(key, GameResult.from_outcome(outcome), outcome.players)
@@ -224,7 +224,7 @@ def play_in_process(run: SprtRun) -> None:
         run.interrupted = True
 
 
-# ----- bot programs: this machine's node, or worker nodes -------------------------------------
+# ----- bot programs: this machine's node, or workers -------------------------------------
 
 @contextlib.contextmanager
 def _stop_on_signals(run: SprtRun, stop: asyncio.Event) -> Iterator[None]:
@@ -252,37 +252,37 @@ def _bots_json(bots: Mapping[str, Any]) -> JSON:
 
 
 async def _play_node(run: SprtRun, out_dir: Path) -> None:
-    from ..tournament.runner import Node, new_bots
+    from ..tournament.venue import Venue, new_bots
 
     config = run.config.tournament_config()
     records_dir, logs_dir = out_dir / "records", out_dir / "logs"
     records_dir.mkdir(parents=True, exist_ok=True)
     logs_dir.mkdir(parents=True, exist_ok=True)
     bots = new_bots(config)
-    node = Node(config, bots, logs_dir, records_dir)
+    venue = Venue(config, bots, logs_dir, records_dir)
     stop = asyncio.Event()
 
     def finished(record: MatchRecord) -> None:
         if run.record_match(record):
             stop.set()
 
-    await node.start()
+    await venue.start()
     try:
         with _stop_on_signals(run, stop):
-            await node.connect(stop)
+            await venue.connect(stop)
             missing = [f"{name} ({bot.spec.command!r}) {bot.status}"
                        for name, bot in bots.items() if bot.status != "connected"]
             if missing and not stop.is_set():
                 raise SprtError("; ".join(missing) + f": see its log in {logs_dir}; a test of "
                                 "bots that do not play would measure the referee's fallback")
-            await node.play(list(run.schedule(run.deals)), stop, finished)
+            await venue.play(list(run.schedule(run.deals)), stop, finished)
     finally:
-        await node.close()
+        await venue.close()
         run.bots = _bots_json(bots)
 
 
 def play_processes(run: SprtRun, out_dir: Path) -> None:
-    """The games as subprocesses: one node of the local tournament runner (`runner.Node`: a
+    """The games as subprocesses: one venue of the local tournament runner (`venue.Venue`: a
     referee on a free loopback port, every bot program started once with the launch
     convention), playing the SPRT's schedule and stopped as soon as the test is over. Records
     and the bots' stderr go to ``out_dir``; ``run.bots`` says what became of each bot."""

@@ -8,7 +8,7 @@ records in schedule order, so the same seed and deterministic bots give the same
 
 The same tournament runs on several nodes (``--nodes N`` local worker processes, or a Ray
 cluster with ``--ray``): `distributed.play_distributed` cuts the schedule into chunks, each
-played by a `Node` (a referee and every bot on one machine), and brings the records back.
+played by a `Venue` (a referee and every bot on one machine), and brings the records back.
 """
 
 from .config import (
@@ -24,11 +24,14 @@ from .config import (
     schedule,
 )
 from .report import progress_bar, render_summary
-from .runner import BotProcess, Node, Tournament
+from .runner import Tournament
 from .standings import BotStats, compute_standings
+from .summary import Standing, TournamentSummary
+from .venue import BotProcess, Venue
 
 __all__ = [
-    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats", "Node",
-    "ScheduledMatch", "Tournament", "TournamentConfig", "TournamentDirError", "compute_standings",
-    "deal_seed", "load_config_file", "progress_bar", "render_summary", "schedule",
+    "BUNDLED", "CONFIG_FILE", "SUMMARY_FILE", "BotProcess", "BotSpec", "BotStats",
+    "ScheduledMatch", "Standing", "Tournament", "TournamentConfig", "TournamentDirError",
+    "TournamentSummary", "Venue", "compute_standings", "deal_seed", "load_config_file",
+    "progress_bar", "render_summary", "schedule",
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from scout_rules.cards import MASK64, SplitMix64
 
 from ..record import JSON
+from ..timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 CONFIG_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
@@ -49,8 +50,8 @@ class TournamentConfig:
     seed: int = 1
     gauntlet: str | None = None
     duplicate: bool = True
-    decision_ms: int = 1000
-    time_bank_ms: int = 10_000
+    decision_ms: int = DEFAULT_DECISION_MS
+    time_bank_ms: int = DEFAULT_TIME_BANK_MS
     connect_timeout_s: float = 30.0
     reconnect_grace_s: float = 2.0
 

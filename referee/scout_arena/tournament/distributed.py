@@ -1,10 +1,10 @@
-"""Tournaments on many nodes: the schedule cut into chunks, each played by a worker node with a
+"""Tournaments on many nodes: the schedule cut into chunks, each played by a worker with a
 referee on its own 127.0.0.1 and its own bot programs, the finished records sent back to the
 driver (which writes them, and the summary and standings, as a local run does).
 
 Two kinds of nodes:
 
-- ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.node``),
+- ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.worker``),
   each starting the bots once and playing chunk after chunk as it asks for the next. A worker
   that dies gives its chunk's unfinished matches back to the queue for the others.
 - ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
@@ -45,8 +45,8 @@ from typing import Any
 
 from ..record import JSON, MatchRecord, record_from_json, record_to_json
 from .config import ScheduledMatch, TournamentConfig
-from .node import bots_report, items_from_json, items_to_json
-from .runner import BotProcess, Node, new_bots
+from .venue import BotProcess, Venue, new_bots
+from .worker import bots_report, items_from_json, items_to_json
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                            logs_dir: Path | None = None, chunk_size: int | None = None,
                            working_dir: Path | None = None, stop: asyncio.Event | None = None,
                            max_retries: int = 3) -> None:
-    """Play ``items`` (scheduled matches of ``config``) on worker nodes; give each finished
+    """Play ``items`` (scheduled matches of ``config``) on workers; give each finished
     record to ``on_record``, on this event loop, as it comes back.
 
     Exactly one of ``nodes`` (that many worker processes on this machine) and ``ray_address``
@@ -119,7 +119,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     halt = asyncio.Event()  # the caller's stop, or on_record's True
 
     def deliver(record: MatchRecord) -> None:
-        key = record.meta_value("tournament_key")
+        key = record.tournament_key
         if record.finished and key in wanted and key not in delivered:
             delivered.add(key)
             if on_record(record) is True:
@@ -133,8 +133,8 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     try:
         if nodes is not None:
             size = chunk_size or default_chunk_size(len(items), nodes, config.concurrency)
-            problems = await _LocalNodes(config, chunked(items, size), nodes, deliver, on_bots,
-                                         logs_dir, halt).run()
+            problems = await _LocalWorkers(config, chunked(items, size), nodes, deliver, on_bots,
+                                           logs_dir, halt).run()
         else:
             assert ray_address is not None
             problems = await _play_on_ray(config, items, ray_address, deliver, on_bots,
@@ -156,7 +156,7 @@ def _report_from_json(data: Mapping[str, Any]) -> dict[str, tuple[str, list[str]
 # ----- local worker processes ---------------------------------------------------------------
 
 
-class _LocalNodes:
+class _LocalWorkers:
     """``nodes`` worker processes on this machine taking chunks from one queue."""
 
     def __init__(self, config: TournamentConfig, chunks: list[list[ScheduledMatch]],
@@ -198,7 +198,8 @@ class _LocalNodes:
     def _handle(self, name: str, message: JSON, returned: set[str]) -> str | None:
         if "record" in message:
             record = record_from_json(message["record"])
-            returned.add(record.meta_value("tournament_key"))
+            if record.tournament_key is not None:
+                returned.add(record.tournament_key)
             self.deliver(record)
         if "bots" in message and self.on_bots is not None:
             self.on_bots(name, _report_from_json(message["bots"]))
@@ -208,7 +209,7 @@ class _LocalNodes:
         logs.mkdir(parents=True, exist_ok=True)
         with (logs / "node.stderr.log").open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "scout_arena.tournament.node", name, str(logs),
+                sys.executable, "-m", "scout_arena.tournament.worker", name, str(logs),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True, limit=LINE_LIMIT)
         assert process.stdin is not None and process.stdout is not None
@@ -306,14 +307,14 @@ async def play_chunk(config: TournamentConfig, items: Sequence[ScheduledMatch], 
     """A referee and every bot, started on this machine for ``items`` alone (what one Ray task
     does): the finished records, and what became of each bot."""
     bots = new_bots(config)
-    node = Node(config, bots, logs_dir, None, die_with_parent=True)
+    venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
     stop = asyncio.Event()
-    await node.start()
+    await venue.start()
     try:
-        await node.connect(stop)
-        records = await node.play(items, stop)
+        await venue.connect(stop)
+        records = await venue.play(items, stop)
     finally:
-        await node.close()
+        await venue.close()
     return records, bots
 
 

@@ -1,9 +1,8 @@
 """Running a tournament: one in-process referee, every bot a subprocess, matches started as
 seats free up, records kept on disk so that an interrupted run can be resumed.
 
-`Node` is one referee and its bot programs on one machine; `Node.play` plays a given list of
-scheduled matches with them. The local run is one node playing the whole schedule; a
-distributed run (`distributed.py`) has many, each playing chunks of it."""
+The matches are played by one `venue.Venue` (a referee and its bot programs on this machine),
+or by many through `distributed.py`."""
 
 from __future__ import annotations
 
@@ -11,272 +10,29 @@ import asyncio
 import contextlib
 import json
 import math
-import os
-import secrets
 import signal
-import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..record import JSON, MatchOutcome, MatchRecord, RecordError, dump_record, load_record
-from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
+from ..record import MatchOutcome, MatchRecord, RecordError, dump_record, load_record
 from .config import (
     CONFIG_FILE,
-    DISQUALIFY_AFTER,
     LEADER_REFRESH_S,
     SUMMARY_FILE,
-    BotSpec,
-    ScheduledMatch,
     TournamentConfig,
     TournamentDirError,
     schedule,
 )
 from .report import progress_bar
 from .standings import compute_standings
+from .summary import Standing, TournamentSummary
+from .venue import Venue, new_bots
 
-ABORT_WAIT_S = 30.0
-"""How long a stopped tournament waits for its aborted matches to write their records."""
-
-
-@dataclass
-class BotProcess:
-    spec: BotSpec
-    token: str
-    process: asyncio.subprocess.Process | None = None
-    status: str = "starting"
-    exit_code: int | None = None
-    consecutive_forfeits: int = 0
-    disqualified: bool = False
-    notes: list[str] = field(default_factory=list)
-
-
-def new_bots(config: TournamentConfig) -> dict[str, BotProcess]:
-    """A fresh, not yet started process entry (with a new token) for every bot."""
-    return {b.name: BotProcess(b, secrets.token_urlsafe(16)) for b in config.bots}
-
-
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A pre-exec function making the child die with SIGKILL when its parent dies (Linux
-    prctl PR_SET_PDEATHSIG); None where that is not available. libc is looked up here, in the
-    parent: the child only calls it."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def set_signal() -> None:
-        prctl(1, signal.SIGKILL)
-
-    return set_signal
-
-
-class Node:
-    """One referee on 127.0.0.1 of this machine and every bot program beside it, playing any
-    number of lists of scheduled matches; whatever the bots do, every match ends.
-
-    ``bots`` are the process entries to start (their status and notes say what happened).
-    ``records_dir``: where the referee writes each record as it ends (None: in memory only).
-    ``die_with_parent``: bots are killed when this process dies (a worker node that is
-    killed must not leave bots reconnecting forever)."""
-
-    def __init__(self, config: TournamentConfig, bots: Mapping[str, BotProcess],
-                 logs_dir: Path, records_dir: Path | None, *,
-                 die_with_parent: bool = False) -> None:
-        self.config = config
-        self.bots = bots
-        self.logs_dir = logs_dir
-        self._preexec = _parent_death_signal() if die_with_parent else None
-        self.referee = RefereeFacade({b.spec.name: b.token for b in bots.values()},
-                                     host="127.0.0.1", port=0, records_dir=records_dir,
-                                     time_control=TimeControl(config.decision_ms,
-                                                              config.time_bank_ms),
-                                     reconnect_grace_s=config.reconnect_grace_s,
-                                     pass_budget_ms=NO_PASS_BUDGET_MS)
-        self._ended: list[MatchRecord] = []
-        self._woken = asyncio.Event()
-        self.referee.on_match_finished(self._match_ended)
-
-    def _match_ended(self, record: MatchRecord) -> None:
-        self._ended.append(record)
-        self._woken.set()
-
-    async def start(self) -> None:
-        """Start the referee (bots are started by `connect`)."""
-        await self.referee.start()
-
-    async def connect(self, stop: asyncio.Event) -> None:
-        """Start every bot program and wait until each is connected, has failed, or the
-        connect timeout has passed (or ``stop`` is set)."""
-        await self._launch_bots(self.referee.address)
-        await self._wait_connected(stop)
-
-    async def close(self) -> None:
-        """Stop the referee (matches still running are aborted, their records written and
-        reported), then the bots."""
-        referee = self.referee
-        await referee.stop(finished=True)
-        await self._stop_bots()
-
-    async def _launch_bots(self, address: str) -> None:
-        for bot in self.bots.values():
-            env = {**os.environ, "SCOUT_ADDRESS": address, "SCOUT_TOKEN": bot.token,
-                   "SCOUT_BOT_NAME": bot.spec.name,
-                   "SCOUT_CONCURRENCY": str(self.config.concurrency)}
-            log = (self.logs_dir / f"{bot.spec.name}.stderr.log").open("ab")
-            try:
-                bot.process = await asyncio.create_subprocess_exec(
-                    *bot.spec.argv(), env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True,
-                    preexec_fn=self._preexec)
-            except OSError as exc:
-                bot.status = "failed to start"
-                bot.notes.append(f"could not start {bot.spec.command!r}: {exc}")
-            finally:
-                log.close()
-
-    async def _wait_connected(self, stop: asyncio.Event) -> None:
-        deadline = time.monotonic() + self.config.connect_timeout_s
-        while time.monotonic() < deadline and not stop.is_set():
-            self._poll_processes()
-            connected = self.referee.connected_bots()
-            waiting = [b for b in self.bots.values() if b.status == "starting"
-                       and b.spec.name not in connected]
-            for b in self.bots.values():
-                if b.status == "starting" and b.spec.name in connected:
-                    b.status = "connected"
-            if not waiting:
-                return
-            await asyncio.sleep(0.05)
-        for b in self.bots.values():
-            if b.status == "starting":
-                b.status = "never connected"
-                b.notes.append(f"did not connect within {self.config.connect_timeout_s:g} s; "
-                               "its matches are forfeited")
-
-    def _poll_processes(self) -> None:
-        for b in self.bots.values():
-            if b.process is not None and b.process.returncode is not None and \
-                    b.exit_code is None:
-                b.exit_code = b.process.returncode
-                if b.status in ("starting", "connected"):
-                    b.status = "crashed"
-                    b.notes.append(f"exited with status {b.exit_code} during the tournament")
-
-    def _absent(self, connected: dict[str, int]) -> set[str]:
-        self._poll_processes()
-        return {name for name, b in self.bots.items()
-                if b.disqualified or name not in connected}
-
-    async def play(self, items: Sequence[ScheduledMatch], stop: asyncio.Event,
-                   on_record: Callable[[MatchRecord], None] | None = None
-                   ) -> list[MatchRecord]:
-        """Play ``items``, starting matches as seats free up, until all have ended or ``stop``
-        is set (matches still running then are aborted, and any that finished meanwhile is
-        counted). Returns the finished records, each also given to ``on_record`` as it ends
-        (aborted ones are not)."""
-        pending = list(items)
-        running: dict[str, ScheduledMatch] = {}
-        finished: list[MatchRecord] = []
-
-        def take_ended() -> None:
-            self._woken.clear()
-            records, self._ended[:] = self._ended[:], []
-            for record in records:
-                scheduled = running.pop(record.match_id or "", None)
-                if scheduled is not None and self._finish(record, scheduled):
-                    finished.append(record)
-                    if on_record is not None:
-                        on_record(record)
-
-        while (pending or running) and not stop.is_set():
-            while pending and len(running) < self.config.concurrency:
-                started = self._start_next(pending)
-                if started is None:
-                    break
-                match_id, item = started
-                running[match_id] = item
-            if not running:
-                await asyncio.sleep(0.05)
-                continue
-            if not self._ended:
-                waits = {asyncio.ensure_future(self._woken.wait()),
-                         asyncio.ensure_future(stop.wait())}
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for wait in waits:
-                        wait.cancel()
-            take_ended()
-        if running:
-            await self._abort(running, take_ended)
-        return finished
-
-    async def _abort(self, running: dict[str, ScheduledMatch],
-                     take_ended: Callable[[], None]) -> None:
-        """Abort the matches still running and wait (up to ABORT_WAIT_S) until each has
-        ended: one that was writing its finished record as the stop came ends finished, and
-        is counted with the others; the aborted ones write their unfinished records."""
-        for match_id in list(running):
-            self.referee.cancel_match(match_id, "the tournament was stopped")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ABORT_WAIT_S
-        while running and (remaining := deadline - loop.time()) > 0:
-            if not self._ended:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._woken.wait(), remaining)
-            take_ended()
-
-    def _start_next(self, pending: list[ScheduledMatch]) -> tuple[str, ScheduledMatch] | None:
-        connected = self.referee.connected_bots()
-        absent = self._absent(connected)
-        for i, item in enumerate(pending):
-            present = [n for n in item.seats if n not in absent]
-            if all(connected.get(n, 0) > 0 for n in present):
-                pending.pop(i)
-                match_id = self.referee.create_match(list(item.seats), item.seed,
-                                                     absent=absent, absent_ok=True,
-                                                     meta={"tournament_key": item.key})
-                return match_id, item
-        return None
-
-    def _finish(self, record: MatchRecord, item: ScheduledMatch) -> bool:
-        """Count the forfeits of an ended match; whether it finished (with a result)."""
-        if record.status != "finished":
-            return False
-        forfeited = set(record.forfeits)
-        for seat, name in enumerate(item.seats):
-            bot = self.bots[name]
-            if seat in forfeited:
-                bot.consecutive_forfeits += 1
-                if bot.consecutive_forfeits >= DISQUALIFY_AFTER and not bot.disqualified:
-                    bot.disqualified = True
-                    bot.notes.append(f"forfeited {DISQUALIFY_AFTER} matches in a row; seated "
-                                     "as absent for the rest of the tournament")
-            else:
-                bot.consecutive_forfeits = 0
-        return True
-
-    async def _stop_bots(self) -> None:
-        for bot in self.bots.values():
-            if bot.process is not None and bot.process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    bot.process.send_signal(signal.SIGTERM)
-        for bot in self.bots.values():
-            if bot.process is None:
-                continue
-            try:
-                await asyncio.wait_for(bot.process.wait(), 5)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(bot.process.pid, signal.SIGKILL)
-                await bot.process.wait()
-                bot.notes.append("did not stop on SIGTERM within 5 s; killed")
-
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 #: Which of two statuses of one bot on one node a distributed run reports (the worse one).
 _STATUS_RANK = {"starting": 0, "connected": 1, "crashed": 2, "never connected": 3,
@@ -291,7 +47,7 @@ class Tournament:
     ``ray start`` on this machine names); see `distributed.play_distributed` for these and
     ``chunk_size`` and ``ray_working_dir``. Records, summary and standings are the same."""
 
-    def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Any = None,
+    def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Console | None = None,
                  show_progress: bool = True, nodes: int | None = None,
                  ray_address: str | None = None, chunk_size: int | None = None,
                  ray_working_dir: Path | None = None) -> None:
@@ -326,13 +82,13 @@ class Tournament:
                 record = load_record(path)
             except RecordError:
                 continue
-            key = record.meta_value("tournament_key")
+            key = record.tournament_key
             if record.finished and key in keys:
                 self.done[key] = record
             elif key in keys:
                 path.rename(path.with_suffix(".unfinished"))
 
-    async def run(self) -> JSON:
+    async def run(self) -> TournamentSummary:
         self.out.mkdir(parents=True, exist_ok=True)
         self.records_dir.mkdir(exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
@@ -346,49 +102,51 @@ class Tournament:
         config_path.write_text(json.dumps(self.config.to_json(), indent=1) + "\n")
         self._load_finished()
         distributed = self.nodes is not None or self.ray_address is not None
-        node = None if distributed else Node(self.config, self.bots, self.logs_dir,
-                                             self.records_dir)
-        if node is not None:
-            await node.start()
+        venue = None if distributed else Venue(self.config, self.bots, self.logs_dir,
+                                               self.records_dir)
+        if venue is not None:
+            await venue.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         try:
-            if node is None:
+            if venue is None:
                 await self._play_distributed(stop)
             else:
-                await node.connect(stop)
+                await venue.connect(stop)
                 play_started = time.monotonic()
                 try:
-                    await self._play(node, stop)
+                    await self._play(venue, stop)
                 finally:
                     self.play_seconds = time.monotonic() - play_started
         finally:
             self.interrupted = stop.is_set() or self.error is not None
-            if node is not None:
-                await node.close()
+            if venue is not None:
+                await venue.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
         summary = self.summary()
-        (self.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+        (self.out / SUMMARY_FILE).write_text(json.dumps(summary.to_json(), indent=1) + "\n")
         return summary
 
-    async def _play(self, node: Node, stop: asyncio.Event) -> None:
-        """Play every unfinished match of the schedule on the one local node."""
+    async def _play(self, venue: Venue, stop: asyncio.Event) -> None:
+        """Play every unfinished match of the schedule on the one local venue."""
         pending = [m for m in self.schedule if m.key not in self.done]
         with self._progress_updates() as update:
 
             def finished(record: MatchRecord) -> None:
-                self.done[record.meta_value("tournament_key")] = record
+                key = record.tournament_key
+                assert key is not None, "the venue tags every match with its schedule key"
+                self.done[key] = record
                 update()
 
-            await node.play(pending, stop, finished)
+            await venue.play(pending, stop, finished)
 
     async def _play_distributed(self, stop: asyncio.Event) -> None:
-        """Play every unfinished match on worker nodes; write each record as it comes back."""
+        """Play every unfinished match on workers; write each record as it comes back."""
         from .distributed import DistributedError, play_distributed
 
         pending = [m for m in self.schedule if m.key not in self.done]
@@ -397,8 +155,8 @@ class Tournament:
             with self._progress_updates() as update:
 
                 def finished(record: MatchRecord) -> None:
-                    key = record.meta_value("tournament_key")
-                    if key in self.done:
+                    key = record.tournament_key
+                    if key is None or key in self.done:
                         return
                     dump_record(record, self.records_dir / f"{record.match_id}.json")
                     self.done[key] = record
@@ -481,45 +239,26 @@ class Tournament:
             self._leader_text = f"{best.name} ({best.conservative:.1f})" if best.matches else ""
         return self._leader_text
 
-    def _progress(self) -> Any:
+    def _progress(self) -> Progress | None:
         return progress_bar(self.console) if self.show_progress else None
 
     def _rate(self, finished_here: int) -> str:
         minutes = (time.monotonic() - self.started) / 60
         return f"{finished_here / minutes:.0f} matches/min" if minutes > 0 else ""
 
-    def summary(self) -> JSON:
-        names = list(self.bots)
+    def summary(self) -> TournamentSummary:
         records = self.ordered_records()
-        stats, share = compute_standings(self.ordered_outcomes(), names)
-        elapsed = time.monotonic() - self.started
-        standings = []
-        for s in sorted(stats.values(), key=lambda s: -s.conservative):
-            mean, half = s.mean_score_ci()
-            bot = self.bots[s.name]
-            standings.append({
-                "bot": s.name, "command": bot.spec.command, "mu": round(s.mu, 3),
-                "sigma": round(s.sigma, 3), "mu_minus_3sigma": round(s.conservative, 3),
-                "matches": s.matches, "mean_score": round(mean, 3),
-                "mean_score_ci95": None if math.isinf(half) else round(half, 3),
-                "win_rate": round(s.wins / s.matches, 4) if s.matches else None,
-                "mean_rank": round(statistics.fmean(s.ranks), 3) if s.ranks else None,
-                "timeouts": s.timeouts, "illegal_actions": s.illegal_actions,
-                "forfeits": s.forfeits, "status": bot.status, "notes": bot.notes,
-            })
-        summary: JSON = {
-            "config": self.config.to_json(),
-            "matches_total": len(self.schedule),
-            "matches_finished": len(records),
-            "interrupted": self.interrupted,
-            "elapsed_s": round(elapsed, 2),
-            "play_s": round(self.play_seconds, 3),
-            "standings": standings,
-            "head_to_head": {a: {b: (None if math.isnan(v) else round(v, 4))
-                                 for b, v in row.items() if b != a}
-                             for a, row in share.items()},
-            "records": [f"records/{r.match_id}.json" for r in records],
-        }
-        if self.error is not None:
-            summary["error"] = self.error  # a distributed run that could not play everything
-        return summary
+        stats, share = compute_standings(self.ordered_outcomes(), list(self.bots))
+        standings = tuple(
+            Standing.of(s, self.bots[s.name].spec.command, self.bots[s.name].status,
+                        self.bots[s.name].notes)
+            for s in sorted(stats.values(), key=lambda s: -s.conservative))
+        return TournamentSummary(
+            config=self.config.to_json(), matches_total=len(self.schedule),
+            matches_finished=len(records), interrupted=self.interrupted,
+            elapsed_s=round(time.monotonic() - self.started, 2),
+            play_s=round(self.play_seconds, 3), standings=standings,
+            head_to_head={a: {b: (None if math.isnan(v) else round(v, 4))
+                              for b, v in row.items() if b != a}
+                          for a, row in share.items()},
+            records=tuple(f"records/{r.match_id}.json" for r in records), error=self.error)

@@ -1,19 +1,19 @@
-"""A worker node of a ``--nodes`` run: ``python -m scout_arena.tournament.node NAME LOGS_DIR``.
+"""A worker of a ``--nodes`` run: ``python -m scout_arena.tournament.worker NAME LOGS_DIR``.
 
-It starts one referee on 127.0.0.1 and every bot program once (`runner.Node`), then plays the
+It starts one referee on 127.0.0.1 and every bot program once (`venue.Venue`), then plays the
 chunks of the schedule the driver sends, one after another, with the same referee and bots.
-The driver speaks JSON lines (the node's stdout carries nothing else; anything printed goes to
+The driver speaks JSON lines (the worker's stdout carries nothing else; anything printed goes to
 stderr):
 
-- driver -> node, on stdin: ``{"config": TournamentConfig JSON}`` first, then
+- driver -> worker, on stdin: ``{"config": TournamentConfig JSON}`` first, then
   ``{"chunk": ID, "items": [[key, [seat names], seed], ...]}`` for each chunk. End of input (or
-  SIGTERM/SIGINT) stops the node: a match still running is aborted and not reported.
-- node -> driver: ``{"ready": true, "bots": REPORT}`` once the bots are connected,
+  SIGTERM/SIGINT) stops the worker: a match still running is aborted and not reported.
+- worker -> driver: ``{"ready": true, "bots": REPORT}`` once the bots are connected,
   ``{"record": record JSON}`` as each match of the chunk finishes, ``{"done": ID, "bots":
   REPORT}`` after the chunk's last one, and ``{"bots": REPORT}`` after the bots have stopped.
   REPORT: ``{bot name: [status, [notes]]}``.
 
-Bots are started so that they die with the node (a killed node leaves no bot behind).
+Bots are started so that they die with the worker (a killed worker leaves no bot behind).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 from ..record import JSON, record_to_json
 from .config import ScheduledMatch, TournamentConfig
-from .runner import BotProcess, Node, new_bots
+from .venue import BotProcess, Venue, new_bots
 
 
 def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
@@ -95,23 +95,23 @@ async def serve(logs_dir: Path) -> None:
     config = TournamentConfig.from_json(json.loads(first)["config"])
     logs_dir.mkdir(parents=True, exist_ok=True)
     bots = new_bots(config)
-    node = Node(config, bots, logs_dir, None, die_with_parent=True)
-    await node.start()
+    venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
+    await venue.start()
     try:
-        await node.connect(stop)
+        await venue.connect(stop)
         out.send({"ready": True, "bots": bots_report(bots)})
         while not stop.is_set():
             line = await _line_or_stop(reader, stop)
             if not line:
                 break
             message = json.loads(line)
-            await node.play(items_from_json(message["items"]), stop,
+            await venue.play(items_from_json(message["items"]), stop,
                             lambda record: out.send({"record": record_to_json(record)}))
             if stop.is_set():
                 break
             out.send({"done": message["chunk"], "bots": bots_report(bots)})
     finally:
-        await node.close()
+        await venue.close()
         out.send({"bots": bots_report(bots)})
 
 

@@ -1,0 +1,45 @@
+"""The command-line flags every server command shares (the referee, its nodes, the ladder,
+tournaments and SPRT runs): a time control and the TLS of a listening port, spelled and read
+back in one place so that the commands cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+
+from .clock import TimeControl
+from .listener import TlsConfig
+
+
+def add_time_control_flags(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """``--decision-ms`` and ``--time-bank-ms``; without ``defaults`` they are None unless
+    given (so that a config file's values stand)."""
+    parser.add_argument("--decision-ms", type=int, metavar="MS",
+                        default=DEFAULT_DECISION_MS if defaults else None)
+    parser.add_argument("--time-bank-ms", type=int, metavar="MS",
+                        default=DEFAULT_TIME_BANK_MS if defaults else None)
+
+
+def time_control(args: argparse.Namespace) -> TimeControl:
+    """The time control that `add_time_control_flags` (with defaults) read."""
+    return TimeControl(args.decision_ms, args.time_bank_ms)
+
+
+def add_tls_flags(parser: argparse.ArgumentParser) -> None:
+    """``--tls-cert``, ``--tls-key`` and ``--tls-client-ca`` of a listening port."""
+    parser.add_argument("--tls-cert", metavar="PEM", help="serve over TLS with this certificate")
+    parser.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    parser.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates")
+
+
+def tls_config(args: argparse.Namespace) -> TlsConfig | None:
+    """The TLS that `add_tls_flags` read (None: plaintext); ValueError when only one of the
+    certificate and its key is given."""
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if not args.tls_cert:
+        return None
+    return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                     Path(args.tls_client_ca) if args.tls_client_ca else None)
