@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scout_rules import State
 
@@ -34,6 +34,11 @@ from .server.flags import add_time_control_flags, add_tls_flags, time_control, t
 from .server.listener import MAX_STREAMS_PER_CONNECTION
 from .server.turns import DEFAULT_PASS_BUDGET_MS
 from .tournament_cli import add_tournament_parsers, seed_arg
+
+if TYPE_CHECKING:
+    from .hosting.node import NodeHosting
+    from .server import Referee
+    from .server.node import NodeConfig
 
 
 def _add_event_loop(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +226,7 @@ NODE_FLUSH_S = 5.0
 """On stop, how long a node waits for its ladder to take its last reports."""
 
 
-def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> Any:
+def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> NodeConfig:
     """The NodeConfig of ``referee serve --join``: the token from --node-token or
     SCOUT_NODE_TOKEN, the address bots reach from --advertise (default: where it listens)."""
     import grpc
@@ -243,7 +248,7 @@ def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> Any:
                       ladder_credentials=credentials)
 
 
-def node_hosting(args: argparse.Namespace, referee: Any) -> Any:
+def node_hosting(args: argparse.Namespace, referee: Referee) -> NodeHosting | None:
     """The hosting of a node (``--join``): bots run in the sandbox when this host can run
     one (`scout_arena.sandbox.probe`) and ``--no-hosting`` is not given; None otherwise (the
     node tells its ladder it cannot host, and why)."""

@@ -8,13 +8,16 @@ Replay validates untrusted JSON field by field before it trusts anything (`repla
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scout_rules import Action, Card, End, MalformedAction, RoundEnd, Scout, ScoutAndShow, Show
 
 from .model import JSON, MatchRecord, Note, RoundRecord
+
+if TYPE_CHECKING:
+    from _typeshed import ConvertibleToInt
 
 RECORD_FORMAT = "scout-arena-match-record"
 RECORD_VERSION = 1
@@ -41,7 +44,7 @@ def _scout_json(scout: Scout) -> JSON:
             "insert_at": scout.insert_at}
 
 
-def _show_from(obj: Any) -> Show:
+def _show_from(obj: object) -> Show:
     if not isinstance(obj, dict) or set(obj) != {"start", "length"}:
         raise MalformedAction(f"a show is {{'start', 'length'}}, got {obj!r}")
     start, length = obj["start"], obj["length"]
@@ -50,7 +53,7 @@ def _show_from(obj: Any) -> Show:
     return Show(start, length)
 
 
-def _scout_from(obj: Any) -> Scout:
+def _scout_from(obj: object) -> Scout:
     if not isinstance(obj, dict) or set(obj) != {"end", "flip", "insert_at"}:
         raise MalformedAction(f"a scout is {{'end', 'flip', 'insert_at'}}, got {obj!r}")
     end = {"left": End.LEFT, "right": End.RIGHT}.get(obj["end"])
@@ -62,7 +65,7 @@ def _scout_from(obj: Any) -> Scout:
     return Scout(end, obj["flip"], pos)
 
 
-def action_from_json(obj: Any) -> Action:
+def action_from_json(obj: object) -> Action:
     """The engine action of a record entry's action part; MalformedAction if unreadable."""
     if not isinstance(obj, dict) or len(obj) != 1:
         raise MalformedAction(f"an action has exactly one of show/scout/scout_and_show: {obj!r}")
@@ -121,21 +124,21 @@ def record_to_json(record: MatchRecord) -> JSON:
     }
 
 
-def _cards(obj: Any) -> tuple[Card, ...]:
+def _cards(obj: Iterable[Sequence[ConvertibleToInt]]) -> tuple[Card, ...]:
     return tuple(Card(int(face), int(other)) for face, other in obj)
 
 
-def _ints(obj: Any) -> tuple[int, ...] | None:
+def _ints(obj: Iterable[ConvertibleToInt] | None) -> tuple[int, ...] | None:
     return None if obj is None else tuple(int(v) for v in obj)
 
 
-def _note(obj: Any) -> Note:
+def _note(obj: JSON) -> Note:
     extra = {k: v for k, v in obj.items() if k not in _NOTE_KEYS}
     return Note(str(obj["kind"]), int(obj["seat"]), int(obj["round"]), int(obj["action_index"]),
                 str(obj["detail"]), extra)
 
 
-def _round(obj: Any) -> RoundRecord:
+def _round(obj: JSON) -> RoundRecord:
     actions = tuple((int(item["seat"]), action_from_json(
         {k: v for k, v in item.items() if k != "seat"})) for item in obj["actions"])
     has_result = "scores" in obj
@@ -151,7 +154,7 @@ def _round(obj: Any) -> RoundRecord:
     )
 
 
-def record_from_json(obj: Any) -> MatchRecord:
+def record_from_json(obj: object) -> MatchRecord:
     """The typed record of a format-v1 dict; RecordError for another format or a layout this
     build cannot read (replay then says which step of the game does not hold)."""
     if not isinstance(obj, dict) or obj.get("format") != RECORD_FORMAT:

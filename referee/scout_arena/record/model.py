@@ -14,7 +14,7 @@ from typing import Any
 
 from scout_rules import Action, Card, RoundEnd, State, rank_scores
 
-JSON = dict[str, Any]
+JSON = dict[str, Any]  # Any: JSON values are heterogeneous; every reader narrows them
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Note:
     round: int
     action_index: int
     detail: str
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
 class RecordStatus(StrEnum):
@@ -65,7 +65,7 @@ class RefereeMeta:
     created_at: float
     ended_at: float
     seats: tuple[SeatStats, ...]
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ class MatchRecord:
     forfeits: tuple[int, ...]
     explicit_deals: tuple[tuple[tuple[Card, ...], ...], ...] | None
     notes: tuple[Note, ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def num_players(self) -> int:
@@ -167,7 +167,7 @@ class MatchRecord:
                             frozenset(self.forfeits), self.seat_stats)
 
 
-def _seat_stats(entry: Any) -> SeatStats:
+def _seat_stats(entry: object) -> SeatStats:
     if not isinstance(entry, dict):
         return SeatStats()
     return SeatStats(strikes=int(entry.get("strikes", 0)), timeouts=int(entry.get("timeouts", 0)),
@@ -199,7 +199,7 @@ def build_record(
     match_id: str | None = None,
     forfeits: Sequence[int] = (),
     notes: Sequence[Note] = (),
-    meta: RefereeMeta | Mapping[str, Any] | None = None,
+    meta: RefereeMeta | Mapping[str, object] | None = None,
 ) -> MatchRecord:
     """The record of a match (finished or not) as it stands in ``state``."""
     if len(players) != state.num_players:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from scout_rules import (
     Action,
@@ -39,6 +39,8 @@ from .json_v1 import (
     record_to_json,
 )
 from .model import JSON, MatchRecord
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class ReplayEvent:
     round_result: RoundResult | None = None
 
 
-def _field(obj: JSON, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _field(obj: JSON, key: str, kind: type[T], where: str) -> T:
     if key not in obj:
         raise RecordError(f"{where}: missing field '{key}'")
     value = obj[key]
@@ -203,7 +205,7 @@ def describe_action(seat: int, hand: Sequence[Card], active: Sequence[Card],
     return f"seat {seat} {text}"
 
 
-def _initial_state(record: JSON, n: int, seed: Any, rounds: list[Any]) -> State:
+def _initial_state(record: JSON, n: int, seed: object, rounds: list[JSON]) -> State:
     """The match's start: the seed's deal (checked against the recorded hands) or, for a match
     dealt explicitly, the record's ``explicit_deals``."""
     try:
