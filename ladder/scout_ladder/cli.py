@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
@@ -395,7 +395,7 @@ def cmd_recompute(args: argparse.Namespace) -> int:
     return 1
 
 
-def _plain(row: Any) -> Any:
+def _plain(row: object) -> object:
     import dataclasses
 
     if dataclasses.is_dataclass(row) and not isinstance(row, type):

@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import grpc
 from scout.v1 import nodes_pb2
@@ -25,7 +24,7 @@ from .hosted import HostedBots
 
 log = logging.getLogger("scout_ladder.hosted")
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context = grpc.aio.ServicerContext[object, object]
 
 CHUNK_BYTES = 32 * 1024
 MAX_DATA_BYTES = 64 * 2**20

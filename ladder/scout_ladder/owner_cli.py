@@ -22,17 +22,19 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from scout_arena.text import echo
 
 if TYPE_CHECKING:
-    from scout.v1 import owners_pb2
+    from scout.v1 import owners_pb2, owners_pb2_grpc
 
 SUBMIT_CHUNK_BYTES = 32 * 1024
 """Under the 64 KiB the ladder's server reads per message (listener.SERVER_OPTIONS): a larger
 chunk ends the upload RESOURCE_EXHAUSTED."""
 POLL_S = 1.0
+
+ParserT = TypeVar("ParserT", bound=argparse.ArgumentParser)
 
 
 class CliError(Exception):
@@ -76,7 +78,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _stub(args: argparse.Namespace) -> Any:
+def _stub(args: argparse.Namespace) -> owners_pb2_grpc.OwnersStub:
     import grpc
     from scout.v1 import owners_pb2_grpc
 
@@ -343,7 +345,7 @@ def add_client_options(p: argparse.ArgumentParser, *, admin: bool = False,
                    help="deadline of each call (default 60)")
 
 
-def add_owner_commands(ladder_sub: Any) -> None:
+def add_owner_commands(ladder_sub: argparse._SubParsersAction[ParserT]) -> None:
     """Adds the owner's commands to ``scout-arena ladder``."""
     signup = ladder_sub.add_parser("signup", help="make an owner account; prints its token")
     signup.add_argument("owner", metavar="OWNER")

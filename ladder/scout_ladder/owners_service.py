@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Never, TypeVar
+from typing import Never, ParamSpec, TypeVar, TypeVarTuple
 
 import grpc
 from scout.v1 import owners_pb2, owners_pb2_grpc
@@ -47,6 +47,8 @@ log = logging.getLogger("scout_ladder.owners")
 
 Context = rpc.Context
 T = TypeVar("T")
+P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
 
 CHUNK_BYTES = 256 * 1024
 """DownloadData's chunk size."""
@@ -177,8 +179,8 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
                             + ("" if self.admin_token else
                                " and this ladder was started without one"))
 
-    async def _call(self, context: Context, fn: Callable[..., T], *args: Any,
-                    **kwargs: Any) -> T:
+    async def _call(self, context: Context, fn: Callable[P, T], *args: P.args,
+                    **kwargs: P.kwargs) -> T:
         try:
             return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
         except Exception as exc:
@@ -191,7 +193,8 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
             status = (grpc.StatusCode.INTERNAL, rpc.INTERNAL_MESSAGE)
         await rpc.abort(context, *status)
 
-    async def _check(self, context: Context, check: Callable[..., None], *args: Any) -> None:
+    async def _check(self, context: Context, check: Callable[[*Ts], None],
+                     *args: *Ts) -> None:
         """A check of `Submissions` that needs no database: run here, on the loop."""
         try:
             check(*args)

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from alembic import command
 from alembic.config import Config
@@ -118,7 +118,7 @@ class Database:
             engine = create_engine(self._url, echo=echo, connect_args=connect_args)
 
         @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
             # Let SQLAlchemy's "begin" hook below issue BEGIN, not the sqlite3 module, so that
             # writes can say IMMEDIATE and DDL runs inside the migration's transaction.
             dbapi_connection.isolation_level = None
