@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..record import JSON
 from .run import SprtRun
@@ -20,6 +20,16 @@ JSON_FILE = "sprt.json"
 PNG_FILE = "llr.png"
 #: The bar's resolution: it runs from the lower bound (empty) to the upper one (full).
 _STEPS = 1000
+
+
+class _Fields(TypedDict):
+    """The bar's text fields (rich's task fields)."""
+
+    lower: str
+    upper: str
+    llr: str
+    estimate: str
+    games: str
 
 
 def _unit(metric: str) -> str:
@@ -51,7 +61,7 @@ class LlrProgress:
         share = (self.run.test.llr - self.lower) / (self.upper - self.lower)
         return _STEPS * min(1.0, max(0.0, share))
 
-    def _fields(self) -> dict[str, Any]:
+    def _fields(self) -> _Fields:
         run, test = self.run, self.run.test
         metric = run.config.metric
         estimate = f"diff {_fmt(metric, test.mean)}" if test.n else ""
@@ -121,7 +131,7 @@ def write_json(summary: JSON, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / JSON_FILE
 
-    def clean(value: Any) -> Any:
+    def clean(value: object) -> object:
         if isinstance(value, float) and not math.isfinite(value):
             return None
         if isinstance(value, dict):

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scout_rules import rank_scores
 
@@ -32,6 +32,9 @@ from ..record import JSON, MatchRecord, dump_record
 from ..tournament import ScheduledMatch
 from .design import DealGroup, GameResult, SprtConfig, deal_group, group_value
 from .stats import SequentialTest
+
+if TYPE_CHECKING:
+    from ..tournament.venue import BotProcess
 
 __all__ = ["DISTRIBUTED_MODULE", "SprtError", "SprtRun", "play_in_process", "play_on_nodes",
            "play_processes"]
@@ -246,7 +249,7 @@ def _stop_on_signals(run: SprtRun, stop: asyncio.Event) -> Iterator[None]:
                 loop.remove_signal_handler(sig)
 
 
-def _bots_json(bots: Mapping[str, Any]) -> JSON:
+def _bots_json(bots: Mapping[str, BotProcess]) -> JSON:
     return {name: {"command": bot.spec.command, "status": bot.status, "notes": list(bot.notes)}
             for name, bot in bots.items()}
 
@@ -291,7 +294,7 @@ def play_processes(run: SprtRun, out_dir: Path) -> None:
 
 # ----- other machines ------------------------------------------------------------------------
 
-def _distributed() -> Callable[..., Any]:
+def _distributed() -> Callable[..., object]:
     """`play_distributed`, looked up now: the module may not be installed."""
     try:
         module = importlib.import_module(DISTRIBUTED_MODULE)
@@ -315,7 +318,7 @@ FIRST_BATCH_DEALS = 8
 MOST_BATCH_DEALS = 512
 
 
-async def _maybe_await(value: Any) -> None:
+async def _maybe_await(value: object) -> None:
     if inspect.isawaitable(value):
         await value
 
@@ -335,7 +338,7 @@ async def _play_distributed(run: SprtRun, out_dir: Path, nodes: int | None,
         if run.record_match(record):
             stop.set()
 
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if "logs_dir" in accepts:
         extra["logs_dir"] = logs_dir
     if "stop" in accepts:

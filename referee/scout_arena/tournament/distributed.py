@@ -39,16 +39,18 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..record import JSON, MatchRecord, record_from_json, record_to_json
 from .config import ScheduledMatch, TournamentConfig
 from .venue import BotProcess, Venue, new_bots
-from .worker import bots_report, items_from_json, items_to_json
+from .worker import ItemsJSON, bots_report, items_from_json, items_to_json
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: bot name -> (status, notes), what one node says of each bot.
 BotsReport = Mapping[str, tuple[str, Sequence[str]]]
@@ -148,7 +150,8 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                                + "; ".join(problems or ["no node played them"]))
 
 
-def _report_from_json(data: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
+def _report_from_json(data: Mapping[str, Sequence[Iterable[object]]]
+                      ) -> dict[str, tuple[str, list[str]]]:
     return {name: (str(status), [str(n) for n in notes])
             for name, (status, notes) in data.items()}
 
@@ -288,7 +291,7 @@ async def _send(process: asyncio.subprocess.Process, message: JSON) -> bool:
     return True
 
 
-async def _first(*aws: Any) -> Any:
+async def _first(*aws: Awaitable[T]) -> T:
     """The result of whichever awaitable is done first (the others are cancelled)."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     try:
@@ -318,7 +321,7 @@ async def play_chunk(config: TournamentConfig, items: Sequence[ScheduledMatch], 
     return records, bots
 
 
-def _ray() -> Any:
+def _ray() -> Any:  # Any: ray ships no type information
     """The ray module (an optional dependency: ``pip install 'scout-arena[ray]'``), untyped
     here so that the rest type-checks where it is not installed."""
     return importlib.import_module("ray")
@@ -344,7 +347,7 @@ def _log_tails(logs: Path) -> dict[str, str]:
     return tails
 
 
-def ray_chunk(config_json: JSON, items_json: list[list[Any]], cwd: str | None) -> JSON:
+def ray_chunk(config_json: JSON, items_json: ItemsJSON, cwd: str | None) -> JSON:
     """The body of one Ray task: `play_chunk` on the node that runs it; returns its name, the
     finished records as JSON, each bot's status and notes, and the tail of each bot's stderr."""
     if cwd is not None and os.path.isdir(cwd):
@@ -367,7 +370,8 @@ def _append_logs(logs_dir: Path, node: str, chunk: int, tails: Mapping[str, str]
             f.write(text if text.endswith("\n") else text + "\n")
 
 
-def _ray_init(ray: Any, address: str, working_dir: Path | None) -> None:
+def _ray_init(ray: Any, address: str,  # Any: the untyped ray module (see _ray)
+              working_dir: Path | None) -> None:
     """Connect to the cluster, keeping this process's SIGTERM handling (ray.init sets its own,
     which would bypass the tournament's clean stop). A working directory to ship is a job-level
     runtime environment: Ray takes a local folder only here."""
@@ -397,12 +401,12 @@ async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch]
         raise DistributedError("working_dir is shipped when play_distributed connects to Ray "
                                "itself; Ray is already initialised in this process (give "
                                "ray.init a runtime_env with the working_dir instead)")
-    refs: dict[Any, tuple[int, list[ScheduledMatch]]] = {}
+    refs: dict[object, tuple[int, list[ScheduledMatch]]] = {}
     problems: list[str] = []
     try:
         slots = int(ray.cluster_resources().get("CPU", 1))
         size = chunk_size or default_chunk_size(len(items), slots, config.concurrency)
-        options: dict[str, Any] = {"num_cpus": 1, "max_retries": max_retries,
+        options: dict[str, object] = {"num_cpus": 1, "max_retries": max_retries,
                                    "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
         task = ray.remote(ray_chunk).options(**options)
         cwd = None if working_dir is not None else os.getcwd()

@@ -38,11 +38,14 @@ def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
     return {name: [bot.status, list(bot.notes)] for name, bot in bots.items()}
 
 
-def items_to_json(items: Sequence[ScheduledMatch]) -> list[list[Any]]:
+ItemsJSON = Sequence[Sequence[Any]]  # Any: decoded [key, seats, seed] lists; str()/int() read them
+
+
+def items_to_json(items: Sequence[ScheduledMatch]) -> list[list[object]]:
     return [[m.key, list(m.seats), m.seed] for m in items]
 
 
-def items_from_json(data: Sequence[Sequence[Any]]) -> list[ScheduledMatch]:
+def items_from_json(data: ItemsJSON) -> list[ScheduledMatch]:
     return [ScheduledMatch(str(key), tuple(str(s) for s in seats), int(seed))
             for key, seats, seed in data]
 

@@ -14,7 +14,6 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ..ratings import RatingBook, conservative
 from ..record import JSON, MatchOutcome, MatchRecord, RecordError, load_record, read_record_json
@@ -71,7 +70,7 @@ class TournamentSource:
         if not (self.dir / "summary.json").is_file() and not (self.dir / "records").is_dir():
             raise FileNotFoundError(f"{self.dir} has neither summary.json nor records/")
         self._lock = threading.Lock()
-        self._stamp: tuple[Any, ...] | None = None
+        self._stamp: tuple[int | None, tuple[tuple[str, int], ...]] | None = None
         self._snapshot = _Snapshot()
 
     def _load(self) -> _Snapshot:
