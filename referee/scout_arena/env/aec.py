@@ -35,14 +35,15 @@ from .masks import Mask, apply_decision, legal_mask, seat_to_decide
 from .observation import ObservationLayout, Vector
 from .render import describe_table
 
-Obs = dict[str, Any]
+Obs = dict[str, Vector | Mask]
+"""An observation: the seat's ``observation`` vector and its ``action_mask``."""
 
 
 class ScoutEnv(AECEnv[str, Obs, int | None]):  # type: ignore[misc]
     """One SCOUT match per episode; see the module docstring for the conventions."""
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "scout_v0", "render_modes": ["ansi", "human"],
-                                "is_parallelizable": False}
+    metadata: ClassVar[dict[str, Any]] = {  # Any: pettingzoo's free-form metadata dict
+        "name": "scout_v0", "render_modes": ["ansi", "human"], "is_parallelizable": False}
 
     def __init__(self, num_players: int = 4, render_mode: str | None = None,
                  match_reward_only: bool = False) -> None:
@@ -68,10 +69,10 @@ class ScoutEnv(AECEnv[str, Obs, int | None]):  # type: ignore[misc]
 
     # ----- spaces -------------------------------------------------------------------------
 
-    def observation_space(self, agent: str) -> gymnasium.spaces.Space[Any]:
+    def observation_space(self, agent: str) -> spaces.Dict:
         return self._observation_space
 
-    def action_space(self, agent: str) -> gymnasium.spaces.Space[Any]:
+    def action_space(self, agent: str) -> spaces.Discrete:
         return self._action_space
 
     # ----- episode ------------------------------------------------------------------------
@@ -83,7 +84,7 @@ class ScoutEnv(AECEnv[str, Obs, int | None]):  # type: ignore[misc]
             raise RuntimeError("call reset() before using the environment")
         return self.state_
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None:
         if seed is not None:
             if not 0 <= seed <= MASK64:
                 raise ValueError(f"a seed is an unsigned 64-bit integer, not {seed}")
@@ -102,7 +103,7 @@ class ScoutEnv(AECEnv[str, Obs, int | None]):  # type: ignore[misc]
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos: dict[str, dict[str, Any]] = {agent: {} for agent in self.agents}
+        self.infos: dict[str, dict[str, object]] = {agent: {} for agent in self.agents}
         self._select()
 
     def _select(self) -> None:

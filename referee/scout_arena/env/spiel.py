@@ -17,8 +17,6 @@ docs/env.md for the information-state extras).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyspiel
 from scout_rules import (
@@ -43,6 +41,9 @@ from .render import describe_table
 
 SHORT_NAME = "python_scout"
 DEFAULT_PLAYERS = 2
+
+Params = dict[str, int | float | str | bool]
+"""A game's or observer's parameters (pyspiel's GameParameter values)."""
 
 _GAME_TYPE = pyspiel.GameType(
     short_name=SHORT_NAME,
@@ -89,7 +90,7 @@ def _deal_length(num_players: int) -> int:
 class ScoutGame(pyspiel.Game):  # type: ignore[misc]
     """The game for a player count: makes initial states and observers."""
 
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
+    def __init__(self, params: Params | None = None) -> None:
         params = dict(params or {})
         num_players = int(params.get("players", DEFAULT_PLAYERS))
         player_count_rules(num_players)  # ValueError outside 2-5
@@ -103,8 +104,8 @@ class ScoutGame(pyspiel.Game):  # type: ignore[misc]
     def new_initial_state(self) -> ScoutState:
         return ScoutState(self)
 
-    def make_py_observer(self, iig_obs_type: Any = None,
-                         params: dict[str, Any] | None = None) -> ScoutObserver:
+    def make_py_observer(self, iig_obs_type: pyspiel.IIGObservationType | None = None,
+                         params: Params | None = None) -> ScoutObserver:
         return ScoutObserver(self, iig_obs_type or pyspiel.IIGObservationType(
             perfect_recall=False), params)
 
@@ -122,7 +123,7 @@ class _Fixed:
         self.per_round = 22 if self.n == 2 else len(self.deck)
         self.hand_size = game.layout.hand_size
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Fixed:
+    def __deepcopy__(self, memo: dict[int, object]) -> _Fixed:
         return self
 
 
@@ -143,7 +144,7 @@ class _Table:
         """Log length at each round end -> that round's scores."""
         self.rewards = [0.0] * n
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Table:
+    def __deepcopy__(self, memo: dict[int, object]) -> _Table:
         """OpenSpiel clones a Python state by deepcopying its attributes, at nearly every step
         of its tests and searches; the engine's `State.clone` shares what is immutable and is
         some fifty times faster than a generic deepcopy of it."""
@@ -279,7 +280,8 @@ class ScoutObserver:
     finished round's scores. Strings: the observation string is the seat's view of the table;
     the information-state string is perfect recall (every decision as the seat saw it)."""
 
-    def __init__(self, game: ScoutGame, iig_obs_type: Any, params: dict[str, Any] | None
+    def __init__(self, game: ScoutGame, iig_obs_type: pyspiel.IIGObservationType,
+                 params: Params | None
                  ) -> None:
         if params:
             raise ValueError(f"observation parameters are not supported; got {params}")
