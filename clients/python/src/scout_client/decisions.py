@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Never, TypeVar
 
 from .bot import Bot
 from .connection import Outbox
@@ -43,6 +43,9 @@ __all__ = ["DEFAULT_SAFETY_MARGIN_MS", "BotCalls", "Decisions"]
 
 log = logging.getLogger("scout_client")
 
+T = TypeVar("T")
+R = TypeVar("R", bound=RotationRequest | Observation)
+
 DEFAULT_SAFETY_MARGIN_MS = 100
 """How long before the referee's limit the SDK sends the fallback, to cover network latency."""
 
@@ -55,7 +58,7 @@ class BotCalls:
         self.bot = bot
         self._executor = executor
 
-    def inline(self, method: Callable[[Any], object]) -> bool:
+    def inline(self, method: Callable[[Never], object]) -> bool:
         """Whether `method` is called on the event loop: a plain method of a `Bot.quick`
         bot."""
         return self.bot.quick and not inspect.iscoroutinefunction(method)
@@ -77,7 +80,7 @@ class BotCalls:
             return None
         return result if inspect.isawaitable(result) else None
 
-    async def invoke(self, method: Callable[[Any], object], argument: object) -> object:
+    async def invoke(self, method: Callable[[T], object], argument: T) -> object:
         result: object
         if inspect.iscoroutinefunction(method) or self.bot.quick:
             result = method(argument)
@@ -196,8 +199,8 @@ class Decisions:
         self._send(pending, pending.fallback)
         return True
 
-    def _answer_now(self, pending: _OpenRequest, request: RotationRequest | Observation,
-                    method: Callable[[Any], object], what: str) -> Awaitable[object] | None:
+    def _answer_now(self, pending: _OpenRequest, request: R,
+                    method: Callable[[R], object], what: str) -> Awaitable[object] | None:
         """Ask a quick bot on the event loop and send its answer: no task, no thread. Returns
         what is left to await if the plain method returned an awaitable."""
         where = f"match {pending.match_id}, request {pending.request_id}"
