@@ -176,8 +176,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
         but a request that does not parse ends its call with INVALID_ARGUMENT
         (`UnreadableRequest`)."""
         pb = matches_pb2
-        # Any: each method has its own request and response types; grpc takes the table so.
-        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {  # Any: types per method
             "CreateMatch": _unary(self.CreateMatch, pb.CreateMatchRequest, pb.MatchInfo),
             "CreateMatches": _unary(self.CreateMatches, pb.CreateMatchesRequest,
                                     pb.CreateMatchesResponse),

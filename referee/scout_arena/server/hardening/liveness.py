@@ -72,7 +72,7 @@ _NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EX
                         grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
                         grpc.StatusCode.CANCELLED})
 
-TaskFactory = Callable[..., "asyncio.Future[Any]"]
+TaskFactory = Callable[..., "asyncio.Future[object]"]
 
 
 def _cygrpc() -> ModuleType:
@@ -147,10 +147,10 @@ class _LoopGuard:
         self.rejected = 0
         self._tasks: set[asyncio.Future[object]] = set()
         self._installed: TaskFactory = self._factory  # one bound method, to compare by identity
-        loop.set_task_factory(cast(Any, self._installed))
+        loop.set_task_factory(cast(Any, self._installed))  # Any: typeshed's factory is generic
 
-    def _factory(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any],
-                 **kwargs: Any) -> asyncio.Future[Any]:
+    def _factory(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[object, object, object],
+                 **kwargs: Any) -> asyncio.Future[object]:  # Any: the Task's own keywords
         if (self.servers and _qualname(coro) == _REQUEST_CALL
                 and _owned_by(coro, self.servers) is not None):
             coro = self._screen(coro)
@@ -186,8 +186,8 @@ class _LoopGuard:
         self.servers.pop(id(inner), None)
         if self.servers:
             return
-        if loop.get_task_factory() is cast(Any, self._installed):
-            loop.set_task_factory(cast(Any, self.previous))
+        if loop.get_task_factory() is cast(object, self._installed):
+            loop.set_task_factory(cast(Any, self.previous))  # Any: as in __init__
             _GUARDS.pop(loop, None)
         # Otherwise a later factory wraps this one: it stays, passing every task through.
 
@@ -227,7 +227,7 @@ class ServerLiveness:
                  probe_failures: int = 4,
                  probe_service: str = "",
                  channel_credentials: grpc.ChannelCredentials | None = None,
-                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+                 channel_options: Sequence[tuple[str, int | str]] = ()) -> None:
         if probe_failures < 1:
             raise ValueError("probe_failures must be at least 1")
         self.server = server
@@ -239,7 +239,7 @@ class ServerLiveness:
         self.probe_service = probe_service
         self.channel_credentials = channel_credentials
         # A local subchannel pool: each probe opens a connection of its own, not a shared one.
-        self.channel_options: list[tuple[str, Any]] = [
+        self.channel_options: list[tuple[str, int | str]] = [
             ("grpc.use_local_subchannel_pool", 1), ("grpc.enable_retries", 0),
             *channel_options]
         self.dead = False
