@@ -141,7 +141,7 @@ class LadderHosting:
             await asyncio.to_thread(shutil.rmtree, self.workdir, True)
 
     def submit(self, bot: str, version: int) -> None:
-        """`owners_service.VersionValidator`: check a stored version."""
+        """`submissions.VersionValidator`: check a stored version."""
         if not self.support.available:
             log.warning("%s version %d stays validating: this ladder cannot run the sandbox",
                         bot, version)
