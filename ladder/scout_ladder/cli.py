@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from scout_arena.server.eventloop import run as run_on_loop
-from scout_arena.server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
+from scout_arena.server.flags import (
+    add_hosting_flags,
+    add_time_control_flags,
+    add_tls_flags,
+    positive_int,
+    time_control,
+    tls_config,
+)
 from scout_arena.server.hardening import tune_gc
 from scout_arena.text import echo
 
@@ -403,29 +410,6 @@ def _plain(row: object) -> object:
     return row
 
 
-def _add_hosting_flags(serve: argparse.ArgumentParser) -> None:
-    hosting = serve.add_argument_group(
-        "hosted bots", "run uploaded bots in the sandbox (docs/deploy.md#hosted-bots)")
-    hosting.add_argument("--no-hosting", action="store_true",
-                         help="host no uploaded bots (uploads are refused)")
-    hosting.add_argument("--hosting-dir", metavar="DIR",
-                         help="hosting's working folder: unpacked code, runs, validation "
-                              "(default: a new temporary folder)")
-    hosting.add_argument("--hosted-data-mb", type=_positive, default=16, metavar="MB",
-                         help="the largest data folder a hosted bot keeps between matches "
-                              "(default 16)")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {echo(text)}")
-    return value
-
-
 def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
     owners = serve.add_argument_group(
         "owner accounts", "who may sign up, and what each owner may do (docs/PROTOCOL.md §19)")
@@ -436,9 +420,9 @@ def _add_owner_flags(serve: argparse.ArgumentParser) -> None:
                         help="hosted bots' uploads and data folders (default: "
                              "<database file>-storage beside a SQLite file, else "
                              "./ladder-storage)")
-    owners.add_argument("--max-bots-per-owner", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-submissions-per-hour", type=_positive, default=10, metavar="N")
-    owners.add_argument("--max-upload-mb", type=_positive, default=50, metavar="MB")
+    owners.add_argument("--max-bots-per-owner", type=positive_int, default=10, metavar="N")
+    owners.add_argument("--max-submissions-per-hour", type=positive_int, default=10, metavar="N")
+    owners.add_argument("--max-upload-mb", type=positive_int, default=50, metavar="MB")
 
 
 def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -471,7 +455,7 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
     _add_owner_flags(serve)
-    _add_hosting_flags(serve)
+    add_hosting_flags(serve)
     add_tls_flags(serve)
     nodes = serve.add_argument_group(
         "referee nodes", "play the matches on referee nodes (docs/deploy.md#nodes)")

@@ -30,7 +30,13 @@ from .record.json_v1 import note_json
 from .server.arena_service import MAX_STREAMS_PER_TOKEN
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
-from .server.flags import add_time_control_flags, add_tls_flags, time_control, tls_config
+from .server.flags import (
+    add_hosting_flags,
+    add_time_control_flags,
+    add_tls_flags,
+    time_control,
+    tls_config,
+)
 from .server.listener import MAX_STREAMS_PER_CONNECTION
 from .server.turns import DEFAULT_PASS_BUDGET_MS
 from .tournament_cli import add_tournament_parsers, seed_arg
@@ -54,16 +60,6 @@ def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
                         "free port; default: no metrics server)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="interface of the metrics server (default 127.0.0.1)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return value
 
 
 def _pass_budget_ms(text: str) -> float:
@@ -461,14 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--ladder-tls", action="store_true", help="reach the ladder over TLS")
     node.add_argument("--ladder-ca", metavar="PEM",
                       help="CA that signed the ladder's certificate (implies --ladder-tls)")
-    node.add_argument("--no-hosting", action="store_true",
-                      help="host no bots in the sandbox, even where this machine can")
-    node.add_argument("--hosting-dir", metavar="DIR",
-                      help="where hosted bots' code is cached and their runs' folders are "
-                           "made (default: a new temporary folder)")
-    node.add_argument("--hosted-data-mb", type=_positive_int, default=16, metavar="MB",
-                      help="largest data folder a hosted bot keeps between matches "
-                           "(default 16)")
+    add_hosting_flags(serve)
     _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")

@@ -43,3 +43,30 @@ def tls_config(args: argparse.Namespace) -> TlsConfig | None:
         return None
     return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                      Path(args.tls_client_ca) if args.tls_client_ca else None)
+
+
+def positive_int(text: str) -> int:
+    """A whole number from 1 on the command line."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
+    return value
+
+
+def add_hosting_flags(parser: argparse.ArgumentParser) -> None:
+    """``--no-hosting``, ``--hosting-dir`` and ``--hosted-data-mb``: the same for a ladder and
+    for a referee node, both of which may run uploaded bots in the sandbox."""
+    hosting = parser.add_argument_group(
+        "hosted bots", "run uploaded bots in the sandbox (docs/deploy.md#hosted-bots)")
+    hosting.add_argument("--no-hosting", action="store_true",
+                         help="host no uploaded bots, even where this machine can (a ladder "
+                              "then refuses uploads)")
+    hosting.add_argument("--hosting-dir", metavar="DIR",
+                         help="hosting's working folder: cached code, runs' folders, "
+                              "validation (default: a new temporary folder)")
+    hosting.add_argument("--hosted-data-mb", type=positive_int, default=16, metavar="MB",
+                         help="the largest data folder a hosted bot keeps between matches "
+                              "(default 16)")
