@@ -323,3 +323,13 @@ def test_migration_0002_keeps_existing_bots_working(ladder_url: str) -> None:
             (1, "superseded"), (2, "active")]
         again, _ = repo.register_bot("old", "alice")
         assert again.version == 3
+
+
+def test_new_tokens_never_start_with_a_dash_that_argparse_would_read_as_an_option(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--owner-token TOKEN` failed for one token in 64 (argparse: "expected one argument")."""
+    from scout_ladder.repository import bots as bot_store
+
+    drawn = iter(["-starts-with-a-dash", "fine-token"])
+    monkeypatch.setattr(bot_store.secrets, "token_urlsafe", lambda nbytes: next(drawn))
+    assert bot_store.new_token() == "fine-token"

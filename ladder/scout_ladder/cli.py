@@ -16,7 +16,6 @@ import functools
 import json
 import logging
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Callable
@@ -135,7 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .localnodes import LocalNodes
     from .matchmaker import MatchmakerConfig
     from .owners_service import Registration
-    from .repository import LeaseHeldError, OwnerLimits, Repository
+    from .repository import LeaseHeldError, OwnerLimits, Repository, new_token
     from .service import Ladder, LadderConfig
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -164,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.nodes is not None:
         if args.nodes < 1:
             raise _Exit("--nodes: at least 1", 2)
-        node_token = node_token or secrets.token_urlsafe(24)
+        node_token = node_token or new_token(24)
     if node_token is not None:
         config.node_token = node_token
         config.join_timeout_s = args.join_timeout

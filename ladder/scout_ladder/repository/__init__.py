@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from scout_arena.text import echo
 
-from .bots import BotStore, hash_token
+from .bots import BotStore, hash_token, new_token
 from .challenges import ChallengeStore
 from .database import MIGRATIONS_DIR, alembic_config, is_transient
 from .errors import (
@@ -157,6 +157,7 @@ __all__ = [
     "default_storage",
     "echo",
     "hash_token",
+    "new_token",
     "is_transient",
     "tail_text",
 ]

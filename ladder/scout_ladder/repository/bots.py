@@ -39,6 +39,16 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def new_token(nbytes: int = 32) -> str:
+    """A fresh secret (``nbytes`` random bytes, URL-safe) that never starts with "-": a token
+    is passed as ``--token TOKEN``/``--owner-token TOKEN``, and argparse takes a value that
+    starts with "-" for an option (one token in 64 did)."""
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if not token.startswith("-"):
+            return token
+
+
 def versions_of(session: Session, bot_id: int, bot: str = "") -> list[BotVersionInfo]:
     rows = session.scalars(
         select(BotVersion).where(BotVersion.bot_id == bot_id).order_by(BotVersion.version)
@@ -72,7 +82,7 @@ class BotStore(Database):
         """
         check_bot_name(name)
         check_owner(owner)
-        token = secrets.token_urlsafe(32)
+        token = new_token()
         digest = hash_token(token)
         now = self._now()
         for attempt in range(2):

@@ -10,7 +10,6 @@ admin), and the check that the bot is theirs runs in the same transaction as the
 from __future__ import annotations
 
 import hmac
-import secrets
 
 from scout_arena.text import echo
 from sqlalchemy import func, select
@@ -19,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from scout_ladder.models import Bot, Invite, Owner
 
-from .bots import hash_token, new_remote_version
+from .bots import hash_token, new_remote_version, new_token
 from .common import bot_by_name, bot_info, check_bot_name, check_owner
 from .database import Database
 from .errors import (
@@ -103,7 +102,7 @@ class OwnerStore(Database):
         account is refused, unless the admin makes the account: then those bots become its.
         """
         check_owner(name)
-        token = secrets.token_urlsafe(32)
+        token = new_token()
         now = self._now()
         try:
             with self._transaction(write=True) as session:
@@ -142,7 +141,7 @@ class OwnerStore(Database):
 
     def create_invite(self) -> str:
         """A new single-use signup code (the admin's); only its hash is kept."""
-        code = secrets.token_urlsafe(18)
+        code = new_token(18)
         with self._transaction(write=True) as session:
             session.add(Invite(code_hash=hash_token(code), created_at=self._now()))
         return code
@@ -197,7 +196,7 @@ class OwnerStore(Database):
         uploads), and its first upload makes version 1."""
         check_bot_name(name)
         kind = BotKind(kind)
-        token = secrets.token_urlsafe(32)
+        token = new_token()
         now = self._now()
         try:
             with self._transaction(write=True) as session:
@@ -228,7 +227,7 @@ class OwnerStore(Database):
 
     def rotate_bot_token(self, name: str, *, as_owner: str | None) -> tuple[BotInfo, str]:
         """A new token for a remote bot (the old one stops working at once); same version."""
-        token = secrets.token_urlsafe(32)
+        token = new_token()
         with self._transaction(write=True) as session:
             bot = owned_bot(session, name, as_owner, write=True)
             if bot.kind != BotKind.REMOTE:
