@@ -4,6 +4,7 @@ with remote bots; hostile hosted bots cost only their own seats and are paused."
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 
@@ -32,6 +33,18 @@ def _matches(ladder: Ladder, name: str) -> list[ladder_pb2.LadderMatch]:
 
 def _rated(ladder: Ladder, name: str) -> list[ladder_pb2.LadderMatch]:
     return [m for m in _matches(ladder, name) if m.status == "finished" and m.rated]
+
+
+def _paused(ladder: Ladder, name: str) -> bool:
+    return bool(_profile(ladder, name).bot.paused_reason)
+
+
+def _games(ladder: Ladder, name: str) -> int:
+    """Rated matches the bot has played, from the standings (a match list is capped)."""
+    with grpc.insecure_channel(ladder.address) as channel:
+        board = ladder_pb2_grpc.LadderStub(channel).GetLeaderboard(
+            ladder_pb2.GetLeaderboardRequest(), timeout=30)
+    return next((e.games for e in board.entries if e.bot.name == name), 0)
 
 
 def _remote_pool(ladder: Ladder, count: int) -> tuple[dict[str, str], list[subprocess.Popen[str]]]:
@@ -120,10 +133,13 @@ def test_hostile_hosted_bots_cost_only_their_own_seats_and_are_paused(tmp_path: 
     with hosting_ladder(f"sqlite:///{tmp_path / 'ladder.db'}", tmp_path) as ladder:
         owners = {}
         for name, kind in (("crasher", "crash_when_rated"), ("silent", "silent_when_rated"),
+                           ("forker", "hog_when_rated"), ("hoarder", "hog_when_rated"),
                            ("prober", "tcp_probe")):
             owners[name] = ladder.signup(f"owner-{name}")
             folder = bot_folder(kind, tmp_path / name,
                                 probe=ladder.address if kind == "tcp_probe" else "")
+            if name in ("forker", "hoarder"):
+                (folder / "mode.txt").write_text("processes" if name == "forker" else "memory")
             done = ladder.cli("submit", name, str(folder), owner_token=owners[name])
             assert done.returncode == 0, done.stdout + done.stderr
         _, remotes = _remote_pool(ladder, 3)
@@ -132,24 +148,30 @@ def test_hostile_hosted_bots_cost_only_their_own_seats_and_are_paused(tmp_path: 
                      "the crashing bot paused")
             wait_for(lambda: bool(_profile(ladder, "silent").bot.paused_reason), 300,
                      "the silent bot paused")
+            for hog in ("forker", "hoarder"):
+                wait_for(functools.partial(_paused, ladder, hog), 300, f"{hog} paused")
             assert "failed" in _profile(ladder, "crasher").bot.paused_reason
             assert "never connected" in _profile(ladder, "silent").bot.paused_reason
-            for name in ("crasher", "silent"):
+            for name in ("crasher", "silent", "forker", "hoarder"):
                 ended = [m for m in _matches(ladder, name) if m.status == "finished"]
                 assert ended, name
                 for match in ended:  # it forfeited; the others played on to the end
                     seats = {s.bot: s for s in match.seats}
                     assert seats[name].forfeited
                     assert not any(s.forfeited for b, s in seats.items()
-                                   if b not in ("crasher", "silent"))
+                                   if b not in ("crasher", "silent", "forker", "hoarder"))
             logs = ladder.cli("logs", "crasher", owner_token=owners["crasher"])
             assert "crashing in a ladder match on purpose" in logs.stdout
+            for hog, words in (("forker", "killed: reached the limit of"),
+                               ("hoarder", "killed: memory limit of")):
+                logs = ladder.cli("logs", hog, owner_token=owners[hog])
+                assert "hogging" in logs.stdout and words in logs.stdout, logs.stdout[-500:]
             wait_for(lambda: len(_rated(ladder, "prober")) >= 1, 240, "a prober match")
             logs = ladder.cli("logs", "prober", owner_token=owners["prober"])
             assert f"PROBE {ladder.address}: refused" in logs.stdout, logs.stdout
             assert "CONNECTED" not in logs.stdout
-            count = len(_rated(ladder, "remote0"))
-            wait_for(lambda: len(_rated(ladder, "remote0")) > count, 120,
+            count = _games(ladder, "remote0")
+            wait_for(lambda: _games(ladder, "remote0") > count, 120,
                      "remote bots still playing")
         finally:
             stop(remotes)
