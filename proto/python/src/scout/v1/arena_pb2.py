@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from scout.v1 import game_pb2 as scout_dot_v1_dot_game__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/arena.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\xb5\x01\n\nBotMessage\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.scout.v1.HelloH\x00\x12,\n\x08rotation\x18\x02 \x01(\x0b\x32\x18.scout.v1.RotationChoiceH\x00\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.ActionChoiceH\x00\x12%\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x13.scout.v1.BotBundleH\x00\x42\x06\n\x04\x62ody\"3\n\tBotBundle\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.scout.v1.BotMessage\"\xa6\x01\n\x05Hello\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62ot_version\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x1e\n\x16max_concurrent_matches\x18\x04 \x01(\r\x12\x0c\n\x04lean\x18\x06 \x01(\x08\x12\x17\n\x0f\x61\x63\x63\x65pts_bundles\x18\x07 \x01(\x08J\x04\x08\x05\x10\x06R\x0f\x61\x63\x63\x65pts_batches\"F\n\x0eRotationChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x0e\n\x06rotate\x18\x03 \x01(\x08\"V\n\x0c\x41\x63tionChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12 \n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x10.scout.v1.Action\"\xcc\x04\n\x0eRefereeMessage\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.scout.v1.WelcomeH\x00\x12+\n\x0bmatch_start\x18\x02 \x01(\x0b\x32\x14.scout.v1.MatchStartH\x00\x12\x35\n\x10rotation_request\x18\x03 \x01(\x0b\x32\x19.scout.v1.RotationRequestH\x00\x12\x35\n\x10\x64\x65\x63ision_request\x18\x04 \x01(\x0b\x32\x19.scout.v1.DecisionRequestH\x00\x12/\n\ranswer_result\x18\x05 \x01(\x0b\x32\x16.scout.v1.AnswerResultH\x00\x12-\n\x0cpublic_event\x18\x06 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x07 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x08 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x12(\n\x05\x65rror\x18\t \x01(\x0b\x32\x17.scout.v1.ProtocolErrorH\x00\x12$\n\x07goodbye\x18\x0b \x01(\x0b\x32\x11.scout.v1.GoodbyeH\x00\x12/\n\nassignment\x18\x0c \x01(\x0b\x32\x19.scout.v1.MatchAssignmentH\x00\x12)\n\x06\x62undle\x18\r \x01(\x0b\x32\x17.scout.v1.RefereeBundleH\x00\x42\x06\n\x04\x62odyJ\x04\x08\n\x10\x0bR\x05\x62\x61tch\";\n\rRefereeBundle\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.scout.v1.RefereeMessage\"Z\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\"\xd0\x01\n\nMatchStart\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x14\n\x0cplayer_names\x18\x03 \x03(\t\x12\x13\n\x0bnum_players\x18\x04 \x01(\x05\x12\x12\n\nnum_rounds\x18\x05 \x01(\x05\x12+\n\x0ctime_control\x18\x06 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x0f\n\x07resumed\x18\x07 \x01(\x08\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\x12\x0f\n\x07strikes\x18\t \x01(\x05\"\x95\x01\n\x0fRotationRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x13\n\x0bround_index\x18\x03 \x01(\x05\x12\x1c\n\x04hand\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Card\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x05 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\xfc\x01\n\x0f\x44\x65\x63isionRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12*\n\x0bobservation\x18\x03 \x01(\x0b\x32\x15.scout.v1.Observation\x12#\n\x0blegal_shows\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Show\x12%\n\x0clegal_scouts\x18\x05 \x03(\x0b\x32\x0f.scout.v1.Scout\x12 \n\x18scout_and_show_available\x18\x06 \x01(\x08\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x07 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\"\x93\x01\n\x0c\x41nswerResult\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.scout.v1.AnswerStatus\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07strikes\x18\x05 \x01(\x05\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\\\n\x0bPublicEvent\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12&\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.PublicAction\"\x84\x02\n\nRoundEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.scout.v1.RoundEndReason\x12\x18\n\x0b\x65xempt_seat\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cround_scores\x18\x05 \x03(\x05\x12\x0e\n\x06totals\x18\x06 \x03(\x05\x12\x1d\n\x05hands\x18\x07 \x03(\x0b\x32\x0e.scout.v1.Hand\x12#\n\x0b\x64\x65\x61lt_hands\x18\x08 \x03(\x0b\x32\x0e.scout.v1.Hand\x12\x11\n\trotations\x18\t \x03(\x08\x42\x0e\n\x0c_exempt_seat\"i\n\nMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06totals\x18\x02 \x03(\x05\x12\r\n\x05ranks\x18\x03 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\x04 \x03(\x05\x12\x11\n\trecord_id\x18\x05 \x01(\t\"C\n\rProtocolError\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.scout.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"Q\n\x0fMatchAssignment\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06ticket\x18\x03 \x01(\t\x12\x0b\n\x03tls\x18\x04 \x01(\x08\"n\n\x07Goodbye\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.scout.v1.GoodbyeReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\treconnect\x18\x03 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\r*\xd8\x01\n\x0c\x41nswerStatus\x12\x1d\n\x19\x41NSWER_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_STATUS_ACCEPTED\x10\x01\x12\x19\n\x15\x41NSWER_STATUS_ILLEGAL\x10\x02\x12\x1b\n\x17\x41NSWER_STATUS_MALFORMED\x10\x03\x12\x17\n\x13\x41NSWER_STATUS_STALE\x10\x04\x12\x1f\n\x1b\x41NSWER_STATUS_UNKNOWN_MATCH\x10\x05\x12\x1b\n\x17\x41NSWER_STATUS_TIMED_OUT\x10\x06*\xa4\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45RROR_CODE_EXPECTED_HELLO\x10\x01\x12#\n\x1f\x45RROR_CODE_UNSUPPORTED_PROTOCOL\x10\x02\x12\x1a\n\x16\x45RROR_CODE_BAD_MESSAGE\x10\x03\x12\x1b\n\x17\x45RROR_CODE_RATE_LIMITED\x10\x04*i\n\rGoodbyeReason\x12\x1e\n\x1aGOODBYE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17GOODBYE_REASON_SHUTDOWN\x10\x01\x12\x1b\n\x17GOODBYE_REASON_FINISHED\x10\x02\x32\x43\n\x05\x41rena\x12:\n\x04Play\x12\x14.scout.v1.BotMessage\x1a\x18.scout.v1.RefereeMessage(\x01\x30\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14scout/v1/arena.proto\x12\x08scout.v1\x1a\x13scout/v1/game.proto\"\xb5\x01\n\nBotMessage\x12 \n\x05hello\x18\x01 \x01(\x0b\x32\x0f.scout.v1.HelloH\x00\x12,\n\x08rotation\x18\x02 \x01(\x0b\x32\x18.scout.v1.RotationChoiceH\x00\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.ActionChoiceH\x00\x12%\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x13.scout.v1.BotBundleH\x00\x42\x06\n\x04\x62ody\"3\n\tBotBundle\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.scout.v1.BotMessage\"\xa6\x01\n\x05Hello\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62ot_version\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x1e\n\x16max_concurrent_matches\x18\x04 \x01(\r\x12\x0c\n\x04lean\x18\x06 \x01(\x08\x12\x17\n\x0f\x61\x63\x63\x65pts_bundles\x18\x07 \x01(\x08J\x04\x08\x05\x10\x06R\x0f\x61\x63\x63\x65pts_batches\"F\n\x0eRotationChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x0e\n\x06rotate\x18\x03 \x01(\x08\"V\n\x0c\x41\x63tionChoice\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12 \n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x10.scout.v1.Action\"\xf6\x04\n\x0eRefereeMessage\x12$\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.scout.v1.WelcomeH\x00\x12+\n\x0bmatch_start\x18\x02 \x01(\x0b\x32\x14.scout.v1.MatchStartH\x00\x12\x35\n\x10rotation_request\x18\x03 \x01(\x0b\x32\x19.scout.v1.RotationRequestH\x00\x12\x35\n\x10\x64\x65\x63ision_request\x18\x04 \x01(\x0b\x32\x19.scout.v1.DecisionRequestH\x00\x12/\n\ranswer_result\x18\x05 \x01(\x0b\x32\x16.scout.v1.AnswerResultH\x00\x12-\n\x0cpublic_event\x18\x06 \x01(\x0b\x32\x15.scout.v1.PublicEventH\x00\x12+\n\x0bround_ended\x18\x07 \x01(\x0b\x32\x14.scout.v1.RoundEndedH\x00\x12+\n\x0bmatch_ended\x18\x08 \x01(\x0b\x32\x14.scout.v1.MatchEndedH\x00\x12(\n\x05\x65rror\x18\t \x01(\x0b\x32\x17.scout.v1.ProtocolErrorH\x00\x12$\n\x07goodbye\x18\x0b \x01(\x0b\x32\x11.scout.v1.GoodbyeH\x00\x12/\n\nassignment\x18\x0c \x01(\x0b\x32\x19.scout.v1.MatchAssignmentH\x00\x12)\n\x06\x62undle\x18\r \x01(\x0b\x32\x17.scout.v1.RefereeBundleH\x00\x12(\n\tprobation\x18\x0e \x01(\x0b\x32\x13.scout.v1.ProbationH\x00\x42\x06\n\x04\x62odyJ\x04\x08\n\x10\x0bR\x05\x62\x61tch\";\n\rRefereeBundle\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.scout.v1.RefereeMessage\"Z\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x62ot_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\"\xd0\x01\n\nMatchStart\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04seat\x18\x02 \x01(\x05\x12\x14\n\x0cplayer_names\x18\x03 \x03(\t\x12\x13\n\x0bnum_players\x18\x04 \x01(\x05\x12\x12\n\nnum_rounds\x18\x05 \x01(\x05\x12+\n\x0ctime_control\x18\x06 \x01(\x0b\x32\x15.scout.v1.TimeControl\x12\x0f\n\x07resumed\x18\x07 \x01(\x08\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\x12\x0f\n\x07strikes\x18\t \x01(\x05\"\x95\x01\n\x0fRotationRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x13\n\x0bround_index\x18\x03 \x01(\x05\x12\x1c\n\x04hand\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Card\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x05 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\xfc\x01\n\x0f\x44\x65\x63isionRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12*\n\x0bobservation\x18\x03 \x01(\x0b\x32\x15.scout.v1.Observation\x12#\n\x0blegal_shows\x18\x04 \x03(\x0b\x32\x0e.scout.v1.Show\x12%\n\x0clegal_scouts\x18\x05 \x03(\x0b\x32\x0f.scout.v1.Scout\x12 \n\x18scout_and_show_available\x18\x06 \x01(\x08\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x07 \x01(\r\x12\x14\n\x0ctime_bank_ms\x18\x08 \x01(\r\"\x93\x01\n\x0c\x41nswerResult\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.scout.v1.AnswerStatus\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07strikes\x18\x05 \x01(\x05\x12\x14\n\x0ctime_bank_ms\x18\x06 \x01(\r\"\\\n\x0bPublicEvent\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12&\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x16.scout.v1.PublicAction\"\x84\x02\n\nRoundEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0bround_index\x18\x02 \x01(\x05\x12(\n\x06reason\x18\x03 \x01(\x0e\x32\x18.scout.v1.RoundEndReason\x12\x18\n\x0b\x65xempt_seat\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cround_scores\x18\x05 \x03(\x05\x12\x0e\n\x06totals\x18\x06 \x03(\x05\x12\x1d\n\x05hands\x18\x07 \x03(\x0b\x32\x0e.scout.v1.Hand\x12#\n\x0b\x64\x65\x61lt_hands\x18\x08 \x03(\x0b\x32\x0e.scout.v1.Hand\x12\x11\n\trotations\x18\t \x03(\x08\x42\x0e\n\x0c_exempt_seat\"\xa3\x01\n\nMatchEnded\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06totals\x18\x02 \x03(\x05\x12\r\n\x05ranks\x18\x03 \x03(\x05\x12\x17\n\x0f\x66orfeited_seats\x18\x04 \x03(\x05\x12\x11\n\trecord_id\x18\x05 \x01(\t\x12(\n\x06status\x18\x06 \x01(\x0e\x32\x18.scout.v1.MatchEndStatus\x12\x0e\n\x06reason\x18\x07 \x01(\t\"H\n\tProbation\x12\x0e\n\x06\x61\x63tive\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x1b\n\x13lifted_by_reconnect\x18\x03 \x01(\x08\"C\n\rProtocolError\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.scout.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"Q\n\x0fMatchAssignment\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06ticket\x18\x03 \x01(\t\x12\x0b\n\x03tls\x18\x04 \x01(\x08\"n\n\x07Goodbye\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.scout.v1.GoodbyeReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\treconnect\x18\x03 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\r*\xd8\x01\n\x0c\x41nswerStatus\x12\x1d\n\x19\x41NSWER_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41NSWER_STATUS_ACCEPTED\x10\x01\x12\x19\n\x15\x41NSWER_STATUS_ILLEGAL\x10\x02\x12\x1b\n\x17\x41NSWER_STATUS_MALFORMED\x10\x03\x12\x17\n\x13\x41NSWER_STATUS_STALE\x10\x04\x12\x1f\n\x1b\x41NSWER_STATUS_UNKNOWN_MATCH\x10\x05\x12\x1b\n\x17\x41NSWER_STATUS_TIMED_OUT\x10\x06*\x8c\x01\n\x0eMatchEndStatus\x12 \n\x1cMATCH_END_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19MATCH_END_STATUS_FINISHED\x10\x01\x12\x1c\n\x18MATCH_END_STATUS_ABORTED\x10\x02\x12\x1b\n\x17MATCH_END_STATUS_VOIDED\x10\x03*\xa4\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45RROR_CODE_EXPECTED_HELLO\x10\x01\x12#\n\x1f\x45RROR_CODE_UNSUPPORTED_PROTOCOL\x10\x02\x12\x1a\n\x16\x45RROR_CODE_BAD_MESSAGE\x10\x03\x12\x1b\n\x17\x45RROR_CODE_RATE_LIMITED\x10\x04*i\n\rGoodbyeReason\x12\x1e\n\x1aGOODBYE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17GOODBYE_REASON_SHUTDOWN\x10\x01\x12\x1b\n\x17GOODBYE_REASON_FINISHED\x10\x02\x32\x43\n\x05\x41rena\x12:\n\x04Play\x12\x14.scout.v1.BotMessage\x1a\x18.scout.v1.RefereeMessage(\x01\x30\x01\x42W\n\x17org.scoutarena.scout.v1P\x01Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,12 +33,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scout.v1.arena_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027org.scoutarena.scout.v1P\001Z:github.com/scout-arena/scout-arena/gen/go/scout/v1;scoutv1'
-  _globals['_ANSWERSTATUS']._serialized_start=2862
-  _globals['_ANSWERSTATUS']._serialized_end=3078
-  _globals['_ERRORCODE']._serialized_start=3081
-  _globals['_ERRORCODE']._serialized_end=3245
-  _globals['_GOODBYEREASON']._serialized_start=3247
-  _globals['_GOODBYEREASON']._serialized_end=3352
+  _globals['_ANSWERSTATUS']._serialized_start=3037
+  _globals['_ANSWERSTATUS']._serialized_end=3253
+  _globals['_MATCHENDSTATUS']._serialized_start=3256
+  _globals['_MATCHENDSTATUS']._serialized_end=3396
+  _globals['_ERRORCODE']._serialized_start=3399
+  _globals['_ERRORCODE']._serialized_end=3563
+  _globals['_GOODBYEREASON']._serialized_start=3565
+  _globals['_GOODBYEREASON']._serialized_end=3670
   _globals['_BOTMESSAGE']._serialized_start=56
   _globals['_BOTMESSAGE']._serialized_end=237
   _globals['_BOTBUNDLE']._serialized_start=239
@@ -50,31 +52,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTIONCHOICE']._serialized_start=533
   _globals['_ACTIONCHOICE']._serialized_end=619
   _globals['_REFEREEMESSAGE']._serialized_start=622
-  _globals['_REFEREEMESSAGE']._serialized_end=1210
-  _globals['_REFEREEBUNDLE']._serialized_start=1212
-  _globals['_REFEREEBUNDLE']._serialized_end=1271
-  _globals['_WELCOME']._serialized_start=1273
-  _globals['_WELCOME']._serialized_end=1363
-  _globals['_MATCHSTART']._serialized_start=1366
-  _globals['_MATCHSTART']._serialized_end=1574
-  _globals['_ROTATIONREQUEST']._serialized_start=1577
-  _globals['_ROTATIONREQUEST']._serialized_end=1726
-  _globals['_DECISIONREQUEST']._serialized_start=1729
-  _globals['_DECISIONREQUEST']._serialized_end=1981
-  _globals['_ANSWERRESULT']._serialized_start=1984
-  _globals['_ANSWERRESULT']._serialized_end=2131
-  _globals['_PUBLICEVENT']._serialized_start=2133
-  _globals['_PUBLICEVENT']._serialized_end=2225
-  _globals['_ROUNDENDED']._serialized_start=2228
-  _globals['_ROUNDENDED']._serialized_end=2488
-  _globals['_MATCHENDED']._serialized_start=2490
-  _globals['_MATCHENDED']._serialized_end=2595
-  _globals['_PROTOCOLERROR']._serialized_start=2597
-  _globals['_PROTOCOLERROR']._serialized_end=2664
-  _globals['_MATCHASSIGNMENT']._serialized_start=2666
-  _globals['_MATCHASSIGNMENT']._serialized_end=2747
-  _globals['_GOODBYE']._serialized_start=2749
-  _globals['_GOODBYE']._serialized_end=2859
-  _globals['_ARENA']._serialized_start=3354
-  _globals['_ARENA']._serialized_end=3421
+  _globals['_REFEREEMESSAGE']._serialized_end=1252
+  _globals['_REFEREEBUNDLE']._serialized_start=1254
+  _globals['_REFEREEBUNDLE']._serialized_end=1313
+  _globals['_WELCOME']._serialized_start=1315
+  _globals['_WELCOME']._serialized_end=1405
+  _globals['_MATCHSTART']._serialized_start=1408
+  _globals['_MATCHSTART']._serialized_end=1616
+  _globals['_ROTATIONREQUEST']._serialized_start=1619
+  _globals['_ROTATIONREQUEST']._serialized_end=1768
+  _globals['_DECISIONREQUEST']._serialized_start=1771
+  _globals['_DECISIONREQUEST']._serialized_end=2023
+  _globals['_ANSWERRESULT']._serialized_start=2026
+  _globals['_ANSWERRESULT']._serialized_end=2173
+  _globals['_PUBLICEVENT']._serialized_start=2175
+  _globals['_PUBLICEVENT']._serialized_end=2267
+  _globals['_ROUNDENDED']._serialized_start=2270
+  _globals['_ROUNDENDED']._serialized_end=2530
+  _globals['_MATCHENDED']._serialized_start=2533
+  _globals['_MATCHENDED']._serialized_end=2696
+  _globals['_PROBATION']._serialized_start=2698
+  _globals['_PROBATION']._serialized_end=2770
+  _globals['_PROTOCOLERROR']._serialized_start=2772
+  _globals['_PROTOCOLERROR']._serialized_end=2839
+  _globals['_MATCHASSIGNMENT']._serialized_start=2841
+  _globals['_MATCHASSIGNMENT']._serialized_end=2922
+  _globals['_GOODBYE']._serialized_start=2924
+  _globals['_GOODBYE']._serialized_end=3034
+  _globals['_ARENA']._serialized_start=3672
+  _globals['_ARENA']._serialized_end=3739
 # @@protoc_insertion_point(module_scope)

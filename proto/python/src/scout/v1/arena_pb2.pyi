@@ -64,6 +64,34 @@ the referee played the fallback; a strike. An answer that comes later gets STALE
 """
 Global___AnswerStatus: _TypeAlias = AnswerStatus  # noqa: Y015
 
+class _MatchEndStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MatchEndStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MatchEndStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MATCH_END_STATUS_UNSPECIFIED: _MatchEndStatus.ValueType  # 0
+    """Not set (a referee older than protocol 1.x sent it: read as FINISHED)."""
+    MATCH_END_STATUS_FINISHED: _MatchEndStatus.ValueType  # 1
+    """Played to the end (forfeits included): totals, ranks and record_id are set."""
+    MATCH_END_STATUS_ABORTED: _MatchEndStatus.ValueType  # 2
+    """Stopped by the referee before its end (a shutdown that outlasted the drain): no result."""
+    MATCH_END_STATUS_VOIDED: _MatchEndStatus.ValueType  # 3
+    """Voided by the ladder (its referee node was lost, or never began it): no result."""
+
+class MatchEndStatus(_MatchEndStatus, metaclass=_MatchEndStatusEnumTypeWrapper):
+    """How a match ended, for one of its seats."""
+
+MATCH_END_STATUS_UNSPECIFIED: MatchEndStatus.ValueType  # 0
+"""Not set (a referee older than protocol 1.x sent it: read as FINISHED)."""
+MATCH_END_STATUS_FINISHED: MatchEndStatus.ValueType  # 1
+"""Played to the end (forfeits included): totals, ranks and record_id are set."""
+MATCH_END_STATUS_ABORTED: MatchEndStatus.ValueType  # 2
+"""Stopped by the referee before its end (a shutdown that outlasted the drain): no result."""
+MATCH_END_STATUS_VOIDED: MatchEndStatus.ValueType  # 3
+"""Voided by the ladder (its referee node was lost, or never began it): no result."""
+Global___MatchEndStatus: _TypeAlias = MatchEndStatus  # noqa: Y015
+
 class _ErrorCode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -316,6 +344,7 @@ class RefereeMessage(_message.Message):
     GOODBYE_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
     BUNDLE_FIELD_NUMBER: _builtins.int
+    PROBATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -364,6 +393,10 @@ class RefereeMessage(_message.Message):
     def bundle(self) -> Global___RefereeBundle:
         """Several messages in one, to a stream whose Hello set accepts_bundles (§3.6.2)."""
 
+    @_builtins.property
+    def probation(self) -> Global___Probation:
+        """The ladder put this bot on probation, or lifted it (PROTOCOL.md §3.9)."""
+
     def __init__(
         self,
         *,
@@ -379,12 +412,13 @@ class RefereeMessage(_message.Message):
         goodbye: Global___Goodbye | None = ...,
         assignment: Global___MatchAssignment | None = ...,
         bundle: Global___RefereeBundle | None = ...,
+        probation: Global___Probation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "probation", b"probation", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_result", b"answer_result", "assignment", b"assignment", "body", b"body", "bundle", b"bundle", "decision_request", b"decision_request", "error", b"error", "goodbye", b"goodbye", "match_ended", b"match_ended", "match_start", b"match_start", "probation", b"probation", "public_event", b"public_event", "rotation_request", b"rotation_request", "round_ended", b"round_ended", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye", "assignment", "bundle"]  # noqa: Y015
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["welcome", "match_start", "rotation_request", "decision_request", "answer_result", "public_event", "round_ended", "match_ended", "error", "goodbye", "assignment", "bundle", "probation"]  # noqa: Y015
     _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
 
@@ -757,10 +791,18 @@ class MatchEnded(_message.Message):
     RANKS_FIELD_NUMBER: _builtins.int
     FORFEITED_SEATS_FIELD_NUMBER: _builtins.int
     RECORD_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """The match."""
     record_id: _builtins.str
-    """Where to fetch the record (Matches.GetRecord)."""
+    """Where to fetch the record (Matches.GetRecord); empty unless status is FINISHED."""
+    status: Global___MatchEndStatus.ValueType
+    """How the match ended. Only FINISHED carries totals, ranks and a record; ABORTED and VOIDED
+    matches have no result and change no rating.
+    """
+    reason: _builtins.str
+    """Why, for people and logs (empty when FINISHED)."""
     @_builtins.property
     def totals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Match scores by seat."""
@@ -781,14 +823,51 @@ class MatchEnded(_message.Message):
         ranks: _abc.Iterable[_builtins.int] | None = ...,
         forfeited_seats: _abc.Iterable[_builtins.int] | None = ...,
         record_id: _builtins.str = ...,
+        status: Global___MatchEndStatus.ValueType = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["forfeited_seats", b"forfeited_seats", "match_id", b"match_id", "ranks", b"ranks", "record_id", b"record_id", "totals", b"totals"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["forfeited_seats", b"forfeited_seats", "match_id", b"match_id", "ranks", b"ranks", "reason", b"reason", "record_id", b"record_id", "status", b"status", "totals", b"totals"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MatchEnded: _TypeAlias = MatchEnded  # noqa: Y015
+
+@_typing.final
+class Probation(_message.Message):
+    """The ladder tells a bot that it is on probation (no matches are scheduled for it), or that
+    its probation is over. Sent on the bot's stream to the ladder when it starts and ends, and
+    again after every Welcome while it lasts.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTIVE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    LIFTED_BY_RECONNECT_FIELD_NUMBER: _builtins.int
+    active: _builtins.bool
+    """True while on probation; false: lifted, matches will be scheduled again."""
+    reason: _builtins.str
+    """Why, for people and logs (e.g. "3 forfeits in a row: the bot did not answer in time")."""
+    lifted_by_reconnect: _builtins.bool
+    """True when opening a new stream (a reconnect after fixing the bot) lifts it; false when
+    only the owner or operator can (a new version, or an admin command).
+    """
+    def __init__(
+        self,
+        *,
+        active: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        lifted_by_reconnect: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "lifted_by_reconnect", b"lifted_by_reconnect", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Probation: _TypeAlias = Probation  # noqa: Y015
 
 @_typing.final
 class ProtocolError(_message.Message):
@@ -818,7 +897,9 @@ Global___ProtocolError: _TypeAlias = ProtocolError  # noqa: Y015
 
 @_typing.final
 class MatchAssignment(_message.Message):
-    """A ladder with referee nodes seats the bot in a match that another node hosts. The bot
+    """A ladder with referee nodes seats the bot in a match that another node hosts, and sends it
+    again, with a fresh ticket, after every Welcome for each match still running (so that a
+    restarted bot can resume them, PROTOCOL.md §10). The bot
     opens a Play stream to `address` (unless it already has one open there), with the metadata
     `authorization: Bearer <ticket>` and the same Hello, and plays the match on it exactly as on
     this stream. This stream stays open: further matches and assignments keep coming here.

@@ -396,7 +396,7 @@ class ListLadderMatchesRequest(_message.Message):
     table_size: _builtins.int
     """Only matches of this table size (0: any)."""
     limit: _builtins.int
-    """At most this many (default 50)."""
+    """At most this many: 0 or negative means 50, more than 500 means 500."""
     def __init__(
         self,
         *,
@@ -470,7 +470,7 @@ class LadderMatch(_message.Message):
     match_id: _builtins.str
     """The match id."""
     status: _builtins.str
-    """"finished" or "void"."""
+    """"in_flight" (running), "finished" or "void"."""
     table_size: _builtins.int
     """Players at the table."""
     rated: _builtins.bool

@@ -107,7 +107,7 @@ class LadderServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListLadderMatches(self, request, context):
-        """Finished and voided matches, newest first.
+        """Matches newest first: running ones ("in_flight"), finished and voided.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

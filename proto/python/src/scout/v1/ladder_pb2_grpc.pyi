@@ -44,7 +44,7 @@ class LadderStub:
     GetBotProfile: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.GetBotProfileRequest, _ladder_pb2.BotProfile]
     """One bot's profile with its rating history."""
     ListLadderMatches: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.ListLadderMatchesRequest, _ladder_pb2.ListLadderMatchesResponse]
-    """Finished and voided matches, newest first."""
+    """Matches newest first: running ones ("in_flight"), finished and voided."""
     GetLadderRecord: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.GetLadderRecordRequest, _ladder_pb2.GetLadderRecordResponse]
     """A finished match's record (JSON text)."""
     Challenge: _grpc.UnaryUnaryMultiCallable[_ladder_pb2.ChallengeRequest, _ladder_pb2.ChallengeResponse]
@@ -66,7 +66,7 @@ class LadderAsyncStub(LadderStub):
     GetBotProfile: _aio.UnaryUnaryMultiCallable[_ladder_pb2.GetBotProfileRequest, _ladder_pb2.BotProfile]  # type: ignore[assignment]
     """One bot's profile with its rating history."""
     ListLadderMatches: _aio.UnaryUnaryMultiCallable[_ladder_pb2.ListLadderMatchesRequest, _ladder_pb2.ListLadderMatchesResponse]  # type: ignore[assignment]
-    """Finished and voided matches, newest first."""
+    """Matches newest first: running ones ("in_flight"), finished and voided."""
     GetLadderRecord: _aio.UnaryUnaryMultiCallable[_ladder_pb2.GetLadderRecordRequest, _ladder_pb2.GetLadderRecordResponse]  # type: ignore[assignment]
     """A finished match's record (JSON text)."""
     Challenge: _aio.UnaryUnaryMultiCallable[_ladder_pb2.ChallengeRequest, _ladder_pb2.ChallengeResponse]  # type: ignore[assignment]
@@ -115,7 +115,7 @@ class LadderServicer(metaclass=_abc_1.ABCMeta):
         request: _ladder_pb2.ListLadderMatchesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ladder_pb2.ListLadderMatchesResponse, _abc.Awaitable[_ladder_pb2.ListLadderMatchesResponse]]:
-        """Finished and voided matches, newest first."""
+        """Matches newest first: running ones ("in_flight"), finished and voided."""
 
     @_abc_1.abstractmethod
     def GetLadderRecord(

@@ -451,7 +451,7 @@ class ListMatchesRequest(_message.Message):
     status: Global___MatchStatus.ValueType
     """Only matches in this stage; unspecified lists all."""
     limit: _builtins.int
-    """At most this many (default 100)."""
+    """At most this many: 0 or negative means 100, more than 1000 means 1000."""
     def __init__(
         self,
         *,
