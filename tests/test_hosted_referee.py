@@ -113,6 +113,20 @@ async def test_a_bot_that_never_connects_forfeits_at_the_deadline_and_is_stopped
 
 
 @run_async
+async def test_a_run_cut_short_by_a_shutdown_before_it_connects_is_not_the_bots_failure(
+        tmp_path: Path) -> None:
+    async with hosted_referee(tmp_path) as hr:
+        hr.expect("m-cut", "sleeper")
+        hr.referee.host_match("m-cut", [("sleeper", _ticket()), ("other", _ticket())], 4,
+                              FAST, 30)
+        await hr.host.start("m-cut", [hosted("sleeper", "never_connects", tmp_path)])
+        await hr.referee.shutdown(0)
+        report = await hr.report("m-cut", "sleeper")
+        assert not report.connected and report.interrupted and not report.failed
+        assert hr.host.running == 0
+
+
+@run_async
 async def test_the_socket_is_the_bots_identity_whatever_token_is_sent(tmp_path: Path) -> None:
     """A client on a hosted run's socket is that bot, with any token or none (here: the
     never-connecting bot's socket, reached by the test itself)."""
@@ -125,8 +139,8 @@ async def test_the_socket_is_the_bots_identity_whatever_token_is_sent(tmp_path: 
         async with grpc.aio.insecure_channel(f"unix:{sockets[0]}") as channel:
             call = arena_pb2_grpc.ArenaStub(channel).Play(
                 metadata=(("authorization", "Bearer not-a-token"),))
-            await call.write(hello("anyone"))
-            welcome = await call.read()
+            await asyncio.wait_for(call.write(hello("anyone")), 30)
+            welcome = await asyncio.wait_for(call.read(), 30)
             assert isinstance(welcome, arena_pb2.RefereeMessage)
             assert welcome.WhichOneof("body") == "welcome"
             assert welcome.welcome.bot_name == "sleeper"

@@ -359,6 +359,26 @@ def test_a_ladder_without_hosting_refuses_hosted_bots(repo: Repository) -> None:
     run(scenario)
 
 
+def test_a_ladder_that_cannot_run_the_sandbox_refuses_uploads_instead_of_keeping_them(
+        repo: Repository) -> None:
+    validator = RecordingValidator()
+    validator.unavailable = "bwrap not found"
+
+    async def scenario() -> None:
+        async with serving(repo, validator=validator) as (_, stub):
+            alice = await signup(stub, "alice")
+            code, says = await refused(stub.SubmitVersion(chunks("hb", tar_gz(GOOD_BOT)),
+                                                          metadata=bearer(alice), timeout=30))
+            assert code == Code.FAILED_PRECONDITION and "bwrap not found" in says
+            assert validator.submitted == []
+            validator.unavailable = ""
+            stored = await stub.SubmitVersion(chunks("hb", tar_gz(GOOD_BOT)),
+                                              metadata=bearer(alice), timeout=30)
+            assert stored.version == 1 and validator.submitted == [("hb", 1)]
+
+    run(scenario)
+
+
 def test_versions_left_validating_are_handed_over_again_at_start(repo: Repository) -> None:
     repo.create_owner("alice")
     repo.submit_version("hb", as_owner="alice", archive=b"x", runtime="python",

@@ -95,7 +95,8 @@ class HostedFiles:
             header.match_id, header.bot_name, header.connected, header.ended_early,
             RunOutcome(None if header.exit_code < 0 else header.exit_code,
                        header.signal or None, header.reason, header.output_tail),
-            data if not header.data_problem else None, header.data_problem)
+            data if not header.data_problem else None, header.data_problem,
+            interrupted=header.interrupted)
         note = await self.hosted.run_ended(report)
         log.info("hosted run of %s in match %s reported (%s, data %s)", header.bot_name,
                  header.match_id, report.why or "played", hashlib.sha256(data).hexdigest()[:8])

@@ -148,6 +148,11 @@ class LadderHosting:
             return
         self.queue.submit(bot, version)
 
+    @property
+    def unavailable(self) -> str:
+        """`submissions.VersionValidator`: why this ladder cannot validate ("" if it can)."""
+        return "" if self.support.available else self.support.reason
+
     # ----- who plays -------------------------------------------------------------------------
 
     async def refresh(self, bots: Sequence[BotRow]) -> None:

@@ -42,6 +42,12 @@ class VersionValidator(Protocol):
 
     def submit(self, bot: str, version: int) -> None: ...
 
+    @property
+    def unavailable(self) -> str:
+        """Why no version can be validated here now ("" when it can): submissions are then
+        refused rather than left ``validating``."""
+        ...
+
 
 class UploadRefused(Exception):
     """The upload is not a bot the ladder can take (the sandbox package's message)."""
@@ -107,6 +113,9 @@ class Submissions:
                                       f"{owner.suspended_reason}")
         if self.validator is None:
             raise NoHostingError("this ladder hosts no bots (it was started without hosting): "
+                                 "register a remote bot instead")
+        if reason := self.validator.unavailable:
+            raise NoHostingError(f"this ladder cannot run hosted bots now ({reason}): "
                                  "register a remote bot instead")
 
     @staticmethod

@@ -15,6 +15,8 @@ class RecordingValidator:
 
     def __init__(self) -> None:
         self.submitted: list[tuple[str, int]] = []
+        self.unavailable = ""
+        """Set it to say the validator cannot run (as a ladder without a sandbox)."""
 
     def submit(self, bot: str, version: int) -> None:
         self.submitted.append((bot, version))

@@ -81,11 +81,15 @@ class RunReport:
     data: bytes | None
     """Its data folder afterwards (tar.gz); None when it is not kept (`data_problem`)."""
     data_problem: str = ""
+    interrupted: bool = False
+    """The host stopped the run (it was shutting down) before the bot connected or ended on
+    its own: the run says nothing of the bot."""
 
     @property
     def failed(self) -> bool:
-        """The run cost its seat: it never connected, or its process ended mid-match."""
-        return not self.connected or self.ended_early
+        """The run cost its seat through the bot's doing: it never connected, or its process
+        ended mid-match."""
+        return not self.interrupted and (not self.connected or self.ended_early)
 
     @property
     def why(self) -> str:
@@ -128,6 +132,7 @@ class Host:
         self.stop_grace_s = stop_grace_s
         self._runs: dict[str, list[_Run]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
         # Unix socket paths are short (108 bytes): the sockets live in a short private folder.
         self._sockets = Path(tempfile.mkdtemp(prefix="scout-h-"))
         referee.on_match_finished.append(self._match_finished)
@@ -257,7 +262,8 @@ class Host:
             report = RunReport(run.match_id, run.bot.name, run.socket.connected,
                                run.early is not None, RunOutcome(
                                    outcome.exit_code, outcome.signal, outcome.reason, tail),
-                               data, problem)
+                               data, problem, interrupted=self._stopping_all() and run.early is None
+                               and not run.socket.connected)
             run.ended.set_result(report)
         finally:
             await asyncio.to_thread(shutil.rmtree, run.folder, True)
@@ -267,6 +273,10 @@ class Host:
         except Exception:
             log.exception("the report of hosted bot %s in match %s was not taken",
                           run.bot.name, run.match_id)
+
+    def _stopping_all(self) -> bool:
+        """The host or its referee is shutting down: runs stopped now were cut short."""
+        return self._closing or not self.referee.accepting
 
     def _spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
         async def run() -> None:
@@ -280,6 +290,7 @@ class Host:
     async def close(self) -> None:
         """Stop every hosted bot (their matches are over or being aborted) and wait for their
         reports."""
+        self._closing = True
         for match_id in list(self._runs):
             self.release(match_id)
         while self._tasks:

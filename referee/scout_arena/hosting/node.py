@@ -116,7 +116,8 @@ class NodeHosting:
             exit_code=-1 if report.outcome.exit_code is None else report.outcome.exit_code,
             signal=report.outcome.signal or 0, reason=report.outcome.reason[:1000],
             output_tail=report.outcome.output_tail[-REPORT_TAIL_CHARS:],
-            data_size=len(report.data or b""), data_problem=report.data_problem)
+            data_size=len(report.data or b""), data_problem=report.data_problem,
+            interrupted=report.interrupted)
         delay = 0.2
         for attempt in range(REPORT_RETRIES):
             try:

@@ -220,6 +220,7 @@ class Referee:
         """Stop taking matches; let running ones finish for ``drain_s``, then abort the rest,
         each writing its (unfinished) record in full."""
         self.accepting = False
+        self.assigned.abandon_all("the referee is shutting down")
         if drain_s > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wait_idle(), drain_s)

@@ -173,3 +173,11 @@ class AssignedMatches:
         self.tickets.forget(match_id)
         log.info("assigned match %s cancelled before it began: %s", match_id, reason)
         return True
+
+    def abandon_all(self, reason: str) -> None:
+        """Drop every held match (the referee is stopping); each is reported to
+        `on_hosting_failed`, so that its hosted bots stop and its ladder hears at once."""
+        for match_id in list(self.pending):
+            self.cancel(match_id, reason)
+            for callback in self.on_hosting_failed:
+                callback(match_id, reason)

@@ -457,6 +457,7 @@ class HostedRunReport(_message.Message):
     OUTPUT_TAIL_FIELD_NUMBER: _builtins.int
     DATA_SIZE_FIELD_NUMBER: _builtins.int
     DATA_PROBLEM_FIELD_NUMBER: _builtins.int
+    INTERRUPTED_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """The match the run played."""
     bot_name: _builtins.str
@@ -479,6 +480,10 @@ class HostedRunReport(_message.Message):
     """
     data_problem: _builtins.str
     """Why the data folder is not sent back (too large, unreadable); empty when it is."""
+    interrupted: _builtins.bool
+    """True when the node stopped the run (it was shutting down) before the bot connected and
+    before it ended on its own: the run says nothing of the bot and does not count against it.
+    """
     def __init__(
         self,
         *,
@@ -492,10 +497,11 @@ class HostedRunReport(_message.Message):
         output_tail: _builtins.str = ...,
         data_size: _builtins.int = ...,
         data_problem: _builtins.str = ...,
+        interrupted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "connected", b"connected", "data_problem", b"data_problem", "data_size", b"data_size", "ended_early", b"ended_early", "exit_code", b"exit_code", "match_id", b"match_id", "output_tail", b"output_tail", "reason", b"reason", "signal", b"signal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "connected", b"connected", "data_problem", b"data_problem", "data_size", b"data_size", "ended_early", b"ended_early", "exit_code", b"exit_code", "interrupted", b"interrupted", "match_id", b"match_id", "output_tail", b"output_tail", "reason", b"reason", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
