@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.kits import built_kits, kit_packages  # noqa: F401  (session fixtures: kit builds)
 
 if TYPE_CHECKING:
     from scout_ladder.repository import Repository
