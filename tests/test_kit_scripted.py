@@ -7,9 +7,9 @@ in this process, the test saying every message), in one run per kit:
 1. its first main stream fails without a Goodbye (UNAVAILABLE): a fault, so it reconnects;
 2. the ladder puts it on probation and lifts it: it logs both, with the reason;
 3. a MatchAssignment sends it to the node (ticket-1), where it answers a request; the
-   assignment comes again with a fresh ticket (as after every Welcome): no second node stream,
-   and when the node stream is cut the kit reopens it with ticket-2 and answers the re-sent
-   request on the new stream;
+   assignment comes again (as after every Welcome; a ladder re-sends the same ticket, here a
+   different one, which must win too): no second node stream, and when the node stream is cut
+   the kit reopens it with ticket-2 and answers the re-sent request on the new stream;
 4. matches end FINISHED, ABORTED (on the node), VOIDED (the node's match, said on the main
    stream, as a ladder that lost the node does) and UNSPECIFIED (read as FINISHED): each is
    logged as what it was, with its reason; late requests of ended matches get no answer, and

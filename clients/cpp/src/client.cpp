@@ -551,10 +551,10 @@ void Client::Impl::on_assignment(const v1::MatchAssignment& assignment) {
         }
     }
     // Re-sent after every Welcome of the main stream for a match still running (PROTOCOL.md
-    // §3.8): the fresh ticket replaces the old one, and the node's stream (if any) carries on.
+    // §3.8): its ticket is the one the node's stream reopens with; the stream carries on.
     log_info("match ", assignment.match_id(), " is assigned to node ", address,
              matches_.count(assignment.match_id()) != 0
-                 ? " (a fresh ticket for a match the bot follows)"
+                 ? " (again, for a match the bot follows)"
                  : "");
     tickets_.add(address, assignment.match_id(), assignment.ticket());
     if (node == nullptr) return;  // a stream is open (or opening) there: the match comes on it

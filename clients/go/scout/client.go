@@ -787,9 +787,9 @@ func (c *client) onAssignment(a *scoutv1.MatchAssignment) {
 	c.tickets.add(a.GetAddress(), a.GetMatchId(), a.GetTicket())
 	if c.nodes[a.GetAddress()] != nil {
 		if following {
-			// Re-sent after the main stream's Welcome (PROTOCOL.md §3.8): the fresh ticket
-			// replaces the old one, for the node stream's next (re)open.
-			log.Info("a fresh ticket for a match the bot follows on its node stream")
+			// Re-sent after the main stream's Welcome (PROTOCOL.md §3.8): its ticket is the
+			// one the node stream reopens with.
+			log.Info("assignment again for a match the bot follows on its node stream")
 		} else {
 			log.Info("assigned to a match on a referee node; it comes on the node's stream")
 		}

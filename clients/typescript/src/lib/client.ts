@@ -554,10 +554,10 @@ class Runner {
     this.tickets.add(address, matchId, ticket);
     if (this.nodes.has(address)) {
       // Re-sent after every Welcome of the main stream for a match still running (§3.8): the
-      // fresh ticket replaces the old one, and the node's stream carries on.
+      // ticket is the one the node's stream reopens with, and the stream carries on.
       this.log.info(
         this.matches.has(matchId)
-          ? `match ${matchId}: a fresh ticket for a match the bot follows on node ${address}`
+          ? `match ${matchId}: assigned again to node ${address}, where the bot follows it`
           : `match ${matchId}: assigned to node ${address}, where a stream is open`,
       );
       return;

@@ -737,10 +737,10 @@ public final class ArenaClient {
       return;
     }
     // Re-sent after each Welcome of the main stream (PROTOCOL.md §3.8) for a match still
-    // running: the fresh ticket replaces the old one, and the node's link (if any) carries on.
+    // running: its ticket is the one the node's link reopens with, and the link carries on.
     log.info("match " + matchId + " is on node " + address
         + (assignment.getTls() ? " (TLS)" : "")
-        + (matches.containsKey(matchId) ? " (a fresh ticket for a match the bot follows)" : ""));
+        + (matches.containsKey(matchId) ? " (again, for a match the bot follows)" : ""));
     synchronized (nodes) {
       if (stopped.isDone()) {
         return;
