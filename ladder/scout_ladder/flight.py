@@ -24,7 +24,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from scout_arena.record import MatchRecord, record_to_json
@@ -190,12 +190,14 @@ class MatchFlights:
         for name in players:
             self.referee.send_voided(name, match_id, reason)
 
-    def resend_assignments(self, name: str) -> None:
-        """After a Welcome of ``name``: where each of its matches still running on a node is
-        played, with its ticket, so that a bot that restarted resumes them there."""
-        for flight in list(self.flights.values()):
-            ticket = flight.tickets.get(name)
-            if flight.node is not None and ticket is not None:
+    def resend_assignments(self, name: str, match_ids: Iterable[str]) -> None:
+        """After a Welcome of ``name``: where each of its matches on nodes (``match_ids``)
+        that is still running is played, with its ticket, so that a bot that restarted
+        resumes them there."""
+        for match_id in sorted(match_ids):
+            flight = self.flights.get(match_id)
+            ticket = None if flight is None else flight.tickets.get(name)
+            if flight is not None and flight.node is not None and ticket is not None:
                 self.referee.send_assignment(name, flight.match_id, flight.node, ticket,
                                              flight.node_tls)
 

@@ -201,7 +201,8 @@ class Ladder:
     def _connected(self, name: str) -> None:
         """Right after the bot's Welcome: its matches on nodes, and its probation."""
         self.roster.connected(name)
-        self.flights.resend_assignments(name)
+        if self.node_placement is not None:
+            self.flights.resend_assignments(name, self.node_placement.held().get(name, ()))
         self.probation.bot_connected(name)
 
     async def start(self) -> None:

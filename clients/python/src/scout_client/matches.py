@@ -154,6 +154,10 @@ class Matches:
         """Whether the match runs here, or ended here lately."""
         return match_id in self._matches or match_id in self._ended
 
+    def has_ended(self, match_id: str) -> bool:
+        """Whether the match ended here lately."""
+        return match_id in self._ended
+
     def _open(self, match_id: str) -> _Match:
         match = _Match(match_id)
         self._matches[match_id] = match

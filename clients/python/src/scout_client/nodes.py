@@ -83,6 +83,8 @@ class NodeStreams:
         node = self._nodes.get(assignment.address)
         if node is None:
             node = self._nodes[assignment.address] = _Node(assignment.address, assignment.tls)
+        elif node.matches is not None and node.matches.has_ended(assignment.match_id):
+            return  # sent again after a Welcome while the ladder was hearing that it ended
         node.tickets.pop(assignment.match_id, None)
         node.tickets[assignment.match_id] = assignment.ticket
         log.info("match %s is played on node %s", assignment.match_id, assignment.address)
