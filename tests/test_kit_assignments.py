@@ -23,6 +23,9 @@ from referee_support import SCOUT_ARENA, DroppingProxy, stop
 from scout_arena.record import record_from_json, replay
 from support.kits import KITS, require
 
+# The first test that needs a kit builds every kit the session needs, side by side (cold: minutes;
+# tests/support/kits.py).
+pytestmark = pytest.mark.timeout(1200)
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent / "support" / "assigning.py"
 SUBJECTS = ["python", *KITS]

@@ -46,6 +46,9 @@ from support.kits import KITS, ROOT, Kit, package_path, require
 built_kits = kits.built_kits
 
 
+# The first test that needs a kit builds every kit the session needs, side by side (cold: minutes;
+# tests/support/kits.py).
+pytestmark = pytest.mark.timeout(1200)
 TOKENS = {name: f"{name}-token" for name in KITS} | {"py-greedy": "pyg", "py-random": "pyr"}
 #: The runtime each kit's `make package` declares in its scout-bot.toml.
 PACKAGE_RUNTIMES = {"go": "binary", "typescript": "node", "rust": "binary", "java": "java",

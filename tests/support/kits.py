@@ -10,6 +10,9 @@ per kit per session (a cold Rust or C++ build takes one to two minutes).
 from __future__ import annotations
 
 import subprocess
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,13 +75,33 @@ def _make(command: tuple[str, ...]) -> str:
     )
 
 
+#: Builds at once: a cold build waits on downloads (modules, crates, artefacts, packages) and
+#: on single-threaded steps (Maven, tsc, cmake), which another kit's compiler can fill.
+PARALLEL_BUILDS = 3
+
+
 class KitBuilds(dict[str, str]):
-    """Kit name -> build log ("" when it built), each kit built the first time a test asks for
-    it (so a run of one kit's tests builds only that kit)."""
+    """Kit name -> build log ("" when it built). The first time a test asks for a kit, every kit
+    the session's collected tests need (`wanted`, set by tests/conftest.py; the asked one at
+    least) is built, side by side, and the test waits for all of them: no other test runs while
+    a kit builds, and a run of one kit's tests builds only that kit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wanted: set[str] = set()
+        self._lock = threading.Lock()
+
+    def want(self, names: Iterable[str]) -> None:
+        self.wanted.update(names)
 
     def __missing__(self, name: str) -> str:
-        self[name] = log = _make(KITS[name].build)
-        return log
+        with self._lock:
+            todo = sorted(({name} | self.wanted) - set(self))
+            with ThreadPoolExecutor(max_workers=PARALLEL_BUILDS) as pool:
+                made = pool.map(lambda kit: _make(KITS[kit].build), todo)
+                logs = dict(zip(todo, made, strict=True))
+            self.update(logs)
+        return self[name]
 
 
 class KitPackages(dict[str, str]):
