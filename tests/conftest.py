@@ -15,11 +15,25 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.kits import BUILDS, KITS, built_kits, kit_packages  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:
     from scout_ladder.repository import Repository
 
 POSTGRES_URL_VARIABLE = "SCOUT_TEST_POSTGRES_URL"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tells the kit builds which kits this session's tests need (tests/support/kits.py), so
+    that the first test that needs one builds them all side by side: the kits named by the
+    `name` parameter of a test that asks for the builds. (A test that asks for a kit it is not
+    parametrized with builds it when it asks.)"""
+    for item in items:
+        if not {"built_kits", "kit_packages"} & set(getattr(item, "fixturenames", ())):
+            continue
+        name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
+        if name in KITS:
+            BUILDS.want([name])
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 from referee_support import SCOUT_ARENA, DroppingProxy, stop
 from scout_arena.record import record_from_json, replay
-from test_kit_goodbye import build, kit_builds  # noqa: F401  (fixture)
-from test_starter_kits import KITS
+from support.kits import KITS, require
 
+# The first test that needs a kit builds every kit the session needs, side by side (cold: minutes;
+# tests/support/kits.py).
+pytestmark = pytest.mark.timeout(1200)
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent / "support" / "assigning.py"
 SUBJECTS = ["python", *KITS]
@@ -114,7 +116,7 @@ def start_subject(h: Harness, name: str, built: dict[str, str], log_dir: Path,
     if name == "python":
         command = [*SCOUT_ARENA, "bot", "run", "random"]
     else:
-        command = list(build(built, name).command)
+        command = list(require(built, name).command)
     log = (log_dir / f"{name}-{time.monotonic_ns()}.log").open("w")
     h.bots.append(subprocess.Popen([*command, *extra], cwd=ROOT, env=env, stdout=log,
                                    stderr=subprocess.STDOUT, text=True))
@@ -138,9 +140,8 @@ def check_played(record: dict[str, Any], name: str) -> None:
 
 @pytest.mark.parametrize("name", SUBJECTS)
 def test_bot_follows_assignments_to_a_node_and_reuses_its_stream_there(
-        name: str, kit_builds: dict[str, str], harness: Harness,  # noqa: F811
-        tmp_path: Path) -> None:
-    start_subject(harness, name, kit_builds, tmp_path)
+        name: str, built_kits: dict[str, str], harness: Harness, tmp_path: Path) -> None:
+    start_subject(harness, name, built_kits, tmp_path)
     start_python(harness, "greedy", "pyg", tmp_path)
     start_python(harness, "random", "pyr", tmp_path)
     harness.wait_connected([name, "py-greedy", "py-random"])
@@ -159,11 +160,10 @@ def test_bot_follows_assignments_to_a_node_and_reuses_its_stream_there(
 
 @pytest.mark.parametrize("name", SUBJECTS)
 def test_bot_reopens_a_cut_node_stream_with_its_ticket_and_finishes_the_match(
-        name: str, kit_builds: dict[str, str], harness: Harness,  # noqa: F811
-        tmp_path: Path) -> None:
+        name: str, built_kits: dict[str, str], harness: Harness, tmp_path: Path) -> None:
     proxy = DroppingProxy(harness.node)
     try:
-        start_subject(harness, name, kit_builds, tmp_path)
+        start_subject(harness, name, built_kits, tmp_path)
         start_python(harness, "greedy", "pyg", tmp_path)
         harness.wait_connected([name, "py-greedy"])
         harness.send({"assign": "m-cut", "bots": [name, "py-greedy"], "seed": 6,

@@ -1,17 +1,17 @@
-"""Every starter kit obeys the referee's Goodbye (PROTOCOL.md §10.1).
+"""Every starter kit obeys the referee's Goodbye{FINISHED} (PROTOCOL.md §10.1), and asks for the
+stream the launch convention says.
 
-Each kit is built with the command of the starter-kit table (tests/test_starter_kits.py) and
-played against a small fake referee in this process: a grpc.aio ``scout.v1.Arena/Play`` server
-on 127.0.0.1 that reads the bot's Hello, answers Welcome, and then ends the call as the test's
-plan says, one step per Play call:
+Each kit is built with the command of the starter-kit table (tests/support/kits.py) and played
+against a small fake referee in this process: a grpc.aio ``scout.v1.Arena/Play`` server on
+127.0.0.1 that reads the bot's Hello, answers Welcome, and then ends the call as the test's plan
+says, one step per Play call. Goodbye{FINISHED, reconnect: false}: the bot exits with status 0
+and does not come back; its Hello asks for a lean stream unless SCOUT_PUBLIC_EVENTS is 1 (one
+run per kit for each, which also checks the exit).
 
-- Goodbye{FINISHED, reconnect: false}: the bot exits with status 0 and does not come back;
-- Goodbye{SHUTDOWN, reconnect: true, retry_after_ms: 800}: the bot comes back (same token, Hello
-  again) no sooner than the 800 ms it was asked to wait;
-- UNAVAILABLE without a Goodbye (the control): a fault, so the bot reconnects with backoff.
-
-It also checks each kit's Hello against the launch convention's SCOUT_PUBLIC_EVENTS (a lean
-stream unless it is 1).
+Goodbye{SHUTDOWN, reconnect: true} (the bot comes back no sooner than retry_after_ms, and gives
+up after a bound when the referee stays down) and a stream that ends without a Goodbye (a fault:
+the bot reconnects) are played in the same kit run as the ladder's other messages, in
+tests/test_kit_scripted.py.
 
 Calls beyond the plan get Goodbye{FINISHED}, so every bot ends with exit status 0.
 """
@@ -32,7 +32,8 @@ import grpc
 import pytest
 from referee_support import stop
 from scout.v1 import arena_pb2, arena_pb2_grpc
-from test_starter_kits import KITS, ROOT, TOKENS, Kit, KitBuilds, require
+from support.kits import KITS, ROOT, Kit, require
+from test_starter_kits import TOKENS
 
 # A kit's first build (crates, Maven artefacts, npm packages, apt for C++) can take minutes; the
 # build runs inside the first test of each kit, like the `built_kits` fixture of the kit table.
@@ -146,16 +147,6 @@ class _Arena(arena_pb2_grpc.ArenaServicer):
         # Returning ends the call with status OK, as a referee does after its Goodbye.
 
 
-@pytest.fixture(scope="session")
-def kit_builds() -> dict[str, str]:
-    """Kit name -> build log ("" when it built), filled as each kit is first needed."""
-    return KitBuilds()
-
-
-def build(kit_builds: dict[str, str], name: str) -> Kit:
-    return require(kit_builds, name)
-
-
 @dataclass
 class Bot:
     process: subprocess.Popen[str]
@@ -219,12 +210,12 @@ def ended(count: int) -> Any:
 
 @pytest.mark.parametrize("public_events", [None, "1"], ids=["lean", "public-events"])
 @pytest.mark.parametrize("name", list(KITS))
-def test_hello_asks_for_a_lean_stream_unless_scout_public_events(
-        name: str, public_events: str | None, kit_builds: dict[str, str], launch: Any,
+def test_goodbye_without_reconnect_exits_0_and_does_not_come_back(
+        name: str, public_events: str | None, built_kits: dict[str, str], launch: Any,
         referee_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launch convention's SCOUT_PUBLIC_EVENTS: unset, the kit's Hello asks for a lean
-    stream (PROTOCOL.md §3.6.1); "1" asks for the full one. No Hello mentions batches."""
-    kit = build(kit_builds, name)
+    """Also the launch convention's SCOUT_PUBLIC_EVENTS: unset, the kit's Hello asks for a lean
+    stream (PROTOCOL.md §3.6.1); "1" asks for the full one."""
+    kit = require(built_kits, name)
     if public_events is None:
         monkeypatch.delenv("SCOUT_PUBLIC_EVENTS", raising=False)
     else:
@@ -236,64 +227,8 @@ def test_hello_asks_for_a_lean_stream_unless_scout_public_events(
     hello = calls[0].hello
     assert hello is not None
     assert hello.hello.lean is (public_events is None), hello
-    assert wait_exit(bot, REACTION_TIMEOUT_S) == 0, tail(bot.stderr)
-
-
-@pytest.mark.parametrize("name", list(KITS))
-def test_goodbye_without_reconnect_exits_0_and_does_not_come_back(
-        name: str, kit_builds: dict[str, str], launch: Any, referee_factory: Any) -> None:
-    kit = build(kit_builds, name)
-    referee = referee_factory([FINISHED])
-    bot = launch(kit, referee.address)
-    calls = referee.wait_for(ended(1), START_TIMEOUT_S, "no Goodbye sent", bot.stderr)
-    assert_said_hello(calls[0], kit, bot)
 
     status = wait_exit(bot, REACTION_TIMEOUT_S)
     assert status == 0, tail(bot.stderr)
     assert len(referee.calls) == 1, f"the bot reconnected: {referee.calls}\n{tail(bot.stderr)}"
     assert FINISHED_MESSAGE in bot.stderr.read_text(), tail(bot.stderr)
-
-
-@pytest.mark.parametrize("name", list(KITS))
-def test_goodbye_with_reconnect_comes_back_after_retry_after_ms(
-        name: str, kit_builds: dict[str, str], launch: Any, referee_factory: Any) -> None:
-    kit = build(kit_builds, name)
-    referee = referee_factory([SHUTDOWN, FINISHED])
-    bot = launch(kit, referee.address)
-    calls = referee.wait_for(ended(1), START_TIMEOUT_S, "no Goodbye sent", bot.stderr)
-    assert_said_hello(calls[0], kit, bot)
-
-    calls = referee.wait_for(lambda c: len(c) >= 2, REACTION_TIMEOUT_S,
-                             "no second Play call after Goodbye{reconnect: true}", bot.stderr)
-    first, second = calls[:2]
-    assert first.ended is not None
-    waited = second.opened - first.ended
-    assert waited >= RETRY_AFTER_MS / 1000 - RETRY_SLACK_S, (
-        f"came back {waited:.3f} s after the Goodbye; asked to wait {RETRY_AFTER_MS} ms\n"
-        f"{tail(bot.stderr)}")
-    referee.wait_for(ended(2), REACTION_TIMEOUT_S, "no Hello on the second call", bot.stderr)
-    assert_said_hello(second, kit, bot)
-
-    status = wait_exit(bot, REACTION_TIMEOUT_S)
-    assert status == 0, tail(bot.stderr)
-    assert len(referee.calls) == 2, referee.calls
-    text = bot.stderr.read_text()
-    assert SHUTDOWN_MESSAGE in text and FINISHED_MESSAGE in text, tail(bot.stderr)
-
-
-@pytest.mark.parametrize("name", list(KITS))
-def test_a_stream_that_ends_without_goodbye_is_a_fault_and_the_bot_reconnects(
-        name: str, kit_builds: dict[str, str], launch: Any, referee_factory: Any) -> None:
-    kit = build(kit_builds, name)
-    referee = referee_factory([UNAVAILABLE, FINISHED])
-    bot = launch(kit, referee.address)
-    calls = referee.wait_for(ended(1), START_TIMEOUT_S, "the first call did not end",
-                             bot.stderr)
-    assert_said_hello(calls[0], kit, bot)
-    assert bot.process.poll() is None, f"the bot exited on UNAVAILABLE\n{tail(bot.stderr)}"
-
-    calls = referee.wait_for(ended(2), REACTION_TIMEOUT_S,
-                             "no reconnect after UNAVAILABLE without a Goodbye", bot.stderr)
-    assert_said_hello(calls[1], kit, bot)
-    # The second call says Goodbye{FINISHED}: the bot that recovered also ends cleanly.
-    assert wait_exit(bot, REACTION_TIMEOUT_S) == 0, tail(bot.stderr)

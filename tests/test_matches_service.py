@@ -541,3 +541,17 @@ def test_hostile_values_to_every_matches_rpc_end_with_a_documented_status_and_no
     problems = [line for line in log.splitlines()
                 if "Traceback" in line or " ERROR " in line or "CRITICAL" in line]
     assert not problems, "\n".join(problems[:10])
+
+
+def test_list_limits_read_zero_or_less_as_the_default_and_cap_a_large_one() -> None:
+    """ListMatches (default 100, at most 1000) and ListLadderMatches (50, 500) as their protos
+    say (issue 28)."""
+    from scout_arena.server import list_limit
+    from scout_arena.server.matches_service import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
+    from scout_ladder import ladder_api
+
+    asked = (-5, 0, 1, 100, 1000, 1001, 2**31 - 1)
+    assert [list_limit(n, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX) for n in asked] == \
+        [100, 100, 1, 100, 1000, 1000, 1000]
+    assert [list_limit(n, ladder_api.LIST_LIMIT_DEFAULT, ladder_api.LIST_LIMIT_MAX)
+            for n in asked] == [50, 50, 1, 100, 500, 500, 500]

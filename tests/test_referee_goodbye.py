@@ -300,10 +300,16 @@ def test_sigterm_with_a_match_running_aborts_it_then_says_goodbye(tmp_path: Path
             messages, code = asyncio.run(main(referee.address, referee.process))
             assert referee.process.wait(30) == 0, referee.log()
     kinds = [m.WhichOneof("body") for m in messages]
-    assert kinds[0] == "match_start" and kinds[-1] == "goodbye", kinds
+    assert kinds[0] == "match_start" and kinds[-2:] == ["match_ended", "goodbye"], kinds
+    # The match ends for each seat, saying how and why, before the Goodbye (issue 28).
+    ended = messages[-2].match_ended
+    assert ended.status == arena_pb2.MATCH_END_STATUS_ABORTED
+    assert ended.match_id == messages[0].match_start.match_id and not ended.record_id
+    assert "shut down" in ended.reason and not ended.ranks, ended
     assert messages[-1].goodbye.reason == arena_pb2.GOODBYE_REASON_SHUTDOWN
     assert code == grpc.StatusCode.OK
     log = bot_log.read_text()
+    assert f"match {ended.match_id} aborted: the referee shut down" in log, log
     assert "the referee is closing the stream (SHUTDOWN" in log, log
     [record] = referee.records.glob("*.json")
     assert json.loads(record.read_text())["meta"]["status"] == "aborted"

@@ -217,3 +217,25 @@ def test_public_action_bytes_equal_the_serialized_message_for_every_kind_of_acti
                     assert convert.public_action_bytes(action, by_referee) == \
                         convert.public_action_to_pb(action, by_referee).SerializeToString()
     assert kinds == {"show", "scout", "scout_and_show"}
+
+
+def test_every_match_ending_says_its_status_on_the_wire_finished_included() -> None:
+    """A finished match says FINISHED explicitly (two bytes more than before issue 28: a
+    client reads 0 as FINISHED too, but a new one need not guess); an aborted or voided one
+    has no result, only its status and reason."""
+    from scout_arena.server import convert
+    from scout_arena.server.events import EndStatus, MatchEnded
+
+    wire = convert.MatchWire()
+    finished = MatchEnded("m-1", (3, -2), (1, 2), (), record_id="m-1")
+    data = wire.encode(finished)
+    ended = arena_pb2.RefereeMessage.FromString(data).match_ended
+    assert ended.status == arena_pb2.MATCH_END_STATUS_FINISHED and not ended.reason
+    unset = arena_pb2.RefereeMessage(match_ended=arena_pb2.MatchEnded(
+        match_id="m-1", totals=[3, -2], ranks=[1, 2], record_id="m-1"))
+    assert len(data) == len(unset.SerializeToString()) + 2
+    for status, pb in ((EndStatus.ABORTED, arena_pb2.MATCH_END_STATUS_ABORTED),
+                       (EndStatus.VOIDED, arena_pb2.MATCH_END_STATUS_VOIDED)):
+        sent = arena_pb2.RefereeMessage.FromString(
+            wire.encode(MatchEnded("m-2", status=status, reason="why"))).match_ended
+        assert sent == arena_pb2.MatchEnded(match_id="m-2", status=pb, reason="why")

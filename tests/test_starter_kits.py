@@ -1,6 +1,7 @@
 """Conformance: every starter kit builds from proto/ and plays real matches on the referee.
 
-Each kit is built once per session with its own Makefile (the same command its README gives),
+Each kit is built once per session with its own Makefile (the same command its README gives;
+tests/support/kits.py, shared by every test module that starts a kit),
 then plays 2- to 5-player matches at mixed tables with the Python bots, misses deadlines on
 purpose, and survives its connection being cut mid-match.
 
@@ -37,34 +38,17 @@ from referee_support import (
 from scout_arena.cli import main as cli_main
 from scout_arena.record import replay
 from scout_arena.sandbox import UploadLimits, load_upload, unpack_upload
+from support import kits
+from support.kits import KITS, ROOT, Kit, package_path, require
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Kit:
-    name: str
-    build: tuple[str, ...]
-    command: tuple[str, ...]
-    #: Flags that make the kit answer 700 ms late without its own safety fallback.
-    miss_deadline: tuple[str, ...]
+# The session's kit builds (tests/conftest.py registers the fixtures for every module); named
+# here too for the modules that import them from this one (tests/test_ladder_nodes.py).
+built_kits = kits.built_kits
 
 
-KITS = {
-    "go": Kit("go", ("make", "-C", "clients/go", "build"), ("clients/go/bin/scout-bot",),
-              ("--slow-ms", "700")),
-    "typescript": Kit("typescript", ("make", "-C", "clients/typescript", "build"),
-                      ("node", "clients/typescript/dist/main.js"), ("--slow-ms", "700")),
-    "rust": Kit("rust", ("make", "-C", "clients/rust", "build"),
-                ("clients/rust/target/release/scout-bot",),
-                ("--slow-ms", "700", "--no-fallback")),
-    "java": Kit("java", ("make", "-C", "clients/java", "build"),
-                ("java", "-jar", "clients/java/target/scout-bot.jar"),
-                ("--slow-ms", "700", "--safety-margin-ms", "-2000")),
-    "cpp": Kit("cpp", ("make", "-C", "clients/cpp", "deps", "build"),
-               ("clients/cpp/build/scout-bot",),
-               ("--slow-ms", "700", "--no-fallback")),
-}
+# The first test that needs a kit builds every kit the session needs, side by side (cold: minutes;
+# tests/support/kits.py).
+pytestmark = pytest.mark.timeout(1200)
 TOKENS = {name: f"{name}-token" for name in KITS} | {"py-greedy": "pyg", "py-random": "pyr"}
 #: The runtime each kit's `make package` declares in its scout-bot.toml.
 PACKAGE_RUNTIMES = {"go": "binary", "typescript": "node", "rust": "binary", "java": "java",
@@ -75,55 +59,6 @@ PYTHON_EXAMPLES = ("greedy", "random")
 #: a sandbox shows the host's /usr and /lib, never its other libraries for certain.
 HOST_LIBRARIES = ("libc.so", "libm.so", "libmvec.so", "libpthread.so", "libdl.so", "librt.so",
                   "libresolv.so", "libutil.so", "libgcc_s.so", "ld-linux")
-
-
-class KitBuilds(dict[str, str]):
-    """Kit name -> build log ("" when it built), each kit built with its own Makefile the first
-    time a test asks for it (so a run of one kit's tests builds only that kit)."""
-
-    def __missing__(self, name: str) -> str:
-        kit = KITS[name]
-        done = subprocess.run(kit.build, cwd=ROOT, capture_output=True, text=True, timeout=900)
-        log = "" if done.returncode == 0 else (
-            f"`{' '.join(kit.build)}` failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
-            f"{done.stderr[-3000:]}")
-        self[name] = log
-        return log
-
-
-@pytest.fixture(scope="session")
-def built_kits() -> dict[str, str]:
-    """Every kit's build log, built as first needed (see `KitBuilds`)."""
-    return KitBuilds()
-
-
-def package_path(name: str) -> Path:
-    return ROOT / "clients" / name / "dist" / "scout-bot.tar.gz"
-
-
-class KitPackages(dict[str, str]):
-    """Kit name -> `make package` log ("" when it made dist/scout-bot.tar.gz), each packaged
-    the first time a test asks, after its build (which the package then reuses)."""
-
-    def __init__(self, builds: dict[str, str]) -> None:
-        super().__init__()
-        self.builds = builds
-
-    def __missing__(self, name: str) -> str:
-        log = self.builds[name]
-        if not log:
-            command = ("make", "-C", f"clients/{name}", "package")
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
-            log = "" if done.returncode == 0 else (
-                f"`{' '.join(command)}` failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
-                f"{done.stderr[-3000:]}")
-        self[name] = log
-        return log
-
-
-@pytest.fixture(scope="session")
-def kit_packages(built_kits: dict[str, str]) -> dict[str, str]:
-    return KitPackages(built_kits)
 
 
 @dataclass(frozen=True)
@@ -170,11 +105,6 @@ def foreign_libraries(executable: Path, folder: Path) -> list[str]:
         if arrow or name.startswith("/"):
             found.append(line.strip())
     return found
-
-
-def require(built_kits: dict[str, str], name: str) -> Kit:
-    assert not built_kits[name], built_kits[name]
-    return KITS[name]
 
 
 def start_kit(referee: RefereeProcess, kit: Kit, *extra: str, address: str | None = None,

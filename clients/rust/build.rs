@@ -21,13 +21,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
+    // $SCOUT_PROTO_DIR when set (a copy of the kit outside the repository), else the
+    // repository's proto/ two levels up.
+    println!("cargo:rerun-if-env-changed=SCOUT_PROTO_DIR");
+    let root = match env::var_os("SCOUT_PROTO_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto"),
+    };
     let files = PROTOS.map(|name| root.join(format!("scout/v1/{name}.proto")));
     for file in &files {
         if !file.is_file() {
             return Err(format!(
                 "{} not found: the kit builds from the repository's proto/ directory, so keep it \
-                 at clients/rust/",
+                 at clients/rust/, or set SCOUT_PROTO_DIR to a proto/ directory",
                 file.display()
             )
             .into());

@@ -24,7 +24,8 @@ import logging
 import random
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from scout_arena.record import MatchRecord, record_to_json
 from scout_arena.server import RefereeFacade
@@ -56,6 +57,10 @@ class Flight:
     players: tuple[str, ...] = ()
     node: str | None = None
     """Address of the referee node hosting it; None: the ladder's own referee."""
+    node_tls: bool = False
+    tickets: dict[str, str] = field(default_factory=dict)
+    """Bot -> its ticket to the node, for the bots told where to play it: sent again after
+    each Welcome of the bot (PROTOCOL.md §3.8), so that a restarted bot resumes the match."""
 
 
 def new_intent_id() -> str:
@@ -179,7 +184,26 @@ class MatchFlights:
             self.background.spawn(self.settle_void(flight, reason),
                                   f"void match {flight.match_id}")
 
+    def tell_voided(self, match_id: str, players: Sequence[str], reason: str) -> None:
+        """A match on a node is voided: each of its bots hears it on its stream here
+        (MatchEnded VOIDED), since the node that would have said so may be gone."""
+        for name in players:
+            self.referee.send_voided(name, match_id, reason)
+
+    def resend_assignments(self, name: str, match_ids: Iterable[str]) -> None:
+        """After a Welcome of ``name``: where each of its matches on nodes (``match_ids``)
+        that is still running is played, with its ticket, so that a bot that restarted
+        resumes them there."""
+        for match_id in sorted(match_ids):
+            flight = self.flights.get(match_id)
+            ticket = None if flight is None else flight.tickets.get(name)
+            if flight is not None and flight.node is not None and ticket is not None:
+                self.referee.send_assignment(name, flight.match_id, flight.node, ticket,
+                                             flight.node_tls)
+
     async def settle_void(self, flight: Flight, reason: str) -> None:
+        if flight.node is not None and self.flights.get(flight.match_id) is flight:
+            self.tell_voided(flight.match_id, flight.players, reason)
         row_id = await self._row_id(flight)
         await self.db.run(f"void match {row_id}", self.repo.void_match, row_id, reason)
         self.flights.pop(flight.match_id, None)

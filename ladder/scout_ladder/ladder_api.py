@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
-from scout_arena.server import RefereeFacade
+from scout_arena.server import RefereeFacade, list_limit
 
 from . import messages
 from .repository import Repository, echo
 from .rpc import Context, ServiceRegistration, abort, call, require_admin
+
+LIST_LIMIT_DEFAULT = 50
+LIST_LIMIT_MAX = 500
+"""ListLadderMatches lists ``limit`` matches: 0 or negative means the default, more the
+maximum (each row carries its seats: an unbounded list is an unbounded answer)."""
 
 
 class LadderServicer(ladder_pb2_grpc.LadderServicer):
@@ -47,7 +52,8 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
             self, request: ladder_pb2.ListLadderMatchesRequest, context: Context
     ) -> ladder_pb2.ListLadderMatchesResponse:
         matches = await call(context, self.repo.list_matches, request.bot or None,
-                             request.table_size or None, request.limit or 50)
+                             request.table_size or None,
+                             list_limit(request.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX))
         return ladder_pb2.ListLadderMatchesResponse(
             matches=[messages.ladder_match(m) for m in matches])
 

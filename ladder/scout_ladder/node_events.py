@@ -72,6 +72,7 @@ class NodeMatches:
             if self.orphans.pop(match_id, None) is None:
                 continue
             self.placement.release_seats(match_id, flight.players)
+            self.flights.tell_voided(match_id, flight.players, reason)
             self.voided_at_start.append(match_id)
             await self.flights.db.run(f"void match {match_id}", self.repo.void_match, match_id,
                                       reason)

@@ -202,6 +202,9 @@ class NodePlacement:
     def _announce(self, node: NodeSession, match_id: str,
                   tickets: Sequence[tuple[str, str]]) -> None:
         """Tell each bot of a match the node took where to play it, with its ticket."""
+        flight = self.flights.flights.get(match_id)
+        if flight is not None:  # kept to send again after each Welcome of its bots
+            flight.tickets, flight.node_tls = dict(tickets), node.tls
         for name, ticket in tickets:
             self.registry.last_node[name] = node.address
             if not self.referee.send_assignment(name, match_id, node.address, ticket,

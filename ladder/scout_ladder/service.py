@@ -96,7 +96,8 @@ class Ladder:
         if self.hosting is not None:
             self.roster.on_refresh.append(self.hosting.refresh)
         self.ratings = RatingsCache()
-        self.probation = Probation(repository, config.probation, self.roster, self.background)
+        self.probation = Probation(repository, config.probation, self.roster, self.background,
+                                   self.referee.send_probation)
         self.rng = random.Random(config.rng_seed)
         self.flights = MatchFlights(repository, self.referee, self.rng, self.flags,
                                     self.background, self.ratings, self.roster,
@@ -198,7 +199,10 @@ class Ladder:
         return await self.roster.authenticate(token)
 
     def _connected(self, name: str) -> None:
+        """Right after the bot's Welcome: its matches on nodes, and its probation."""
         self.roster.connected(name)
+        if self.node_placement is not None:
+            self.flights.resend_assignments(name, self.node_placement.held().get(name, ()))
         self.probation.bot_connected(name)
 
     async def start(self) -> None:

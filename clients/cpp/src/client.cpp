@@ -202,7 +202,26 @@ std::string where(const Key& key) {
     return "match " + key.first + ", request " + std::to_string(key.second);
 }
 
+void log_match_end(const v1::MatchEnded& ended) {
+    const v1::MatchEndStatus status = end_status(ended);
+    std::string how = v1::MatchEndStatus_Name(status);
+    how.erase(0, std::string("MATCH_END_STATUS_").size());
+    if (status != v1::MATCH_END_STATUS_FINISHED) {
+        log_warning("match ", ended.match_id(), " ended ", how, " without a result: ",
+                    ended.reason());
+        return;
+    }
+    log_info("match ", ended.match_id(), " ended ", how, ": totals ", join(ended.totals()),
+             ", ranks ", join(ended.ranks()), ended.forfeited_seats_size() ? ", forfeited " : "",
+             ended.forfeited_seats_size() ? join(ended.forfeited_seats()) : "");
+}
+
 }  // namespace
+
+v1::MatchEndStatus end_status(const v1::MatchEnded& ended) {
+    return ended.status() == v1::MATCH_END_STATUS_UNSPECIFIED ? v1::MATCH_END_STATUS_FINISHED
+                                                              : ended.status();
+}
 
 class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
 public:
@@ -231,6 +250,7 @@ private:
                   Clock::time_point received);
     void on_welcome(const Link& link, const v1::Welcome& welcome);
     void on_goodbye(Link& link, const v1::Goodbye& goodbye);
+    void on_probation(const v1::Probation& probation);
     void on_assignment(const v1::MatchAssignment& assignment);
     void half_close_then_cancel(Link& link);
     void on_answer_result(const std::shared_ptr<Link>& link, const v1::AnswerResult& result);
@@ -330,10 +350,15 @@ int Client::Impl::run() {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     int exit_code = 0;
     int attempt = 0;
+    // Since a Goodbye with reconnect: true that no Welcome has followed yet: the bot gives up
+    // options_.shutdown_give_up after it.
+    bool shut_down = false;
+    Clock::time_point shutdown_since;
     while (!stopping_) {
         bool welcomed = false;
         const grpc::Status status = session(main, options_.token, welcomed);
         if (stopping_) break;
+        if (welcomed) shut_down = false;
         std::optional<v1::Goodbye> goodbye;
         {
             std::lock_guard lock(mutex_);
@@ -346,6 +371,10 @@ int Client::Impl::run() {
                 break;
             }
             attempt = 0;  // not a failure: the backoff starts afresh
+            if (!shut_down) {
+                shut_down = true;
+                shutdown_since = Clock::now();
+            }
             const auto delay = goodbye_delay(goodbye->retry_after_ms(), unit(rng));
             log_info("reconnecting in ", delay.count() / 1000.0, " s, as the referee asked");
             std::unique_lock lock(mutex_);
@@ -367,6 +396,14 @@ int Client::Impl::run() {
             break;
         }
         if (welcomed) attempt = 0;
+        if (shut_down && Clock::now() - shutdown_since >= options_.shutdown_give_up) {
+            log_error("the referee did not come back within ",
+                      options_.shutdown_give_up.count() / 1000.0,
+                      " s of its shutdown goodbye; giving up (", code,
+                      details.empty() ? "" : ": ", details, ")");
+            exit_code = 1;
+            break;
+        }
         const auto delay = backoff_delay(attempt++, unit(rng));
         log_warning("connection lost (", code, details.empty() ? "" : ": ", details,
                     "); reconnecting in ", delay.count() / 1000.0, " s");
@@ -494,6 +531,10 @@ void Client::Impl::on_assignment(const v1::MatchAssignment& assignment) {
     const std::string& address = assignment.address();
     std::lock_guard lock(mutex_);
     if (stopping_) return;
+    if (ended_.count(assignment.match_id()) != 0) {
+        log_debug("match ", assignment.match_id(), ": ignoring an assignment to a match that ended");
+        return;
+    }
     if (address == main_->address) {
         log_info("match ", assignment.match_id(), " is assigned to ", address,
                  ", the main stream's address: it is played there");
@@ -509,7 +550,12 @@ void Client::Impl::on_assignment(const v1::MatchAssignment& assignment) {
             return;
         }
     }
-    log_info("match ", assignment.match_id(), " is assigned to node ", address);
+    // Re-sent after every Welcome of the main stream for a match still running (PROTOCOL.md
+    // §3.8): its ticket is the one the node's stream reopens with; the stream carries on.
+    log_info("match ", assignment.match_id(), " is assigned to node ", address,
+             matches_.count(assignment.match_id()) != 0
+                 ? " (again, for a match the bot follows)"
+                 : "");
     tickets_.add(address, assignment.match_id(), assignment.ticket());
     if (node == nullptr) return;  // a stream is open (or opening) there: the match comes on it
     nodes_.emplace(address, node);
@@ -620,6 +666,9 @@ void Client::Impl::dispatch(const std::shared_ptr<Link>& link, v1::RefereeMessag
         case v1::RefereeMessage::kAssignment:
             on_assignment(message.assignment());
             break;
+        case v1::RefereeMessage::kProbation:
+            on_probation(message.probation());
+            break;
         case v1::RefereeMessage::kMatchStart:
         case v1::RefereeMessage::kRotationRequest:
         case v1::RefereeMessage::kDecisionRequest:
@@ -666,6 +715,24 @@ void Client::Impl::on_welcome(const Link& link, const v1::Welcome& welcome) {
         log_warning("match ", id, " was not resumed by ", link.name(), " (its reconnect grace "
                     "ran out, or it restarted); dropping it");
         end_match_locked(id, /*drop=*/true);
+    }
+}
+
+void Client::Impl::on_probation(const v1::Probation& probation) {
+    if (probation.active()) {
+        log_warning("on probation: no matches are scheduled for the bot (", probation.reason(),
+                    "); ",
+                    probation.lifted_by_reconnect()
+                        ? "a new connection lifts it (restart the bot once it is fixed)"
+                        : "only the bot's owner or the operator can lift it");
+    } else {
+        log_info("probation lifted: matches will be scheduled again");
+    }
+    if (!options_.on_probation) return;
+    try {
+        options_.on_probation(probation);
+    } catch (const std::exception& error) {
+        log_error("the on_probation hook threw: ", error.what());
     }
 }
 
@@ -743,6 +810,13 @@ void Client::Impl::route(const std::shared_ptr<Link>& link, v1::RefereeMessage m
             log_debug("match ", match_id, ": ignoring a message after the match ended");
             return;
         }
+        if (message.has_match_ended() && matches_.count(match_id) == 0) {
+            // No state here (voided before it began, or begun before a restart): only its
+            // ticket, if any, goes.
+            log_match_end(message.match_ended());
+            end_match_locked(match_id, /*drop=*/true);
+            return;
+        }
         bool forward = true;
         if (message.has_rotation_request()) {
             const auto& r = message.rotation_request();
@@ -792,11 +866,7 @@ void Client::Impl::route(const std::shared_ptr<Link>& link, v1::RefereeMessage m
         } else if (message.has_round_ended()) {
             close_latest_locked(match_id);  // the round is over: so is its last request
         } else if (message.has_match_ended()) {
-            const auto& ended = message.match_ended();
-            log_info("match ", match_id, " ended: totals ", join(ended.totals()), ", ranks ",
-                     join(ended.ranks()),
-                     ended.forfeited_seats_size() ? ", forfeited " : "",
-                     ended.forfeited_seats_size() ? join(ended.forfeited_seats()) : "");
+            log_match_end(message.match_ended());
             match->push(std::move(message));
             end_match_locked(match_id, /*drop=*/false);
             ++finished_;

@@ -54,13 +54,16 @@ std::string usage(const std::string& program) {
         << "  --no-fallback         never answer for a late bot (to test TIMED_OUT)\n"
         << "  --slow-ms N           delay every decision by N ms (to test deadlines)\n"
         << "  --max-matches N       exit 0 after N matches have ended\n"
+        << "  --shutdown-give-up-ms N  after a shutdown goodbye, give up reconnecting after N ms\n"
+        << "                        (exit 1; default 900000: 15 minutes)\n"
         << "  --public-events       ask for every public event and accepted result, not a lean\n"
         << "                        stream                     (SCOUT_PUBLIC_EVENTS=1)\n"
         << "  -v, --verbose         debug logging;  -q, --quiet: warnings and errors only\n"
         << "  -h, --help            this help\n"
         << "\n"
         << "Exit status: 0 when stopped (SIGINT/SIGTERM, --max-matches), 1 when the referee\n"
-        << "rejects the bot (bad token, protocol error, superseded), 2 on a usage error.\n";
+        << "rejects the bot (bad token, protocol error, superseded) or is not back within\n"
+        << "--shutdown-give-up-ms of a shutdown goodbye, 2 on a usage error.\n";
     return out.str();
 }
 
@@ -158,6 +161,10 @@ ParsedOptions parse_options(const std::vector<std::string>& args,
             const auto n = int_value(0);
             if (!n) return fail("--max-matches needs a non-negative integer");
             o.max_matches = *n;
+        } else if (flag == "--shutdown-give-up-ms") {
+            const auto n = int_value(1);
+            if (!n) return fail("--shutdown-give-up-ms needs a positive integer");
+            o.shutdown_give_up = std::chrono::milliseconds(*n);
         } else {
             return fail("unknown argument '" + args[i] + "' (see --help)");
         }

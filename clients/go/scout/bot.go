@@ -50,3 +50,11 @@ func (f ActFunc) Act(ctx context.Context, req *scoutv1.DecisionRequest) (*scoutv
 type Observer interface {
 	Observe(ctx context.Context, msg *scoutv1.RefereeMessage)
 }
+
+// ProbationObserver is an optional interface of a Bot that wants to know when the ladder puts
+// it on probation (no matches are scheduled for it) or lifts it (PROTOCOL.md §3.9). The client
+// logs every Probation message either way; OnProbation runs on the stream's reader, so it must
+// return soon.
+type ProbationObserver interface {
+	OnProbation(p *scoutv1.Probation)
+}

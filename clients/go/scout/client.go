@@ -48,6 +48,21 @@ const (
 	waitWarning = 15 * time.Second
 )
 
+// ShutdownGiveUp is how long the bot keeps trying to reconnect after a Goodbye{reconnect: true}
+// (a referee or ladder shutting down) before it gives up: a referee that is not back by then
+// was stopped for good (PROTOCOL.md §10.1).
+const ShutdownGiveUp = 15 * time.Minute
+
+// GaveUpError is returned by Run when the referee did not take the bot back within
+// Config.ShutdownGiveUp of its Goodbye{reconnect: true}.
+type GaveUpError struct {
+	After time.Duration
+}
+
+func (e *GaveUpError) Error() string {
+	return fmt.Sprintf("the referee did not come back within %s of its shutdown goodbye; giving up", e.After)
+}
+
 // Run connects to the referee described by cfg and plays every match the referee seats the bot
 // in, answering with bot, until ctx is cancelled (then it closes the stream and returns nil).
 //
@@ -303,6 +318,10 @@ type client struct {
 	// nodeGoneAfter is how long a node may be unreachable before the bot lets it go
 	// (NodeGoneAfter; shorter in tests).
 	nodeGoneAfter time.Duration
+	// giveUp is Config.ShutdownGiveUp, or ShutdownGiveUp when that is not positive.
+	giveUp time.Duration
+	// prob is the bot's OnProbation hook, if it has one.
+	prob ProbationObserver
 
 	root context.Context // parent of every match and node stream; cancelled when run returns
 	wg   sync.WaitGroup  // match workers, request goroutines and node streams
@@ -324,6 +343,11 @@ func newClient(cfg Config, bot Bot) *client {
 		logger = slog.Default()
 	}
 	obs, _ := bot.(Observer)
+	prob, _ := bot.(ProbationObserver)
+	giveUp := ShutdownGiveUp
+	if cfg.ShutdownGiveUp > 0 {
+		giveUp = cfg.ShutdownGiveUp
+	}
 	nodeGoneAfter := NodeGoneAfter
 	if cfg.nodeGoneAfter > 0 {
 		nodeGoneAfter = cfg.nodeGoneAfter
@@ -334,6 +358,8 @@ func newClient(cfg Config, bot Bot) *client {
 		obs:           obs,
 		log:           logger,
 		nodeGoneAfter: nodeGoneAfter,
+		giveUp:        giveUp,
+		prob:          prob,
 		hello: &scoutv1.BotMessage{Body: &scoutv1.BotMessage_Hello{Hello: &scoutv1.Hello{
 			BotName:              cfg.BotName,
 			BotVersion:           cfg.BotVersion,
@@ -362,17 +388,30 @@ func (c *client) run(ctx context.Context) error {
 		c.wg.Wait()
 	}()
 	attempt := 0
+	// When the referee said Goodbye{reconnect: true} and has not welcomed the bot since: the
+	// bot gives up at shutdownSince + c.giveUp (zero: no such Goodbye pending).
+	var shutdownSince time.Time
 	for {
-		welcomed, goodbye, err := c.session(ctx, c.main, c.cfg.Token, time.Time{})
+		var welcomeBy time.Time
+		if !shutdownSince.IsZero() {
+			welcomeBy = shutdownSince.Add(c.giveUp)
+		}
+		welcomed, goodbye, err := c.session(ctx, c.main, c.cfg.Token, welcomeBy)
 		if ctx.Err() != nil {
 			c.log.Info("stopped")
 			return nil
+		}
+		if welcomed {
+			shutdownSince = time.Time{}
 		}
 		if goodbye != nil {
 			// A planned end of the stream: it overrides whatever status the call ended with.
 			if !goodbye.GetReconnect() {
 				c.log.Info("the referee does not want the bot back; stopping")
 				return nil
+			}
+			if shutdownSince.IsZero() {
+				shutdownSince = time.Now()
 			}
 			attempt = 0 // not a failure: the backoff starts afresh
 			delay := GoodbyeDelay(goodbye.GetRetryAfterMs(), rand.Float64)
@@ -388,6 +427,11 @@ func (c *client) run(ctx context.Context) error {
 		}
 		if welcomed {
 			attempt = 0
+		}
+		if !shutdownSince.IsZero() && time.Since(shutdownSince) >= c.giveUp {
+			gaveUp := &GaveUpError{After: c.giveUp}
+			c.log.Error(gaveUp.Error(), "problem", err)
+			return gaveUp
 		}
 		delay := BackoffDelay(attempt, rand.Float64)
 		attempt++
@@ -614,6 +658,9 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 	case *scoutv1.RefereeMessage_Assignment:
 		c.onAssignment(body.Assignment)
 		return
+	case *scoutv1.RefereeMessage_Probation:
+		c.onProbation(s, body.Probation)
+		return
 	case *scoutv1.RefereeMessage_Error:
 		text := fmt.Sprintf("%s: %s", body.Error.GetCode(), body.Error.GetMessage())
 		c.mu.Lock()
@@ -652,6 +699,14 @@ func (c *client) dispatch(s *session, msg *scoutv1.RefereeMessage, at time.Time)
 	}
 	m := c.matches[matchID]
 	if m == nil {
+		if me := msg.GetMatchEnded(); me != nil {
+			// A match this client holds no state for (voided before it began here, or begun
+			// before a restart): nothing to free but its ticket, dropped above.
+			c.rememberEndedLocked(matchID)
+			c.mu.Unlock()
+			logMatchEnded(c.log, me)
+			return
+		}
 		if res := msg.GetAnswerResult(); res != nil {
 			c.mu.Unlock()
 			c.log.Warn("answer result for a match this client does not track", "match", matchID,
@@ -728,9 +783,16 @@ func (c *client) onAssignment(a *scoutv1.MatchAssignment) {
 		log.Debug("ignoring an assignment to a finished match, or while stopping")
 		return
 	}
+	_, following := c.matches[a.GetMatchId()]
 	c.tickets.add(a.GetAddress(), a.GetMatchId(), a.GetTicket())
 	if c.nodes[a.GetAddress()] != nil {
-		log.Info("assigned to a match on a referee node; it comes on the node's stream")
+		if following {
+			// Re-sent after the main stream's Welcome (PROTOCOL.md §3.8): its ticket is the
+			// one the node stream reopens with.
+			log.Info("assignment again for a match the bot follows on its node stream")
+		} else {
+			log.Info("assigned to a match on a referee node; it comes on the node's stream")
+		}
 		return
 	}
 	conn, err := c.dial(a.GetAddress(), a.GetTls())
@@ -866,12 +928,7 @@ func (c *client) endMatchLocked(id string) {
 	}
 	delete(c.matches, id)
 	m.cancel()
-	c.ended[id] = struct{}{}
-	c.endedOrder = append(c.endedOrder, id)
-	if len(c.endedOrder) > endedRemembered {
-		delete(c.ended, c.endedOrder[0])
-		c.endedOrder = c.endedOrder[1:]
-	}
+	c.rememberEndedLocked(id)
 	for key, p := range c.requests {
 		if key.match == id {
 			p.closed = true
@@ -880,6 +937,19 @@ func (c *client) endMatchLocked(id string) {
 		}
 	}
 	delete(c.latest, id)
+}
+
+// rememberEndedLocked notes that match id ended, so that late messages about it are ignored.
+func (c *client) rememberEndedLocked(id string) {
+	if _, done := c.ended[id]; done {
+		return
+	}
+	c.ended[id] = struct{}{}
+	c.endedOrder = append(c.endedOrder, id)
+	if len(c.endedOrder) > endedRemembered {
+		delete(c.ended, c.endedOrder[0])
+		c.endedOrder = c.endedOrder[1:]
+	}
 }
 
 // closeLatestLocked closes the match's newest request: the match has moved on (a new request
@@ -926,9 +996,7 @@ func (c *client) playMatch(m *match) {
 			c.mu.Unlock()
 			c.observe(m, in.msg)
 		case *scoutv1.RefereeMessage_MatchEnded:
-			me := body.MatchEnded
-			c.log.Info("match ended", "match", m.id, "totals", me.GetTotals(), "ranks", me.GetRanks(),
-				"forfeited", me.GetForfeitedSeats())
+			logMatchEnded(c.log, body.MatchEnded)
 			c.observe(m, in.msg)
 			c.mu.Lock()
 			c.endMatchLocked(m.id)
@@ -938,6 +1006,50 @@ func (c *client) playMatch(m *match) {
 			c.observe(m, in.msg)
 		}
 	}
+}
+
+// EndStatus is how a match ended, UNSPECIFIED (an older referee) read as FINISHED.
+func EndStatus(me *scoutv1.MatchEnded) scoutv1.MatchEndStatus {
+	if me.GetStatus() == scoutv1.MatchEndStatus_MATCH_END_STATUS_UNSPECIFIED {
+		return scoutv1.MatchEndStatus_MATCH_END_STATUS_FINISHED
+	}
+	return me.GetStatus()
+}
+
+// logMatchEnded logs a MatchEnded: a finished match with its result, an aborted or voided one
+// (no result, no rating change) with the reason.
+func logMatchEnded(log *slog.Logger, me *scoutv1.MatchEnded) {
+	status := strings.TrimPrefix(EndStatus(me).String(), "MATCH_END_STATUS_")
+	if EndStatus(me) == scoutv1.MatchEndStatus_MATCH_END_STATUS_FINISHED {
+		log.Info("match ended", "match", me.GetMatchId(), "status", status, "totals", me.GetTotals(),
+			"ranks", me.GetRanks(), "forfeited", me.GetForfeitedSeats())
+		return
+	}
+	log.Warn("match ended without a result", "match", me.GetMatchId(), "status", status,
+		"reason", me.GetReason())
+}
+
+// onProbation logs the ladder's word on probation (PROTOCOL.md §3.9) and tells the bot's hook.
+func (c *client) onProbation(s *session, p *scoutv1.Probation) {
+	if p.GetActive() {
+		lifts := "only the bot's owner or the operator can lift it"
+		if p.GetLiftedByReconnect() {
+			lifts = "a new connection lifts it (restart the bot once it is fixed)"
+		}
+		s.link.log.Warn("on probation: no matches are scheduled for the bot", "reason", p.GetReason(),
+			"lifted_by", lifts)
+	} else {
+		s.link.log.Info("probation lifted: matches will be scheduled again", "reason", p.GetReason())
+	}
+	if c.prob == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("the bot's OnProbation panicked", "panic", r)
+		}
+	}()
+	c.prob.OnProbation(p)
 }
 
 func (c *client) observe(m *match, msg *scoutv1.RefereeMessage) {

@@ -69,6 +69,9 @@ type Config struct {
 	// gets all the time it takes, and the referee times the request out (a strike) and plays
 	// its fallback. A testing aid; errors and illegal actions still get the fallback.
 	DisableDeadlineFallback bool
+	// ShutdownGiveUp is how long to keep reconnecting after a Goodbye{reconnect: true} before
+	// Run gives up with a *GaveUpError (default, when not positive: ShutdownGiveUp, 15 min).
+	ShutdownGiveUp time.Duration
 	// Logger receives the client's logs (default slog.Default()).
 	Logger *slog.Logger
 	// DialOptions are appended to the client's own gRPC dial options.
@@ -139,6 +142,15 @@ func (cfg *Config) RegisterFlags(fs *flag.FlagSet) {
 		"send the fallback this long before the referee's limit (negative: after it, to test timeouts)")
 	fs.BoolVar(&cfg.NoTimeBank, "no-time-bank", cfg.NoTimeBank,
 		"never draw on the time bank: fall back at the decision deadline")
+	fs.Func("shutdown-give-up-ms", "after a shutdown goodbye, give up reconnecting after this many ms "+
+		"(default 900000: 15 min)", func(v string) error {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 1 {
+			return errors.New("want a whole number of ms, at least 1")
+		}
+		cfg.ShutdownGiveUp = time.Duration(ms) * time.Millisecond
+		return nil
+	})
 	fs.BoolVar(&cfg.PublicEvents, "public-events", cfg.PublicEvents,
 		"ask for every PublicEvent and accepted AnswerResult instead of a lean stream (also "+EnvPublicEvents+"=1)")
 }

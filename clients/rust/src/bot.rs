@@ -1,8 +1,8 @@
 //! The trait a bot author implements.
 
 use crate::proto::{
-    Action, AnswerResult, DecisionRequest, MatchEnded, MatchStart, PublicEvent, RotationRequest,
-    RoundEnded,
+    Action, AnswerResult, DecisionRequest, MatchEnded, MatchStart, Probation, PublicEvent,
+    RotationRequest, RoundEnded,
 };
 
 /// A SCOUT bot: one [`decide`](Bot::decide) method, plus optional hooks.
@@ -46,8 +46,14 @@ pub trait Bot: Send + Sync + 'static {
     /// A round ended; every hand is revealed.
     fn on_round_end(&self, _round: &RoundEnded) {}
 
-    /// A match ended: drop its per-match state here.
+    /// A match ended: drop its per-match state here. Only `MatchEndStatus::Finished` (or
+    /// `Unspecified`, an older referee's) carries a result; an aborted or voided match has none
+    /// and `end.reason` says why. See [`crate::end_status`].
     fn on_match_end(&self, _end: &MatchEnded) {}
+
+    /// The ladder put the bot on probation (`probation.active`: no matches are scheduled for
+    /// it; `reason` says why) or lifted it. The client logs it either way.
+    fn on_probation(&self, _probation: &Probation) {}
 
     /// The referee judged one of this bot's answers (or timed a request out). The client has
     /// already reacted (after ILLEGAL/MALFORMED it sends the fallback while time remains). On

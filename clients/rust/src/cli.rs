@@ -51,7 +51,7 @@ pub fn main<B: Bot>(bot: B) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Error::Config(problem)) => fail(&problem, 2),
-        Err(rejected) => fail(&rejected.to_string(), 1),
+        Err(problem) => fail(&problem.to_string(), 1),
     }
 }
 

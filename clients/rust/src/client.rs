@@ -71,7 +71,8 @@ use crate::proto::bot_message::Body as Outgoing;
 use crate::proto::referee_message::Body as Incoming;
 use crate::proto::{
     ActionChoice, AnswerResult, AnswerStatus, BotMessage, DecisionRequest, Goodbye, Hello,
-    MatchAssignment, MatchEnded, RefereeMessage, RotationChoice, RotationRequest, Welcome,
+    MatchAssignment, MatchEndStatus, MatchEnded, Probation, RefereeMessage, RotationChoice,
+    RotationRequest, Welcome,
 };
 use crate::target::{Target, unix_path};
 
@@ -101,6 +102,9 @@ const ENDED_MATCHES_REMEMBERED: usize = 1024;
 pub enum Error {
     /// The settings cannot work (bad address, unreadable certificate, TLS not compiled in).
     Config(String),
+    /// The referee said `Goodbye` with `reconnect: true` and did not take the bot back within
+    /// [`Config::shutdown_give_up`].
+    GaveUp(Duration),
     /// The referee refused the bot for a reason reconnecting cannot fix.
     Rejected {
         /// The gRPC status code.
@@ -114,6 +118,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Config(message) => f.write_str(message),
+            Error::GaveUp(after) => write!(
+                f,
+                "the referee did not come back within {} s of its shutdown goodbye; giving up",
+                after.as_secs_f64()
+            ),
             Error::Rejected { code, message } => write!(
                 f,
                 "the referee rejected the connection ({}): {}",
@@ -151,8 +160,16 @@ pub async fn run<B: Bot>(
     let mut runner = Runner::new(config, Arc::new(bot));
     let mut shutdown = pin!(shutdown);
     let mut attempt = 0u32;
+    // Since when the referee has been away after a `Goodbye{reconnect: true}`, until it welcomes
+    // the bot again: after `shutdown_give_up` of that the bot gives up.
+    let mut shutdown_since: Option<Instant> = None;
+    let give_up = runner.shared.config.shutdown_give_up;
     let outcome = loop {
-        let problem = match runner.session(&endpoint, &token, shutdown.as_mut()).await {
+        let end = runner.session(&endpoint, &token, shutdown.as_mut()).await;
+        if runner.welcomed {
+            shutdown_since = None;
+        }
+        let problem = match end {
             SessionEnd::Stopped => break Ok(()),
             SessionEnd::Rejected(status) => {
                 break Err(Error::Rejected {
@@ -166,6 +183,7 @@ pub async fn run<B: Bot>(
                     break Ok(());
                 }
                 attempt = 0; // not a failure: the backoff starts afresh
+                shutdown_since.get_or_insert_with(Instant::now);
                 let delay = goodbye_delay(goodbye.retry_after_ms);
                 info!(
                     "reconnecting in {:.2} s, as the referee asked",
@@ -181,6 +199,10 @@ pub async fn run<B: Bot>(
         };
         if runner.welcomed {
             attempt = 0;
+        }
+        if shutdown_since.is_some_and(|since| since.elapsed() >= give_up) {
+            error!("connection lost ({problem})");
+            break Err(Error::GaveUp(give_up));
         }
         let delay = backoff_delay(attempt);
         attempt = attempt.saturating_add(1);
@@ -554,6 +576,7 @@ impl<B: Bot> Runner<B> {
             }
             Incoming::Goodbye(goodbye) => return self.on_goodbye(goodbye.clone()),
             Incoming::Assignment(assignment) => return self.on_assignment(assignment),
+            Incoming::Probation(probation) => return self.on_probation(probation),
             Incoming::Error(error) => {
                 let code = error.code().as_str_name();
                 warn!(
@@ -579,6 +602,20 @@ impl<B: Bot> Runner<B> {
         {
             log_result(result);
             return;
+        }
+        if let Incoming::MatchEnded(end) = &body {
+            // Whichever stream says so (a ladder voids a node's match on the main stream), the
+            // match's ticket opens nothing any more.
+            lock(&self.shared.tickets).match_ended_anywhere(&match_id);
+            if !self.matches.contains_key(&match_id) {
+                // No state here (voided before it began, or begun before a restart).
+                log_match_end(end);
+                self.shared.bot.on_match_end(end);
+                self.shared.forget_match(&match_id);
+                self.remember_ended(match_id);
+                self.shared.finished.send_modify(|finished| *finished += 1);
+                return;
+            }
         }
         let is_end = matches!(body, Incoming::MatchEnded(_));
         let worker = self.matches.entry(match_id.clone()).or_insert_with(|| {
@@ -653,8 +690,28 @@ impl<B: Bot> Runner<B> {
         self.goodbye = Some(goodbye);
     }
 
+    /// The ladder's word on probation (PROTOCOL.md §3.9): logged, and the bot's hook told.
+    fn on_probation(&self, probation: &Probation) {
+        if probation.active {
+            warn!(
+                "on probation: no matches are scheduled for the bot ({}); {}",
+                probation.reason,
+                if probation.lifted_by_reconnect {
+                    "a new connection lifts it (restart the bot once it is fixed)"
+                } else {
+                    "only the bot's owner or the operator can lift it"
+                }
+            );
+        } else {
+            info!("probation lifted: matches will be scheduled again");
+        }
+        self.shared.bot.on_probation(probation);
+    }
+
     /// A match on a referee node (PROTOCOL.md §3.8): keep its ticket, and open a stream to the
-    /// node unless one is open (or opening) there already, which then carries the match.
+    /// node unless one is open (or opening) there already, which then carries the match. An
+    /// assignment re-sent for a match the bot follows (after every Welcome of the main stream)
+    /// replaces its ticket: the node stream reopens with it, and no second stream is opened.
     fn on_assignment(&self, assignment: &MatchAssignment) {
         let (match_id, address) = (&assignment.match_id, &assignment.address);
         if address.is_empty() || assignment.ticket.is_empty() {
@@ -841,6 +898,13 @@ impl Tickets {
             .is_some_and(|tickets| !tickets.is_empty())
     }
 
+    /// The match ended, on whichever stream said so: its ticket opens nothing any more.
+    fn match_ended_anywhere(&mut self, match_id: &str) {
+        for tickets in self.nodes.values_mut() {
+            tickets.retain(|(id, _)| id != match_id);
+        }
+    }
+
     /// The match ended: its ticket opens nothing any more.
     fn match_ended(&mut self, address: &str, match_id: &str) {
         if let Some(tickets) = self.nodes.get_mut(address) {
@@ -948,9 +1012,27 @@ fn match_id_of(body: &Incoming) -> Option<&str> {
     }
 }
 
+/// How a match ended: `Unspecified` (an older referee) reads as `Finished`.
+pub fn end_status(end: &MatchEnded) -> MatchEndStatus {
+    match end.status() {
+        MatchEndStatus::Unspecified => MatchEndStatus::Finished,
+        status => status,
+    }
+}
+
 fn log_match_end(end: &MatchEnded) {
+    let status = end_status(end);
+    if status != MatchEndStatus::Finished {
+        warn!(
+            "match {}: ended {} without a result: {}",
+            end.match_id,
+            status.as_str_name().trim_start_matches("MATCH_END_STATUS_"),
+            end.reason
+        );
+        return;
+    }
     info!(
-        "match {}: ended, totals {:?}, ranks {:?}{}",
+        "match {}: ended FINISHED, totals {:?}, ranks {:?}{}",
         end.match_id,
         end.totals,
         end.ranks,

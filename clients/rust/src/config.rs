@@ -50,6 +50,9 @@ pub struct Config {
     /// §3.6.1), unless the bot's [`wants_public_events`](crate::Bot::wants_public_events) says
     /// otherwise.
     pub public_events: bool,
+    /// After a `Goodbye` with `reconnect: true`, how long to keep reconnecting before giving
+    /// up (a referee not back by then was stopped for good): 15 minutes.
+    pub shutdown_give_up: Duration,
     /// Log debug messages.
     pub verbose: bool,
 }
@@ -73,6 +76,7 @@ impl Config {
             send_fallback: true,
             slow: Duration::ZERO,
             public_events: false,
+            shutdown_give_up: Duration::from_secs(15 * 60),
             verbose: false,
         }
     }
@@ -144,6 +148,10 @@ impl Config {
                 "--no-fallback" => config.send_fallback = false,
                 "--public-events" => config.public_events = true,
                 "--slow-ms" => config.slow = Duration::from_millis(parse_number(&flag, &value()?)?),
+                "--shutdown-give-up-ms" => {
+                    config.shutdown_give_up =
+                        Duration::from_millis(parse_number::<u64>(&flag, &value()?)?.max(1));
+                }
                 "-v" | "--verbose" => config.verbose = true,
                 _ => return Err(UsageError(format!("unknown argument {arg:?} (see --help)"))),
             }
@@ -216,6 +224,8 @@ Options:
   --no-fallback            testing: never send the fallback; let the referee time out
   --public-events          ask for every public event and accepted result, not a lean
                            stream                     [env: SCOUT_PUBLIC_EVENTS=1]
+  --shutdown-give-up-ms MS after a shutdown goodbye, give up reconnecting after MS (exit 1)
+                           [900000: 15 min]
   -v, --verbose            log debug messages
   -h, --help               print this help
   -V, --version            print the version

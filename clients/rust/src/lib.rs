@@ -49,7 +49,7 @@ pub mod proto {
 pub use bot::Bot;
 pub use client::{
     BACKOFF_INITIAL, BACKOFF_MAX, Error, KEEPALIVE_INTERVAL, NODE_UNREACHABLE_CUTOFF,
-    PROTOCOL_VERSION, Summary, backoff_delay, goodbye_delay, is_rejection, run,
+    PROTOCOL_VERSION, Summary, backoff_delay, end_status, goodbye_delay, is_rejection, run,
 };
 pub use config::Config;
 pub use game::{check_action, fallback_action, group_strength, hand_faces, show_strength};

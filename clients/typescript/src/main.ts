@@ -2,7 +2,8 @@
 // SCOUT_TLS, SCOUT_CA_CERT, SCOUT_BOT_NAME, SCOUT_CONCURRENCY, SCOUT_PUBLIC_EVENTS; flags
 // override), plays the bot of src/bot.ts until SIGTERM/SIGINT or the referee's
 // Goodbye{reconnect: false} (exit 0), and exits 1 with a one-line message when the referee
-// rejects it (unknown token, superseded, ...), 2 on a usage error.
+// rejects it (unknown token, superseded, ...) or is not back within --shutdown-give-up-ms of a
+// shutdown Goodbye, 2 on a usage error.
 
 import { chooseAction } from "./bot";
 import { resolveConfig, type Config } from "./lib/config";
@@ -10,6 +11,7 @@ import {
   ConnectionLost,
   ConnectionRejected,
   KIT_VERSION,
+  ReconnectGaveUp,
   createLogger,
   runBot,
   type Bot,
@@ -84,6 +86,7 @@ async function main(): Promise<number> {
       concurrency: config.concurrency,
       safetyMarginMs: config.safetyMarginMs,
       useTimeBank: config.useTimeBank,
+      shutdownGiveUpMs: config.shutdownGiveUpMs,
       // Unset: a lean stream unless the bot defines onPublicEvent.
       ...(config.publicEvents && { publicEvents: true }),
       signal: stop.signal,
@@ -92,7 +95,11 @@ async function main(): Promise<number> {
     log.info(`stopped after ${summary.matchesFinished} finished match(es)`);
     return 0;
   } catch (error) {
-    if (error instanceof ConnectionRejected || error instanceof ConnectionLost) {
+    if (
+      error instanceof ConnectionRejected ||
+      error instanceof ConnectionLost ||
+      error instanceof ReconnectGaveUp
+    ) {
       fail(error.message);
       return 1;
     }

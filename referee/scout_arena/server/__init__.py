@@ -22,6 +22,7 @@ from .errors import (
 from .facade import MatchInPlay, RefereeFacade
 from .lifecycle import RefereeServer, serve_forever
 from .listener import TlsConfig
+from .matches_service import list_limit
 from .referee import Referee
 from .turns import DEFAULT_PASS_BUDGET_MS, NO_PASS_BUDGET_MS
 
@@ -30,4 +31,4 @@ __all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",
            "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
            "MatchInPlay", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
            "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
-           "serve_forever", "tokens_equal"]
+           "list_limit", "serve_forever", "tokens_equal"]

@@ -23,6 +23,17 @@ class MatchStatus(Enum):
     ABORTED = "aborted"
 
 
+class EndStatus(Enum):
+    """How a match ended for its seats (``MatchEnded.status``, PROTOCOL.md §3.5)."""
+
+    FINISHED = "finished"
+    """Played to its end: it has a result and a record."""
+    ABORTED = "aborted"
+    """Stopped by the referee before its end (a shutdown that outlasted the drain)."""
+    VOIDED = "voided"
+    """Voided by the ladder (its node was lost, or the ladder cancelled it)."""
+
+
 class GoodbyeReason(Enum):
     """Why the referee ends a bot's stream on purpose (PROTOCOL.md §10.1)."""
 
@@ -73,6 +84,15 @@ class Assigned:
     address: str
     ticket: str
     tls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProbationNotice:
+    """The ladder put the bot on probation (``active``) or lifted it (PROTOCOL.md §3.9)."""
+
+    active: bool
+    reason: str
+    lifted_by_reconnect: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,13 +175,16 @@ class RoundEnded:
 
 @dataclass(frozen=True, slots=True)
 class MatchEnded:
-    """The result of a finished match; its record is stored under ``record_id``."""
+    """How a match ended: the result of a finished one, its record stored under
+    ``record_id``; an aborted or voided one has no result, only a ``reason``."""
 
     match_id: str
-    totals: tuple[int, ...]
-    ranks: tuple[int, ...]
-    forfeited_seats: tuple[int, ...]
-    record_id: str
+    totals: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = ()
+    forfeited_seats: tuple[int, ...] = ()
+    record_id: str = ""
+    status: EndStatus = EndStatus.FINISHED
+    reason: str = ""
 
 
 # ----- to spectators only --------------------------------------------------------------------
@@ -216,8 +239,8 @@ class ActionAnswer:
     unreadable: str = ""
 
 
-BotEvent = (Welcome | Goodbye | Assigned | MatchStarted | RotationRequested | DecisionRequested
-            | AnswerJudged | ActionPlayed | RoundEnded | MatchEnded)
+BotEvent = (Welcome | Goodbye | Assigned | ProbationNotice | MatchStarted | RotationRequested
+            | DecisionRequested | AnswerJudged | ActionPlayed | RoundEnded | MatchEnded)
 """Everything a bot's stream carries."""
 
 SpectatorEvent = MatchSnapshot | RoundStarted | ActionPlayed | RoundEnded | MatchEnded

@@ -21,7 +21,15 @@ from .calls import bearer_token
 from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal
 from .convert import ProtobufWire
-from .events import Assigned, Goodbye, GoodbyeReason
+from .events import (
+    Assigned,
+    BotEvent,
+    EndStatus,
+    Goodbye,
+    GoodbyeReason,
+    MatchEnded,
+    ProbationNotice,
+)
 from .lifecycle import RefereeServer, exit_dead, wait_stopped_or_dead
 from .listener import ExtraService, TlsConfig
 from .match import MatchRunner
@@ -196,10 +204,25 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
                         tls: bool = False) -> bool:
         """Tell a connected bot to play ``match_id`` on the node at ``address`` with
         ``ticket``; False when the bot has no live stream here."""
+        return self._tell(bot, Assigned(match_id, address, ticket, tls))
+
+    def send_voided(self, bot: str, match_id: str, reason: str) -> bool:
+        """Tell a connected bot that the ladder voided ``match_id`` (played on a node that is
+        lost, or never begun): MatchEnded VOIDED on its stream here. False when the bot has no
+        live stream here."""
+        return self._tell(bot, MatchEnded(match_id, status=EndStatus.VOIDED, reason=reason))
+
+    def send_probation(self, bot: str, active: bool, reason: str,
+                       lifted_by_reconnect: bool = True) -> bool:
+        """Tell a connected bot it is on probation (``active``) or no longer; False when the
+        bot has no live stream here."""
+        return self._tell(bot, ProbationNotice(active, reason, lifted_by_reconnect))
+
+    def _tell(self, bot: str, event: BotEvent) -> bool:
         entry = self._referee.bots.get(bot)
         if entry is None or entry.connection is None:
             return False
-        entry.connection.send(self._referee.wire.encode(Assigned(match_id, address, ticket, tls)))
+        entry.connection.send(self._referee.wire.encode(event))
         return True
 
     def host_match(self, match_id: str, seats: Sequence[tuple[str, str]], seed: int,
@@ -214,10 +237,11 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
                                  time_control or self._referee.default_time_control,
                                  join_timeout_s, meta)
 
-    def cancel_match(self, match_id: str, reason: str) -> bool:
-        """Drop a held match, or abort a running one (its record is written as aborted);
-        False when no such match is held or running."""
-        return self._referee.cancel_match(match_id, reason)
+    def cancel_match(self, match_id: str, reason: str, *, voided: bool = False) -> bool:
+        """Drop a held match, or abort a running one (its record is written as aborted; its
+        bots get MatchEnded ABORTED with ``reason``, or VOIDED when the ladder ``voided``
+        it); False when no such match is held or running."""
+        return self._referee.cancel_match(match_id, reason, voided)
 
     def on_hosting_failed(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(match id, why)`` when a held match could not start at all."""

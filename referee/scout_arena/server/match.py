@@ -41,6 +41,7 @@ from .events import (
     ActionPlayed,
     Answer,
     DecisionRequested,
+    EndStatus,
     MatchEnded,
     MatchSnapshot,
     MatchStatus,
@@ -66,6 +67,9 @@ def _rotation_of(answer: Answer) -> bool:
     assert isinstance(answer, RotationAnswer)  # answers reach requests of their kind (route)
     return answer.rotate
 
+
+ABORT_REASON = "the referee stopped before the match ended"
+"""Why a match stopped without a result, unless whoever stopped it said more."""
 
 RECORD_STATUS = {MatchStatus.FINISHED: RecordStatus.FINISHED,
                  MatchStatus.ABORTED: RecordStatus.ABORTED}
@@ -135,6 +139,8 @@ class MatchRunner:
         self._finishing = False
         self._begun = False
         self._abort_at_start = False
+        self.stopped_as = (EndStatus.ABORTED, ABORT_REASON)
+        """How the seats are told the match ended when it is stopped before its end."""
         self._phase: asyncio.Future[list[bool] | None] | None = None
         """What `run` waits for: the end of the rotations or of the decisions in progress."""
         self.record_stored = True
@@ -293,14 +299,16 @@ class MatchRunner:
 
     # ----- the match loop -----------------------------------------------------------------
 
-    def cancel(self) -> bool:
-        """Stop the match without a result: it is aborted and its record written. A task
+    def cancel(self, reason: str = ABORT_REASON, status: EndStatus = EndStatus.ABORTED) -> bool:
+        """Stop the match without a result: it is aborted and its record written; its seats
+        get a MatchEnded with ``status`` and ``reason``. A task
         cancelled before its first step never runs its body (no record, its seats and its
         place in the referee held for ever), so a match whose task has not begun yet is
         told to abort as it begins. False when it has ended already."""
         task = self.task
         if task is None or task.done():
             return False
+        self.stopped_as = (status, reason)
         if self._begun:
             task.cancel()
         else:
@@ -339,6 +347,8 @@ class MatchRunner:
             raise
         except Exception:
             log.exception("match %s crashed", self.match_id)
+            self.stopped_as = (EndStatus.ABORTED, "the referee failed while playing it (a bug; "
+                               "see the referee's log)")
             self._stop_asking()
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
 
@@ -399,6 +409,8 @@ class MatchRunner:
             self.table.broadcast(ended)
             self.spectators.publish(ended)
         else:
+            end_status, reason = self.stopped_as
+            self.table.broadcast(MatchEnded(self.match_id, status=end_status, reason=reason))
             self.spectators.publish(self.snapshot())
         for seat in self.seats:
             seat.bot.seats.pop(self.match_id, None)

@@ -146,6 +146,15 @@ def match_request_status(error: MatchRequestError) -> grpc.StatusCode:
 
 MAX_MATCHES_PER_CALL = 1000
 """The most matches one CreateMatches call may ask for."""
+LIST_LIMIT_DEFAULT = 100
+LIST_LIMIT_MAX = 1000
+"""ListMatches lists ``limit`` matches: 0 or negative means the default, more the maximum."""
+
+
+def list_limit(limit: int, default: int, maximum: int) -> int:
+    """How many rows a list call with ``limit`` gets (as its proto says): 0 or negative means
+    ``default``, more than ``maximum`` means ``maximum``."""
+    return default if limit <= 0 else min(limit, maximum)
 
 
 class _DeadlinePassed(Exception):
@@ -319,7 +328,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
     ) -> matches_pb2.ListMatchesResponse:
         await self._authorise(context)
         wanted = match_status_from_pb(request.status)
-        limit = request.limit if request.limit > 0 else 100
+        limit = list_limit(request.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)
         runners = sorted(self.referee.matches.values(), key=lambda m: m.created_at, reverse=True)
         chosen = [m for m in runners if wanted is None or m.status is wanted][:limit]
         return matches_pb2.ListMatchesResponse(matches=[match_info(m.snapshot()) for m in chosen])

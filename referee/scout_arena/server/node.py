@@ -279,7 +279,8 @@ class NodeLink:
             self._assign(message.assign)
         elif body == "cancel":
             cancel = message.cancel
-            self.referee.cancel_match(cancel.match_id, cancel.reason or "cancelled by the ladder")
+            self.referee.cancel_match(cancel.match_id, cancel.reason or "cancelled by the ladder",
+                                      voided=True)
             if self.hosting is not None:
                 self.hosting.cancelled(cancel.match_id)
         elif body == "stored":

@@ -33,7 +33,7 @@ from .errors import (
     UnknownBot,
     has_control_characters,
 )
-from .events import Goodbye, MatchStatus, Wire
+from .events import EndStatus, Goodbye, MatchStatus, Wire
 from .looplag import LoopLag
 from .match import MatchRunner
 from .metrics import RefereeMetrics
@@ -195,13 +195,16 @@ class Referee:
         self.create_match(pending.names, pending.seed, pending.time_control, absent_ok=True,
                           meta=pending.meta, match_id=pending.match_id)
 
-    def cancel_match(self, match_id: str, reason: str) -> bool:
+    def cancel_match(self, match_id: str, reason: str, voided: bool = False) -> bool:
         """Stop an assigned match without a result: a pending one is dropped, a running one
-        aborted (its record is written, status aborted). False when it is not held here."""
+        aborted (its record is written, status aborted; its seats are told ``reason``, the
+        match VOIDED when the ladder ``voided`` it, else ABORTED). False when it is not held
+        here."""
         if self.assigned.cancel(match_id, reason):
             return True
         match = self.matches.running.get(match_id)
-        if match is None or not match.cancel():
+        status = EndStatus.VOIDED if voided else EndStatus.ABORTED
+        if match is None or not match.cancel(reason, status):
             return False
         log.info("match %s cancelled: %s", match_id, reason)
         return True
@@ -226,6 +229,8 @@ class Referee:
                 await asyncio.wait_for(self.wait_idle(), drain_s)
         running = self.running()
         tasks = [m.task for m in running if m.task is not None]
+        reason = "the referee shut down before the match ended" + (
+            f" (it drained for {drain_s:g} s)" if drain_s > 0 else " (it did not drain)")
         for match in running:
-            match.cancel()
+            match.cancel(reason)
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -27,6 +27,10 @@ inline constexpr const char* kKitVersion = "0.1.0";
 /// that long) is gone: the kit drops its tickets and lets it go (PROTOCOL.md §3.8, rule 4).
 inline constexpr std::chrono::milliseconds kNodeUnreachableAfter = std::chrono::seconds(60);
 
+/// After a Goodbye with reconnect: true (the referee is shutting down), how long the kit keeps
+/// reconnecting before it gives up: a referee not back by then was stopped for good (§10.1).
+inline constexpr std::chrono::milliseconds kShutdownGiveUp = std::chrono::minutes(15);
+
 /// Connection and runner settings. See parse_options for the environment/flag names.
 struct Options {
     std::string address;      // SCOUT_ADDRESS / --address (required)
@@ -49,6 +53,12 @@ struct Options {
     // Not a flag (parse_options never sets it): the kit's tests shorten it. How long a node may
     // stay unreachable before its tickets are dropped.
     std::chrono::milliseconds node_unreachable_after = kNodeUnreachableAfter;
+    // --shutdown-give-up-ms: after a Goodbye with reconnect: true, give up reconnecting (run()
+    // returns 1) when the referee has not welcomed the bot back within this long.
+    std::chrono::milliseconds shutdown_give_up = kShutdownGiveUp;
+    // Not a flag: called (from the stream's reader, so keep it quick) when the ladder puts the
+    // bot on probation or lifts it (PROTOCOL.md §3.9); the kit logs it either way.
+    std::function<void(const v1::Probation&)> on_probation;
 };
 
 struct ParsedOptions {
@@ -89,8 +99,13 @@ public:
     /// each request's observation history tells what happened since the last one.
     virtual void on_event(const v1::PublicEvent& /*event*/) {}
     virtual void on_round_end(const v1::RoundEnded& /*ended*/) {}
+    /// Every ending, for every match the bot was seated in: only status FINISHED (or
+    /// UNSPECIFIED, an older referee's) carries a result; ABORTED and VOIDED say why in reason.
     virtual void on_match_end(const v1::MatchEnded& /*ended*/) {}
 };
+
+/// How a match ended: UNSPECIFIED (an older referee) reads as FINISHED.
+v1::MatchEndStatus end_status(const v1::MatchEnded& ended);
 
 using BotFactory = std::function<std::unique_ptr<Bot>()>;
 using ActFunction = std::function<v1::Action(const v1::DecisionRequest&)>;
@@ -113,7 +128,8 @@ public:
     Client& operator=(const Client&) = delete;
 
     /// Connects and plays until stop() is called (returns 0), max_matches matches have ended
-    /// (returns 0), the referee says Goodbye with reconnect: false (returns 0), or the referee
+    /// (returns 0), the referee says Goodbye with reconnect: false (returns 0), a referee that
+    /// said Goodbye with reconnect: true is not back within shutdown_give_up (returns 1), or the referee
     /// rejects the bot for a reason a reconnect cannot fix (UNAUTHENTICATED, INVALID_ARGUMENT,
     /// FAILED_PRECONDITION, ABORTED "superseded", ...): logs one line and returns 1. Connection
     /// losses are retried with backoff; a Goodbye with reconnect: true is followed by a reconnect

@@ -3,8 +3,9 @@
 // It follows the launch convention: SCOUT_ADDRESS, SCOUT_TOKEN, SCOUT_TLS, SCOUT_CA_CERT,
 // SCOUT_BOT_NAME and SCOUT_CONCURRENCY configure it, command-line flags override them. It plays
 // until SIGTERM/SIGINT or until the referee says Goodbye without asking it back (exit 0); when the referee refuses it for good (unknown token, protocol
-// mismatch, superseded by a newer connection with the same token) it prints one line and exits
-// 1. The strategy is chooseAction in strategy.go.
+// mismatch, superseded by a newer connection with the same token), or when a referee that said
+// it was shutting down is not back within 15 minutes (--shutdown-give-up-ms), it prints one line
+// and exits 1. The ladder's word on probation is logged. The strategy is chooseAction in strategy.go.
 package main
 
 import (

@@ -19,6 +19,7 @@ from .types import (
     MatchEnded,
     MatchStart,
     Observation,
+    Probation,
     PublicEvent,
     RotationRequest,
     RoundEnded,
@@ -72,7 +73,10 @@ class Bot(ABC):
         return None
 
     def on_match_end(self, match_ended: MatchEnded) -> Awaitable[None] | None:
-        """A match ended: drop its per-match state here."""
+        """A match ended, however it ended: drop its per-match state here. Called once per
+        match the bot played. `match_ended.status` says how: FINISHED (with totals and ranks),
+        or ABORTED (the referee stopped) or VOIDED (the ladder voided it: its node was lost),
+        which have no result and `match_ended.reason` says why."""
         return None
 
     def on_rejected(self, result: AnswerResult) -> Awaitable[None] | None:
@@ -85,6 +89,13 @@ class Bot(ABC):
         """The referee ended the stream on purpose. With `goodbye.reconnect` the SDK comes
         back after `goodbye.retry_after_ms`; without it `run`/`run_bot` return once this hook
         has. Matches still running were stopped by the referee: drop their state here."""
+        return None
+
+    def on_probation(self, probation: Probation) -> Awaitable[None] | None:
+        """The ladder put the bot on probation (`probation.active`: no match is scheduled for
+        it until it reconnects, when `lifted_by_reconnect`, or its owner lifts it) or lifted
+        it. The SDK logs it either way and does not reconnect by itself: restart the bot once
+        it is fixed."""
         return None
 
     @property

@@ -34,6 +34,7 @@ from .types import (
     GoodbyeReason,
     Hello,
     MatchMessage,
+    Probation,
     ProtocolError,
     RefereeMessage,
     Welcome,
@@ -62,6 +63,9 @@ KEEPALIVE_MS = 20_000
 
 BACKOFF_INITIAL_S = 0.2
 BACKOFF_MAX_S = 5.0
+GIVE_UP_AFTER_SHUTDOWN_S = 15 * 60.0
+"""After a Goodbye{SHUTDOWN}, how long the SDK keeps trying to reconnect before it gives up
+(PROTOCOL.md §10.1): a referee that is not back by then was stopped for good."""
 CLOSE_GRACE_S = 1.0
 """On stop, how long to wait for the referee to end the call after the half-close."""
 
@@ -263,6 +267,15 @@ async def _no_hook(goodbye: Goodbye) -> None:
     return None
 
 
+def _log_probation(probation: Probation) -> None:
+    if probation.active:
+        log.warning("the ladder put the bot on probation: %s%s", probation.reason,
+                    " (a new stream lifts it: restart the bot once it is fixed)"
+                    if probation.lifted_by_reconnect else "")
+    else:
+        log.info("the bot's probation is over: %s", probation.reason)
+
+
 def _no_assignments(assignment: Assignment) -> None:
     log.warning("ignoring an assignment to match %s on %s: this stream takes none",
                 assignment.match_id, assignment.address)
@@ -285,8 +298,10 @@ class Connection:
         on_match_message: Callable[[MatchMessage, float], None],
         on_goodbye: Callable[[Goodbye], Awaitable[None]] = _no_hook,
         on_assignment: Callable[[Assignment], None] = _no_assignments,
+        on_probation: Callable[[Probation], None] = lambda probation: None,
         stop: asyncio.Event,
         peer: str = "the referee",
+        give_up_after_s: float = GIVE_UP_AFTER_SHUTDOWN_S,
     ) -> None:
         self._channel = channel
         self._metadata = metadata
@@ -296,6 +311,8 @@ class Connection:
         self._on_match_message = on_match_message
         self._on_goodbye = on_goodbye
         self._on_assignment = on_assignment
+        self._on_probation = on_probation
+        self._give_up_after_s = give_up_after_s
         self._stop = stop
         self._peer = peer
         self._welcomed = False
@@ -312,6 +329,8 @@ class Connection:
         False."""
         rng = random.Random()
         attempt = 0
+        loop = asyncio.get_running_loop()
+        shut_down_at: float | None = None  # since the last Goodbye{reconnect}, unwelcomed
         while not self._stop.is_set():
             try:
                 await self._session()
@@ -335,6 +354,7 @@ class Connection:
                         goodbye,
                     )
                 attempt = 0  # the referee was there and well: not a failure
+                shut_down_at = loop.time()
                 delay = goodbye_delay(goodbye.retry_after_ms, rng)
                 log.info("reconnecting in %.2f s, as the referee asked", delay)
             else:
@@ -343,7 +363,12 @@ class Connection:
                 if not reconnect:
                     raise ConnectionLost(f"connection to the referee lost ({problem})")
                 if self._welcomed:
-                    attempt = 0
+                    attempt, shut_down_at = 0, None
+                elif shut_down_at is not None and \
+                        loop.time() - shut_down_at >= self._give_up_after_s:
+                    raise ConnectionLost(
+                        f"the referee shut down and has not come back within "
+                        f"{self._give_up_after_s:g} s ({problem}); giving up")
                 delay = backoff_delay(attempt, rng)
                 attempt += 1
                 log.warning("connection lost (%s); reconnecting in %.2f s", problem, delay)
@@ -439,6 +464,9 @@ class Connection:
                         message.message)
         elif isinstance(message, Assignment):
             self._on_assignment(message)
+        elif isinstance(message, Probation):
+            _log_probation(message)
+            self._on_probation(message)
         elif isinstance(message, Goodbye):
             self._goodbye = message
             self._said_goodbye.set()

@@ -31,8 +31,10 @@ from .types import (
     GoodbyeReason,
     Hello,
     MatchEnded,
+    MatchEndStatus,
     MatchStart,
     Observation,
+    Probation,
     ProtocolError,
     PublicAction,
     PublicEvent,
@@ -354,7 +356,18 @@ def match_ended_from_proto(ended: arena_pb2.MatchEnded) -> MatchEnded:
         ranks=tuple(ended.ranks),
         forfeited_seats=tuple(ended.forfeited_seats),
         record_id=ended.record_id,
+        status=END_STATUS_FROM_PROTO.get(ended.status, MatchEndStatus.FINISHED),
+        reason=ended.reason,
     )
+
+
+END_STATUS_FROM_PROTO = {
+    arena_pb2.MATCH_END_STATUS_FINISHED: MatchEndStatus.FINISHED,
+    arena_pb2.MATCH_END_STATUS_ABORTED: MatchEndStatus.ABORTED,
+    arena_pb2.MATCH_END_STATUS_VOIDED: MatchEndStatus.VOIDED,
+}
+"""UNSPECIFIED (sent by a referee older than the field) reads as FINISHED, as does a value this
+SDK does not know (PROTOCOL.md §14: unknown enum values read as unspecified)."""
 
 
 def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
@@ -412,6 +425,9 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage,
     if body == "assignment":
         a = message.assignment
         return Assignment(a.match_id, a.address, a.ticket, a.tls)
+    if body == "probation":
+        p = message.probation
+        return Probation(p.active, p.reason, p.lifted_by_reconnect)
     return None
 
 

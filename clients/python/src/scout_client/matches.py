@@ -102,6 +102,9 @@ class Matches:
                 log.warning("match %s: answer to request %d: %s %s", match_id,
                             message.request_id, message.status.name, message.reason)
                 return
+            if isinstance(message, MatchEnded):  # voided before it began here: nothing to free
+                _log_ending(message, " (before it began here)")
+                return
             match = self._open(match_id)
         if not match.busy and match.inbox.empty() and self._handle_now(match, message,
                                                                         received_at):
@@ -146,6 +149,14 @@ class Matches:
                     ", ".join(lost))
         for match_id in lost:
             self._end(match_id)
+
+    def knows(self, match_id: str) -> bool:
+        """Whether the match runs here, or ended here lately."""
+        return match_id in self._matches or match_id in self._ended
+
+    def has_ended(self, match_id: str) -> bool:
+        """Whether the match ended here lately."""
+        return match_id in self._ended
 
     def _open(self, match_id: str) -> _Match:
         match = _Match(match_id)
@@ -201,6 +212,8 @@ class Matches:
             _log_resumed(message)
         elif isinstance(message, RoundEnded):
             self._decisions.close_match(match.match_id)
+        elif isinstance(message, MatchEnded) and not message.finished:
+            _log_ending(message)
 
     def cancel(self) -> list[asyncio.Task[None]]:
         """Cancel every match's worker; returns them for the caller to await."""
@@ -219,6 +232,12 @@ def _hook_of(message: MatchMessage) -> str | None:
 
 _HOOKS: dict[type, str] = {MatchStart: "on_match_start", PublicEvent: "on_event",
                            RoundEnded: "on_round_end", MatchEnded: "on_match_end"}
+
+
+def _log_ending(message: MatchEnded, where: str = "") -> None:
+    """A match that ended without a result: how and why."""
+    log.warning("match %s %s%s: %s", message.match_id, message.status.name.lower(), where,
+                message.reason or "no reason given")
 
 
 def _log_resumed(message: MatchStart) -> None:

@@ -25,7 +25,7 @@ from .connection import Connection, Outbox, backoff_delay, bearer_metadata
 from .decisions import BotCalls, Decisions
 from .errors import ConnectionRejected
 from .matches import Matches, Tally
-from .types import Assignment, Hello, Welcome
+from .types import Assignment, Hello, MatchEnded, Welcome
 
 __all__ = ["NodeStreams"]
 
@@ -45,6 +45,8 @@ class _Node:
     tickets: dict[str, str] = field(default_factory=dict)
     """Ticket by match id, for the assigned matches there that have not ended (newest last)."""
     task: asyncio.Task[None] | None = None
+    matches: Matches | None = None
+    """The matches of its streams, while the bot serves the node."""
 
 
 class NodeStreams:
@@ -81,11 +83,28 @@ class NodeStreams:
         node = self._nodes.get(assignment.address)
         if node is None:
             node = self._nodes[assignment.address] = _Node(assignment.address, assignment.tls)
+        elif node.matches is not None and node.matches.has_ended(assignment.match_id):
+            return  # sent again after a Welcome while the ladder was hearing that it ended
         node.tickets.pop(assignment.match_id, None)
         node.tickets[assignment.match_id] = assignment.ticket
         log.info("match %s is played on node %s", assignment.match_id, assignment.address)
         if node.task is None or node.task.done():
             node.task = asyncio.ensure_future(self._serve(node))
+
+    def end(self, ended: MatchEnded, received_at: float) -> bool:
+        """A MatchEnded for a match assigned to a node, come on the main stream (the ladder
+        voided it: its node was lost): the match ends with the node's other matches (once,
+        whichever stream said it first) and its ticket is dropped. False when no node has the
+        match."""
+        for node in self._nodes.values():
+            known = node.matches is not None and node.matches.knows(ended.match_id)
+            if ended.match_id not in node.tickets and not known:
+                continue
+            node.tickets.pop(ended.match_id, None)
+            if node.matches is not None:
+                node.matches.receive(ended, received_at)
+            return True
+        return False
 
     @property
     def open_addresses(self) -> list[str]:
@@ -103,7 +122,8 @@ class NodeStreams:
         def ended(match_id: str) -> None:
             node.tickets.pop(match_id, None)
 
-        matches = Matches(self._calls, decisions, tally=self._tally, on_end=ended)
+        matches = node.matches = Matches(self._calls, decisions, tally=self._tally,
+                                         on_end=ended)
         rng = random.Random()
         attempt = 0
         loop = asyncio.get_running_loop()

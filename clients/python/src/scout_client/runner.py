@@ -23,6 +23,7 @@ from grpc import aio
 
 from .bot import Bot
 from .connection import (
+    GIVE_UP_AFTER_SHUTDOWN_S,
     Connection,
     Outbox,
     PemSource,
@@ -37,7 +38,7 @@ from .decisions import DEFAULT_SAFETY_MARGIN_MS, BotCalls, Decisions
 from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
 from .matches import Matches, Tally
 from .nodes import NodeStreams
-from .types import PROTOCOL_VERSION, Goodbye, Hello
+from .types import PROTOCOL_VERSION, Goodbye, Hello, MatchEnded, MatchMessage, Probation
 
 __all__ = [
     "DEFAULT_SAFETY_MARGIN_MS",
@@ -100,6 +101,7 @@ async def run_bot(
     safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
     use_time_bank: bool = True,
     public_events: bool | None = None,
+    give_up_after_s: float = GIVE_UP_AFTER_SHUTDOWN_S,
 ) -> int:
     """Play on the referee at `address` (`host:port`, or `unix:/absolute/path` for a Unix
     domain socket) until `stop_event` is set, `max_matches` matches have ended, or the referee
@@ -114,7 +116,8 @@ async def run_bot(
     `use_time_bank` is False. Raises InvalidToken (a ValueError) at once for a token gRPC could
     never send (see `validate_token`), ConnectionRejected when the referee refuses the bot, and
     ConnectionLost when the stream ends and `reconnect` is False (`error.goodbye` is set when
-    the referee asked the bot to come back later).
+    the referee asked the bot to come back later), or when the referee said Goodbye{SHUTDOWN}
+    and has not taken the bot back within `give_up_after_s` (15 minutes by default).
 
     The SDK asks for a lean stream (no PublicEvent, no ACCEPTED AnswerResult; PROTOCOL.md
     §3.6.1) unless the bot overrides `on_event` or `public_events` is True; False asks for a
@@ -153,16 +156,30 @@ async def run_bot(
     async def on_goodbye(goodbye: Goodbye) -> None:
         await calls.hook("on_goodbye", goodbye)
 
+    hooks: set[asyncio.Task[None]] = set()
+
+    def on_probation(probation: Probation) -> None:
+        task = asyncio.ensure_future(calls.hook("on_probation", probation))
+        hooks.add(task)
+        task.add_done_callback(hooks.discard)
+
+    def on_match_message(message: MatchMessage, received_at: float) -> None:
+        # A ladder voids a match on a node on the main stream: it ends where it was played.
+        if not (isinstance(message, MatchEnded) and nodes.end(message, received_at)):
+            matches.receive(message, received_at)
+
     connection = Connection(
         channel,
         metadata,
         hello,
         outbox,
         on_welcome=matches.resync,
-        on_match_message=matches.receive,
+        on_match_message=on_match_message,
         on_goodbye=on_goodbye,
         on_assignment=nodes.assign,
+        on_probation=on_probation,
         stop=stop,
+        give_up_after_s=give_up_after_s,
     )
     watcher: asyncio.Task[None] | None = None
     if stop_event is not None:
@@ -173,7 +190,9 @@ async def run_bot(
         finally:
             # Everything is cancelled before anything is awaited, so no answer is worked
             # out, or match advanced, while the others wind down.
-            stopping = [*matches.cancel(), *decisions.cancel()]
+            stopping = [*matches.cancel(), *decisions.cancel(), *hooks]
+            for hook in hooks:
+                hook.cancel()
             await asyncio.gather(*stopping, nodes.close(), return_exceptions=True)
         return tally.finished
     finally:

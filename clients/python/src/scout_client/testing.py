@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from scout.v1 import arena_pb2, game_pb2
 
 from .convert import (
+    END_STATUS_FROM_PROTO,
     END_TO_PROTO,
     ERROR_FROM_PROTO,
     GOODBYE_FROM_PROTO,
@@ -39,6 +40,7 @@ from .types import (
     MatchEnded,
     MatchStart,
     Observation,
+    Probation,
     PublicAction,
     PublicEvent,
     RefereeMessage,
@@ -208,7 +210,12 @@ def match_ended_to_proto(ended: MatchEnded) -> arena_pb2.MatchEnded:
         ranks=ended.ranks,
         forfeited_seats=ended.forfeited_seats,
         record_id=ended.record_id,
+        status=_END_STATUS_TO_PROTO[ended.status],
+        reason=ended.reason,
     )
+
+
+_END_STATUS_TO_PROTO = inverse(END_STATUS_FROM_PROTO)
 
 
 def goodbye_to_proto(goodbye: Goodbye) -> arena_pb2.Goodbye:
@@ -251,6 +258,10 @@ def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessag
         return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
             match_id=message.match_id, address=message.address, ticket=message.ticket,
             tls=message.tls))
+    if isinstance(message, Probation):
+        return arena_pb2.RefereeMessage(probation=arena_pb2.Probation(
+            active=message.active, reason=message.reason,
+            lifted_by_reconnect=message.lifted_by_reconnect))
     return arena_pb2.RefereeMessage(
         error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
     )

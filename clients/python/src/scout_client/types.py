@@ -45,10 +45,12 @@ __all__ = [
     "Goodbye",
     "GoodbyeReason",
     "Hello",
+    "MatchEndStatus",
     "MatchEnded",
     "MatchMessage",
     "MatchStart",
     "Observation",
+    "Probation",
     "ProtocolError",
     "PublicAction",
     "PublicEvent",
@@ -108,6 +110,17 @@ class GoodbyeReason(Enum):
     """The referee is restarting or being drained; come back after `retry_after_ms`."""
     FINISHED = "finished"
     """The tournament or event this referee served is over."""
+
+
+class MatchEndStatus(Enum):
+    """How a match ended for the bot (`MatchEnded.status`, PROTOCOL.md §3.5)."""
+
+    FINISHED = "finished"
+    """Played to its end (forfeits included): totals, ranks and a record."""
+    ABORTED = "aborted"
+    """Stopped by the referee before its end (a shutdown that outlasted its drain): no result."""
+    VOIDED = "voided"
+    """Voided by the ladder (its referee node was lost, or it never began): no result."""
 
 
 # --- what the referee sends ---------------------------------------------------------------------
@@ -215,13 +228,21 @@ class RoundEnded:
 
 @dataclass(frozen=True, slots=True)
 class MatchEnded:
-    """A match ended. Ranks are 1-based (1 is best); forfeits rank last."""
+    """A match ended. Only a FINISHED one has a result: ranks are 1-based (1 is best) and
+    forfeits rank last. An ABORTED or VOIDED one has none, and `reason` says why."""
 
     match_id: str
     totals: tuple[int, ...] = ()
     ranks: tuple[int, ...] = ()
     forfeited_seats: tuple[int, ...] = ()
     record_id: str = ""
+    status: MatchEndStatus = MatchEndStatus.FINISHED
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the match was played to its end (it has a result)."""
+        return self.status is MatchEndStatus.FINISHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +277,17 @@ class Assignment:
     tls: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Probation:
+    """The ladder put the bot on probation (`active`: it schedules no match for it) or lifted
+    it (PROTOCOL.md §3.9). With `lifted_by_reconnect`, a new stream (the bot restarted after
+    a fix) lifts it; otherwise only its owner or the operator can."""
+
+    active: bool
+    reason: str = ""
+    lifted_by_reconnect: bool = False
+
+
 MatchMessage: TypeAlias = (
     MatchStart
     | RotationRequest
@@ -268,7 +300,9 @@ MatchMessage: TypeAlias = (
 """A referee message about one match (each has a `match_id`): all but Welcome, ProtocolError and
 Goodbye, which are about the connection."""
 
-RefereeMessage: TypeAlias = Welcome | MatchMessage | ProtocolError | Goodbye | Assignment
+RefereeMessage: TypeAlias = (
+    Welcome | MatchMessage | ProtocolError | Goodbye | Assignment | Probation
+)
 """Anything the referee sends; a DecisionRequest arrives as an `Observation`."""
 
 

@@ -54,6 +54,7 @@ import {
   type Goodbye,
   type MatchAssignment,
   type MatchEnded,
+  type Probation,
   type MatchStart,
   type ProtocolError,
   type RawDecisionRequest,
@@ -92,7 +93,16 @@ export interface Bot {
    */
   onPublicEvent?(event: PublicEvent): void;
   onRoundEnded?(round: RoundEnded): void;
+  /**
+   * Every ending of a match the bot was seated in. Only status FINISHED (see `endStatus`) has a
+   * result (totals, ranks); ABORTED and VOIDED have none, and `end.reason` says why.
+   */
   onMatchEnded?(end: MatchEnded): void;
+  /**
+   * The ladder put the bot on probation (`active`: no matches are scheduled for it, `reason`
+   * says why) or lifted it (PROTOCOL.md §3.9). The kit logs it either way.
+   */
+  onProbation?(probation: Probation): void;
 }
 
 export interface RunOptions {
@@ -123,6 +133,12 @@ export interface RunOptions {
    * a lean stream (PROTOCOL.md §3.6.1). `SCOUT_PUBLIC_EVENTS=1` / `--public-events` set it.
    */
   publicEvents?: boolean;
+  /**
+   * After a Goodbye with `reconnect: true` (the referee shutting down), give up reconnecting
+   * (the run fails with ReconnectGaveUp) when the referee has not welcomed the bot back within
+   * this long. Default SHUTDOWN_GIVE_UP_MS: 15 minutes.
+   */
+  shutdownGiveUpMs?: number;
   /** Aborting it ends the run gracefully. */
   signal?: AbortSignal;
   logger?: Logger;
@@ -159,6 +175,26 @@ export class ConnectionRejected extends Error {
 /** The stream ended and `reconnect: false` was asked for. */
 export class ConnectionLost extends Error {
   override name = "ConnectionLost";
+}
+
+/** The referee said Goodbye{reconnect: true} and was not back within `shutdownGiveUpMs`. */
+export class ReconnectGaveUp extends Error {
+  override name = "ReconnectGaveUp";
+}
+
+/** How long to keep reconnecting after a shutdown Goodbye before giving up: 15 minutes. */
+export const SHUTDOWN_GIVE_UP_MS = 15 * 60 * 1000;
+
+/** How a match ended: UNSPECIFIED (an older referee) reads as FINISHED. */
+export function endStatus(end: MatchEnded): "FINISHED" | "ABORTED" | "VOIDED" {
+  switch (end.status) {
+    case "MATCH_END_STATUS_ABORTED":
+      return "ABORTED";
+    case "MATCH_END_STATUS_VOIDED":
+      return "VOIDED";
+    default:
+      return "FINISHED";
+  }
 }
 
 export const KIT_VERSION = "0.1.0";
@@ -378,11 +414,18 @@ class Runner {
   async run(): Promise<void> {
     const main = this.main;
     let attempt = 0;
+    // performance.now() of a Goodbye{reconnect: true} not followed by a Welcome yet: the bot
+    // gives up giveUpMs after it.
+    let shutdownSince: number | undefined;
+    const giveUpMs = Math.max(1, this.options.shutdownGiveUpMs ?? SHUTDOWN_GIVE_UP_MS);
     try {
       while (!this.stopping) {
         const end = await this.session(main, this.options.token);
         if (this.stopping) {
           break;
+        }
+        if (main.welcomed) {
+          shutdownSince = undefined;
         }
         const goodbye = main.goodbye;
         if (goodbye !== undefined) {
@@ -398,6 +441,7 @@ class Runner {
             );
           }
           attempt = 0; // not a failure: the backoff starts afresh
+          shutdownSince ??= performance.now();
           const delay = goodbyeDelayMs(goodbye.retryAfterMs);
           this.log.info(`reconnecting in ${(delay / 1000).toFixed(2)} s, as the referee asked`);
           await main.sleep(delay);
@@ -412,6 +456,13 @@ class Runner {
         }
         if (main.welcomed) {
           attempt = 0;
+        }
+        if (shutdownSince !== undefined && performance.now() - shutdownSince >= giveUpMs) {
+          this.log.error(`connection lost (${problem})`);
+          throw new ReconnectGaveUp(
+            `the referee did not come back within ${giveUpMs / 1000} s of its shutdown ` +
+              "goodbye; giving up",
+          );
         }
         const delay = backoffDelayMs(attempt);
         attempt += 1;
@@ -502,7 +553,13 @@ class Runner {
     }
     this.tickets.add(address, matchId, ticket);
     if (this.nodes.has(address)) {
-      this.log.info(`match ${matchId}: assigned to node ${address}, where a stream is open`);
+      // Re-sent after every Welcome of the main stream for a match still running (§3.8): the
+      // ticket is the one the node's stream reopens with, and the stream carries on.
+      this.log.info(
+        this.matches.has(matchId)
+          ? `match ${matchId}: assigned again to node ${address}, where the bot follows it`
+          : `match ${matchId}: assigned to node ${address}, where a stream is open`,
+      );
       return;
     }
     this.log.info(`match ${matchId}: assigned to node ${address}`);
@@ -644,6 +701,9 @@ class Runner {
         return;
       case "assignment":
         if (message.assignment) this.onAssignment(message.assignment);
+        return;
+      case "probation":
+        if (message.probation) this.onProbation(message.probation);
         return;
       case "matchStart":
         if (message.matchStart) this.onMatchStart(link, message.matchStart);
@@ -796,16 +856,39 @@ class Runner {
       return;
     }
     const match = this.matches.get(end.matchId);
-    const seat = match?.seat ?? -1;
-    const rank = seat >= 0 ? end.ranks[seat] : undefined;
-    const forfeited = end.forfeitedSeats.includes(seat) ? ", FORFEITED" : "";
-    this.log.info(
-      `match ${end.matchId} ended: totals ${end.totals.join(" ")}, ranks ${end.ranks.join(" ")}` +
-        (rank === undefined ? "" : ` (seat ${seat}: rank ${rank}${forfeited})`),
-    );
+    const how = endStatus(end);
+    if (how !== "FINISHED") {
+      // Whichever stream says so (a ladder voids a node's match on the main stream), the match's
+      // state and ticket go below; it has no result.
+      this.log.warn(`match ${end.matchId} ended ${how} without a result: ${end.reason}`);
+    } else {
+      const seat = match?.seat ?? -1;
+      const rank = seat >= 0 ? end.ranks[seat] : undefined;
+      const forfeited = end.forfeitedSeats.includes(seat) ? ", FORFEITED" : "";
+      this.log.info(
+        `match ${end.matchId} ended ${how}: totals ${end.totals.join(" ")}, ` +
+          `ranks ${end.ranks.join(" ")}` +
+          (rank === undefined ? "" : ` (seat ${seat}: rank ${rank}${forfeited})`),
+      );
+    }
     this.hook("onMatchEnded", () => this.bot.onMatchEnded?.(end));
     this.matchesFinished += 1;
     this.endMatch(end.matchId);
+  }
+
+  /** The ladder's word on probation (PROTOCOL.md §3.9): logged, and the bot's hook told. */
+  private onProbation(probation: Probation): void {
+    if (probation.active) {
+      this.log.warn(
+        `on probation: no matches are scheduled for the bot (${probation.reason}); ` +
+          (probation.liftedByReconnect
+            ? "a new connection lifts it (restart the bot once it is fixed)"
+            : "only the bot's owner or the operator can lift it"),
+      );
+    } else {
+      this.log.info("probation lifted: matches will be scheduled again");
+    }
+    this.hook("onProbation", () => this.bot.onProbation?.(probation));
   }
 
   private endMatch(matchId: string): void {

@@ -29,6 +29,8 @@ export interface Config {
   publicEvents: boolean;
   /** Testing aid: block for this long in every decision (0: off). */
   slowMs: number;
+  /** After a shutdown Goodbye, give up reconnecting after this long (default 15 minutes). */
+  shutdownGiveUpMs: number;
   verbose: boolean;
 }
 
@@ -55,6 +57,8 @@ options (each overrides the environment variable in brackets):
   --public-events          ask for every public event and accepted result, not a lean
                            stream [SCOUT_PUBLIC_EVENTS=1]
   --slow-ms MS             testing: block the event loop MS ms in every decision
+  --shutdown-give-up-ms MS after a shutdown goodbye, give up reconnecting after MS
+                           (exit 1; default 900000: 15 minutes)
   -v, --verbose            log every message
   -h, --help               show this help`;
 
@@ -100,6 +104,7 @@ export function resolveConfig(
         "no-time-bank": { type: "boolean" },
         "public-events": { type: "boolean" },
         "slow-ms": { type: "string" },
+        "shutdown-give-up-ms": { type: "string" },
         verbose: { type: "boolean", short: "v" },
         help: { type: "boolean", short: "h" },
       },
@@ -141,6 +146,14 @@ export function resolveConfig(
   if (typeof slowMs === "string") {
     return { kind: "error", message: slowMs };
   }
+  const giveUp = parseCount(
+    values["shutdown-give-up-ms"] ?? String(15 * 60 * 1000),
+    "--shutdown-give-up-ms",
+    1,
+  );
+  if (typeof giveUp === "string") {
+    return { kind: "error", message: giveUp };
+  }
   const caCert = nonEmpty(values["ca-cert"]) ?? nonEmpty(env["SCOUT_CA_CERT"]);
   const clientCert = nonEmpty(values["client-cert"]);
   const clientKey = nonEmpty(values["client-key"]);
@@ -161,6 +174,7 @@ export function resolveConfig(
     useTimeBank: !values["no-time-bank"],
     publicEvents: Boolean(values["public-events"]) || envFlag(env["SCOUT_PUBLIC_EVENTS"]),
     slowMs,
+    shutdownGiveUpMs: giveUp,
     verbose: Boolean(values.verbose),
   };
   if (caCert !== undefined) {

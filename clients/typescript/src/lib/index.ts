@@ -18,6 +18,7 @@ export {
   type MatchEnded,
   type MatchStart,
   type Observation,
+  type Probation,
   type ProtocolError,
   type PublicAction,
   type PublicEvent,

@@ -29,6 +29,7 @@ export type { ArenaClient, BotMessage, RefereeMessage__Output as RefereeMessage 
 export type { AnswerResult__Output as AnswerResult } from "../generated/scout/v1/AnswerResult";
 export type { Goodbye__Output as Goodbye } from "../generated/scout/v1/Goodbye";
 export type { MatchAssignment__Output as MatchAssignment } from "../generated/scout/v1/MatchAssignment";
+export type { Probation__Output as Probation } from "../generated/scout/v1/Probation";
 export type { ProtocolError__Output as ProtocolError } from "../generated/scout/v1/ProtocolError";
 export type { Welcome__Output as Welcome } from "../generated/scout/v1/Welcome";
 export type { PublicAction__Output as PublicAction } from "../generated/scout/v1/PublicAction";

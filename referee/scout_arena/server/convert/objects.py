@@ -35,12 +35,14 @@ from ..events import (
     Assigned,
     BotEvent,
     DecisionRequested,
+    EndStatus,
     Goodbye,
     GoodbyeReason,
     MatchEnded,
     MatchSnapshot,
     MatchStarted,
     MatchStatus,
+    ProbationNotice,
     RotationRequested,
     RoundEnded,
     RoundStarted,
@@ -266,9 +268,17 @@ def round_ended_event(event: RoundEnded) -> arena_pb2.RoundEnded:
                        event.rotations)
 
 
+_END_STATUS_TO_PB: dict[EndStatus, arena_pb2.MatchEndStatus.ValueType] = {
+    EndStatus.FINISHED: arena_pb2.MATCH_END_STATUS_FINISHED,
+    EndStatus.ABORTED: arena_pb2.MATCH_END_STATUS_ABORTED,
+    EndStatus.VOIDED: arena_pb2.MATCH_END_STATUS_VOIDED,
+}
+
+
 def match_ended(event: MatchEnded) -> arena_pb2.MatchEnded:
     return arena_pb2.MatchEnded(match_id=event.match_id, totals=event.totals, ranks=event.ranks,
-                                forfeited_seats=event.forfeited_seats, record_id=event.record_id)
+                                forfeited_seats=event.forfeited_seats, record_id=event.record_id,
+                                status=_END_STATUS_TO_PB[event.status], reason=event.reason)
 
 
 def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
@@ -305,6 +315,10 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
         return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
             match_id=event.match_id, address=event.address, ticket=event.ticket,
             tls=event.tls))
+    if isinstance(event, ProbationNotice):
+        return arena_pb2.RefereeMessage(probation=arena_pb2.Probation(
+            active=event.active, reason=event.reason,
+            lifted_by_reconnect=event.lifted_by_reconnect))
     if isinstance(event, Goodbye):
         return arena_pb2.RefereeMessage(goodbye=arena_pb2.Goodbye(
             reason=_GOODBYE_TO_PB[event.reason], message=event.message,

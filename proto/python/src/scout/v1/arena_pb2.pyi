@@ -898,7 +898,7 @@ Global___ProtocolError: _TypeAlias = ProtocolError  # noqa: Y015
 @_typing.final
 class MatchAssignment(_message.Message):
     """A ladder with referee nodes seats the bot in a match that another node hosts, and sends it
-    again, with a fresh ticket, after every Welcome for each match still running (so that a
+    again, with its ticket, after every Welcome for each match still running (so that a
     restarted bot can resume them, PROTOCOL.md §10). The bot
     opens a Play stream to `address` (unless it already has one open there), with the metadata
     `authorization: Bearer <ticket>` and the same Hello, and plays the match on it exactly as on

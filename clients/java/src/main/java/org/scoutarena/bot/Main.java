@@ -16,6 +16,7 @@ import java.util.logging.Logger;
 import org.scoutarena.client.ArenaClient;
 import org.scoutarena.client.ClientConfig;
 import org.scoutarena.client.ConnectionRejectedException;
+import org.scoutarena.client.ReconnectGaveUpException;
 import org.scoutarena.client.ScoutBot;
 
 /**
@@ -73,7 +74,7 @@ public final class Main {
       int played = client.run();
       log.info("stopped after " + played + " match(es)");
       return 0;
-    } catch (ConnectionRejectedException e) {
+    } catch (ConnectionRejectedException | ReconnectGaveUpException e) {
       return fail(e.getMessage(), 1);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -48,8 +48,10 @@ import org.scoutarena.scout.v1.DecisionRequest;
 import org.scoutarena.scout.v1.Goodbye;
 import org.scoutarena.scout.v1.Hello;
 import org.scoutarena.scout.v1.MatchAssignment;
+import org.scoutarena.scout.v1.MatchEndStatus;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
+import org.scoutarena.scout.v1.Probation;
 import org.scoutarena.scout.v1.ProtocolError;
 import org.scoutarena.scout.v1.PublicEvent;
 import org.scoutarena.scout.v1.RefereeMessage;
@@ -133,6 +135,7 @@ public final class ArenaClient {
   private final int maxMatches;
   private final int safetyMarginMs;
   private final boolean useTimeBank;
+  private final Duration shutdownGiveUp;
   /** {@link #NODE_UNREACHABLE_LIMIT}, shorter in tests. */
   private final Duration nodeUnreachableLimit;
 
@@ -215,6 +218,7 @@ public final class ArenaClient {
     this.maxMatches = config.maxMatches();
     this.safetyMarginMs = config.safetyMarginMs();
     this.useTimeBank = config.useTimeBank();
+    this.shutdownGiveUp = Duration.ofMillis(config.shutdownGiveUpMs());
   }
 
   /**
@@ -291,18 +295,27 @@ public final class ArenaClient {
    * Reconnects on connection loss, and after a {@code Goodbye} with {@code reconnect: true}.
    *
    * @throws ConnectionRejectedException the referee refused the bot (do not retry)
+   * @throws ReconnectGaveUpException the referee said Goodbye with reconnect: true and did not
+   *     take the bot back within {@link ClientConfig#shutdownGiveUpMs()}
    * @throws InterruptedException the calling thread was interrupted
    */
-  public int run() throws ConnectionRejectedException, InterruptedException {
+  public int run()
+      throws ConnectionRejectedException, ReconnectGaveUpException, InterruptedException {
     if (!started.compareAndSet(false, true)) {
       throw new IllegalStateException("run() can be called once");
     }
     try {
       int attempt = 0;
+      // System.nanoTime() of a Goodbye{reconnect: true} the referee has not welcomed the bot
+      // back since; null: none. The bot gives up shutdownGiveUp after it.
+      Long shutdownSince = null;
       while (!stopped.isDone()) {
         Session current = open(main, channel, headers);
         log.fine(() -> "connecting (stream " + current.number + ")");
         Status status = awaitEnd(current);
+        if (current.welcomed) {
+          shutdownSince = null;
+        }
         if (status == null) {
           closeGracefully(current);
           break;
@@ -316,6 +329,9 @@ public final class ArenaClient {
             break;
           }
           attempt = 0; // not a failure: the backoff starts afresh
+          if (shutdownSince == null) {
+            shutdownSince = System.nanoTime();
+          }
           Duration delay = Backoff.afterGoodbye(goodbye.getRetryAfterMs(),
               ThreadLocalRandom.current());
           log.info(String.format(Locale.ROOT, "reconnecting in %.2f s, as the referee asked",
@@ -331,6 +347,11 @@ public final class ArenaClient {
         }
         if (current.welcomed) {
           attempt = 0;
+        }
+        if (shutdownSince != null
+            && System.nanoTime() - shutdownSince >= shutdownGiveUp.toNanos()) {
+          log.severe("connection lost (" + describe(status) + ")");
+          throw new ReconnectGaveUpException(shutdownGiveUp);
         }
         Duration delay = Backoff.delay(attempt++, ThreadLocalRandom.current());
         log.warning(String.format(Locale.ROOT, "connection lost (%s); reconnecting in %.2f s",
@@ -484,6 +505,7 @@ public final class ArenaClient {
       }
       case MATCH_ENDED -> onMatchEnded(from.link, message.getMatchEnded());
       case ASSIGNMENT -> onAssignment(message.getAssignment());
+      case PROBATION -> onProbation(message.getProbation());
       // Session.onNext unpacks a bundle, so one here was inside another: never sent (§3.6.2).
       case BUNDLE -> log.warning("ignoring a bundle inside a bundle from " + from.link.label
           + " (" + message.getBundle().getMessagesCount() + " message(s))");
@@ -556,22 +578,49 @@ public final class ArenaClient {
     hook(link, start.getMatchId(), "onMatchStart", () -> bot.onMatchStart(start));
   }
 
+  /** How a match ended: UNSPECIFIED (an older referee) reads as FINISHED. */
+  public static MatchEndStatus endStatus(MatchEnded matchEnded) {
+    return matchEnded.getStatus() == MatchEndStatus.MATCH_END_STATUS_UNSPECIFIED
+        ? MatchEndStatus.MATCH_END_STATUS_FINISHED : matchEnded.getStatus();
+  }
+
+  /**
+   * However it ended and on whichever stream (a ladder voids a node's match on the main
+   * stream), the match's state, requests and ticket go; only a FINISHED match has a result.
+   */
   private void onMatchEnded(Link link, MatchEnded matchEnded) {
     String matchId = matchEnded.getMatchId();
     tickets.matchEnded(matchId); // an assigned match: its ticket opens nothing any more
-    MatchState match = matches.get(matchId);
-    if (match == null) {
+    if (ended.contains(matchId)) {
       return;
     }
-    hook(link, matchId, "onMatchEnd", () -> bot.onMatchEnd(matchEnded));
-    forgetMatch(matchId);
-    int seat = match.seat;
-    String rank = seat >= 0 && seat < matchEnded.getRanksCount()
-        ? ", our rank " + matchEnded.getRanks(seat) : "";
-    log.info(() -> "match " + matchId + " ended: totals " + matchEnded.getTotalsList() + ", ranks "
-        + matchEnded.getRanksList() + rank
-        + (matchEnded.getForfeitedSeatsCount() > 0
-            ? ", forfeited seats " + matchEnded.getForfeitedSeatsList() : ""));
+    MatchState match = matches.get(matchId);
+    MatchEndStatus status = endStatus(matchEnded);
+    String how = status.name().replace("MATCH_END_STATUS_", "");
+    if (match == null) {
+      // No state here: voided before it began, or begun before a restart.
+      forgetMatch(matchId);
+      try {
+        bot.onMatchEnd(matchEnded);
+      } catch (RuntimeException e) {
+        log.log(Level.WARNING, "match " + matchId + ": onMatchEnd threw", e);
+      }
+    } else {
+      hook(link, matchId, "onMatchEnd", () -> bot.onMatchEnd(matchEnded));
+      forgetMatch(matchId);
+    }
+    if (status != MatchEndStatus.MATCH_END_STATUS_FINISHED) {
+      log.warning("match " + matchId + " ended " + how + " without a result: "
+          + matchEnded.getReason());
+    } else {
+      int seat = match == null ? -1 : match.seat;
+      String rank = seat >= 0 && seat < matchEnded.getRanksCount()
+          ? ", our rank " + matchEnded.getRanks(seat) : "";
+      log.info(() -> "match " + matchId + " ended " + how + ": totals "
+          + matchEnded.getTotalsList() + ", ranks " + matchEnded.getRanksList() + rank
+          + (matchEnded.getForfeitedSeatsCount() > 0
+              ? ", forfeited seats " + matchEnded.getForfeitedSeatsList() : ""));
+    }
     if (finished.incrementAndGet() == maxMatches) {
       log.info(() -> maxMatches + " match(es) ended; stopping");
       stop();
@@ -653,6 +702,23 @@ public final class ArenaClient {
     return result.getStatus().name().replace("ANSWER_STATUS_", "");
   }
 
+  /** The ladder's word on probation (PROTOCOL.md §3.9): logged, and the bot's hook told. */
+  private void onProbation(Probation probation) {
+    if (probation.getActive()) {
+      log.warning("on probation: no matches are scheduled for the bot (" + probation.getReason()
+          + "); " + (probation.getLiftedByReconnect()
+              ? "a new connection lifts it (restart the bot once it is fixed)"
+              : "only the bot's owner or the operator can lift it"));
+    } else {
+      log.info("probation lifted: matches will be scheduled again");
+    }
+    try {
+      bot.onProbation(probation);
+    } catch (RuntimeException e) {
+      log.log(Level.WARNING, "onProbation threw", e);
+    }
+  }
+
   // --- referee nodes (PROTOCOL.md §3.8) ------------------------------------------------------
 
   /**
@@ -666,8 +732,15 @@ public final class ArenaClient {
       log.warning("match " + matchId + ": ignoring an assignment without an address or ticket");
       return;
     }
+    if (ended.contains(matchId)) {
+      log.fine("match " + matchId + ": ignoring an assignment to a match that ended");
+      return;
+    }
+    // Re-sent after each Welcome of the main stream (PROTOCOL.md §3.8) for a match still
+    // running: its ticket is the one the node's link reopens with, and the link carries on.
     log.info("match " + matchId + " is on node " + address
-        + (assignment.getTls() ? " (TLS)" : ""));
+        + (assignment.getTls() ? " (TLS)" : "")
+        + (matches.containsKey(matchId) ? " (again, for a match the bot follows)" : ""));
     synchronized (nodes) {
       if (stopped.isDone()) {
         return;

@@ -26,6 +26,8 @@ import java.util.Map;
  * @param slowMs testing aid: delay every bot answer this long
  * @param publicEvents ask for the full stream (every {@code PublicEvent} and an
  *     {@code AnswerResult} for accepted answers too) instead of a lean one (PROTOCOL.md §3.6.1)
+ * @param shutdownGiveUpMs after a {@code Goodbye} with {@code reconnect: true}, give up
+ *     reconnecting after this long (default 15 minutes)
  * @param verbose debug logging
  * @param help print the usage and exit
  */
@@ -43,6 +45,7 @@ public record ClientConfig(
     boolean useTimeBank,
     int slowMs,
     boolean publicEvents,
+    int shutdownGiveUpMs,
     boolean verbose,
     boolean help) {
 
@@ -50,6 +53,8 @@ public record ClientConfig(
   public static final int DEFAULT_CONCURRENCY = 8;
   /** Default head start of the fallback before the referee's limit, for latency and GC pauses. */
   public static final int DEFAULT_SAFETY_MARGIN_MS = 150;
+  /** How long to keep reconnecting after a shutdown Goodbye before giving up: 15 minutes. */
+  public static final int DEFAULT_SHUTDOWN_GIVE_UP_MS = 15 * 60 * 1000;
 
   /** The command-line usage. */
   public static final String USAGE = """
@@ -73,11 +78,15 @@ public record ClientConfig(
         --slow-ms MS             testing aid: delay every answer of the bot by MS
         --public-events          ask for every public event and accepted result instead of
                                  a lean stream [SCOUT_PUBLIC_EVENTS=1]
+        --shutdown-give-up-ms MS after a shutdown goodbye, give up reconnecting after MS
+                                 (default 900000: 15 minutes)
         -v, --verbose            debug logging
         -h, --help               this text
 
-      Exit status: 0 when stopped by a signal or after --max-matches; 1 when the referee
-      refuses the bot (bad token, protocol, superseded); 2 for a usage error.
+      Exit status: 0 when stopped by a signal, after --max-matches, or on a goodbye that
+      does not ask the bot back; 1 when the referee refuses the bot (bad token, protocol,
+      superseded) or is not back within --shutdown-give-up-ms of a shutdown goodbye; 2 for a
+      usage error.
       """;
 
   /** A bad command line or environment. */
@@ -110,6 +119,7 @@ public record ClientConfig(
     boolean useTimeBank = true;
     int slowMs = 0;
     boolean publicEvents = truthy(env.get("SCOUT_PUBLIC_EVENTS"));
+    int shutdownGiveUpMs = DEFAULT_SHUTDOWN_GIVE_UP_MS;
     boolean verbose = false;
     boolean help = false;
 
@@ -130,7 +140,7 @@ public record ClientConfig(
         case "-h", "--help" -> help = true;
         case "--address", "--token", "--ca-cert", "--client-cert", "--client-key", "--bot-name",
             "--concurrency", "--max-concurrent", "--max-matches", "--safety-margin-ms",
-            "--slow-ms" -> {
+            "--slow-ms", "--shutdown-give-up-ms" -> {
           String value = inline;
           if (value == null) {
             if (i + 1 >= args.size()) {
@@ -149,6 +159,7 @@ public record ClientConfig(
             case "--max-matches" -> maxMatches = parseInt(name, value);
             case "--safety-margin-ms" -> safetyMarginMs = parseInt(name, value);
             case "--slow-ms" -> slowMs = parseInt(name, value);
+            case "--shutdown-give-up-ms" -> shutdownGiveUpMs = Math.max(1, parseInt(name, value));
             default -> throw new IllegalStateException(name);
           }
         }
@@ -158,7 +169,7 @@ public record ClientConfig(
 
     if (help) {
       return new ClientConfig(address, token, tls, null, null, null, botName, 1, 0,
-          safetyMarginMs, useTimeBank, slowMs, publicEvents, verbose, true);
+          safetyMarginMs, useTimeBank, slowMs, publicEvents, shutdownGiveUpMs, verbose, true);
     }
     if (address == null || address.isBlank()) {
       throw new UsageException("no referee address: pass --address HOST:PORT or set SCOUT_ADDRESS");
@@ -181,7 +192,7 @@ public record ClientConfig(
     tls = tls || ca != null || cert != null;
     return new ClientConfig(address.trim(), token.trim(), tls, ca, cert, key,
         blankToNull(botName), concurrency, maxMatches, safetyMarginMs, useTimeBank, slowMs,
-        publicEvents, verbose, false);
+        publicEvents, shutdownGiveUpMs, verbose, false);
   }
 
   /** True for "1", "true", "yes", "on" (any case). */

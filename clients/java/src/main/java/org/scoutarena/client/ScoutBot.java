@@ -4,6 +4,7 @@ import org.scoutarena.scout.v1.Action;
 import org.scoutarena.scout.v1.DecisionRequest;
 import org.scoutarena.scout.v1.MatchEnded;
 import org.scoutarena.scout.v1.MatchStart;
+import org.scoutarena.scout.v1.Probation;
 import org.scoutarena.scout.v1.PublicEvent;
 import org.scoutarena.scout.v1.RotationRequest;
 import org.scoutarena.scout.v1.RoundEnded;
@@ -65,4 +66,10 @@ public interface ScoutBot {
 
   /** A match ended; forget its state. */
   default void onMatchEnd(MatchEnded matchEnded) {}
+
+  /**
+   * The ladder put the bot on probation ({@code probation.getActive()}: no matches are scheduled
+   * for it, {@code getReason()} says why) or lifted it. The client logs it either way.
+   */
+  default void onProbation(Probation probation) {}
 }
