@@ -185,6 +185,8 @@ class SprtRun:
             "pairs": self.games_used // 2,
             "games_used": self.games_used,
             "games_played": self.games_played,
+            "games_limit": self.config.max_groups * self.config.group_games,
+            "deal_games": self.config.group_games,
             "estimate": test.mean if test.n else None,
             "ci95": [low, high] if test.n >= 2 else None,
             "sd": test.sd if test.n >= 2 else None,
