@@ -341,7 +341,6 @@ def test_the_verdict_names_the_winner_and_the_measured_difference_with_its_inter
     """An H0 verdict once read "(NEW - BASE = +0.00 rather than +1.00)" beside a measured
     -5.13, and the games column showed 9,996 for --max-games 10000."""
     from rich.console import Console
-
     from scout_arena.sprt.report import render_result, verdict
 
     run = SprtRun(SprtConfig("random", "greedy", players=3, h1=1.0))
