@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING
 
 from scout_rules import State
 
-from .local import BUNDLED_BOTS, make_bot, play_match
+from .play_cli import add_play_parser
 from .record import (
     MatchRecord,
     RecordError,
-    build_record,
-    dump_record,
     read_record_json,
     record_from_json,
     replay,
@@ -118,23 +116,6 @@ def format_match(record: MatchRecord) -> str:
         for seat in sorted(range(len(players)), key=lambda s: ranks[s]):
             lines.append(f"  {ranks[seat]}. seat {seat} {players[seat]:<12} {totals[seat]:+d}")
     return "\n".join(lines)
-
-
-def cmd_play(args: argparse.Namespace) -> int:
-    names = args.bot or ["random"] * args.players
-    if len(names) == 1:
-        names = names * args.players
-    if len(names) != args.players:
-        print(f"error: {len(names)} bots for {args.players} players", file=sys.stderr)
-        return 2
-    bots = [make_bot(name, args.seed + seat) for seat, name in enumerate(names)]
-    state = play_match(bots, args.seed)
-    record = build_record(state, names)
-    if args.record:
-        dump_record(record, args.record)
-    if not args.quiet:
-        print(format_match(record))
-    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -386,14 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    play = sub.add_parser("play", help="play one in-process match between bundled bots")
-    play.add_argument("--players", type=int, choices=range(2, 6), default=4, metavar="N")
-    play.add_argument("--seed", type=seed_arg, default=1)
-    play.add_argument("--bot", action="append", choices=sorted(BUNDLED_BOTS),
-                      help="bot for the next seat (repeat per seat; one name fills every seat)")
-    play.add_argument("--record", metavar="FILE", help="write the match record here")
-    play.add_argument("--quiet", action="store_true", help="print nothing")
-    play.set_defaults(func=cmd_play)
+    add_play_parser(sub)
 
     rep = sub.add_parser("replay", help="validate a match record and print it move by move")
     rep.add_argument("file")
