@@ -112,7 +112,7 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
                    "--bot", f"illegal={raw('illegal')}", "--bot", f"crash={raw('crash')}",
                    "--bot", "ghost=/bin/sleep 60", "--players", "3", "--games", "1",
                    "--concurrency", "3", "--seed", "4", "--decision-ms", "300",
-                   "--time-bank-ms", "300", "--connect-timeout", "5"], out)
+                   "--time-bank-ms", "300", "--connect-timeout", "5", "--keep-going"], out)
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["matches_finished"] == summary["matches_total"] == 10 * 3
@@ -121,7 +121,9 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
     assert rows["good"]["forfeits"] == 0
     assert rows["ghost"]["status"] == "never connected"
     assert rows["crash"]["status"] == "crashed"
-    assert any("exited with status 3" in n for n in rows["crash"]["notes"])
+    [crashed] = [n for n in rows["crash"]["notes"] if "exited with status 3" in n]
+    log = out / "logs" / "crash.stderr.log"
+    assert f"its stderr is in {log}, ending:\n    rawbot: crashing on purpose" in crashed
     assert rows["hang"]["timeouts"] >= 3
     assert rows["illegal"]["illegal_actions"] >= 3
     for name in ("hang", "illegal", "crash", "ghost"):
@@ -135,6 +137,28 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
             assert record["ranks"][seats.index("good")] == 1
     assert (out / "logs" / "crash.stderr.log").exists()
     assert "good" in result.stdout and "Head to head" in result.stdout
+
+
+def test_a_bot_that_cannot_start_stops_the_tournament_with_its_stderr(tmp_path: Path) -> None:
+    """As cutechess does: no schedule of forfeits for a bot that never played a move."""
+    out = tmp_path / "t"
+    broken = (f"{sys.executable} -c \"import sys; print('Traceback: no module named "
+              f"mybot_helpers', file=sys.stderr); sys.exit(1)\"")
+    args = ["--bot", "good=greedy", "--bot", f"broken={broken}", "--players", "2",
+            "--games", "3", "--connect-timeout", "20"]
+    result = _run(args, out)
+    assert result.returncode == 1
+    log = out / "logs" / "broken.stderr.log"
+    assert "broken (" in result.stderr and "crashed: exited with status 1 before it " \
+        f"connected; its stderr is in {log}, ending:\n    Traceback: no module named " \
+        "mybot_helpers" in result.stderr
+    assert f"--resume {out}, or pass --keep-going" in result.stderr
+    assert not list((out / "records").glob("*.json"))
+    going = _run([*args, "--keep-going"], out)
+    assert going.returncode == 0, going.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["matches_finished"] == summary["matches_total"] == 6
+    assert {s["bot"]: s["forfeits"] for s in summary["standings"]} == {"good": 0, "broken": 6}
 
 
 def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(

@@ -169,7 +169,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / "tournament.json").exists():
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
-    summary = asyncio.run(Tournament(config, out, console=console).run())
+    summary = asyncio.run(Tournament(config, out, console=console, keep_going=True).run())
     render_summary(summary, console)
     first = summary.records[0] if summary.records else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "

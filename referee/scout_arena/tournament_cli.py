@@ -84,14 +84,15 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     tournament = Tournament(config, out, console=console, show_progress=not args.no_progress,
                             nodes=args.nodes, ray_address=args.ray, chunk_size=args.chunk_size,
                             ray_working_dir=Path(args.ray_working_dir).resolve()
-                            if args.ray_working_dir else None)
+                            if args.ray_working_dir else None, keep_going=args.keep_going)
     try:
         summary = asyncio.run(tournament.run())
     except TournamentDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    render_summary(summary, console)
-    console.print(f"records, logs and summary.json in {out}")
+    if summary.matches_finished or not summary.error:  # else: the error says it all
+        render_summary(summary, console)
+        console.print(f"records, logs and summary.json in {out}")
     if summary.error:
         print(f"error: {summary.error}", file=sys.stderr)
         return 1
@@ -147,6 +148,9 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
     tour.add_argument("--out", default="tournament-out", metavar="DIR")
     tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
     tour.add_argument("--no-progress", action="store_true")
+    tour.add_argument("--keep-going", action="store_true",
+                      help="play on when a bot cannot start (its seats by the fallback) "
+                           "instead of stopping before the first match")
     tour.add_argument("--nodes", type=int, metavar="N", help="play on N local worker processes, "
                       "each with its own referee and bot programs")
     tour.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
