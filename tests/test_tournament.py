@@ -192,20 +192,26 @@ def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(
     assert len(keys) == len(set(keys)) == 80
 
 
-def test_same_seed_and_deterministic_bots_reproduce_the_results(tmp_path: Path) -> None:
+def test_same_seed_reproduces_the_results_of_every_bundled_bot(tmp_path: Path) -> None:
+    """random and search key their generators on the match id and their --seed: both come
+    from the tournament's seed (and the schedule key, the bot's name), never from the
+    referee's randomness, so two runs play the same moves. search with --iterations: in
+    time mode its decisions depend on the machine's speed."""
     outcomes = []
     for run in range(2):
         out = tmp_path / f"run{run}"
-        result = _run(["--bot", "g1=greedy", "--bot", "g2=greedy", "--bot", "g3=greedy",
-                       "--players", "3", "--games", "2", "--concurrency", "3", "--seed", "21"],
-                      out)
+        result = _run(["--bot", "g=greedy", "--bot", "r1=random", "--bot", "r2=random",
+                       "--bot", "s=search --iterations 30", "--players", "3", "--games", "1",
+                       "--concurrency", "3", "--seed", "21", "--decision-ms", "10000"], out)
         assert result.returncode == 0, result.stderr
-        by_key = {r["meta"]["tournament_key"]: (r["seed"], r["totals"], r["rounds"])
+        by_key = {r["meta"]["tournament_key"]: (r["match_id"], r["seed"], r["totals"],
+                                                r["rounds"])
                   for r in _records(out)}
         summary = json.loads((out / "summary.json").read_text())
         outcomes.append((by_key, [(s["bot"], s["mu"], s["sigma"]) for s in summary["standings"]]))
+    assert len(outcomes[0][0]) == 4 * 3  # 4 lineups, 1 deal each, 3 rotations
     assert outcomes[0] == outcomes[1]
-    seeds = {seed for seed, _, _ in outcomes[0][0].values()}
+    seeds = {seed for _, seed, _, _ in outcomes[0][0].values()}
     assert all(deal_match(3, s) for s in seeds)
 
 
@@ -235,3 +241,7 @@ def test_every_bundled_bot_runs_with_the_runners_interpreter_others_as_given() -
         assert BotSpec("x", name).argv() == [sys.executable, "-m", "scout_arena.cli", "bot",
                                              "run", name]
     assert BotSpec("x", "python my bot.py").argv() == ["python", "my", "bot.py"]
+    assert BotSpec("x", "search --iterations 9").argv(5) == [
+        sys.executable, "-m", "scout_arena.cli", "bot", "run", "search", "--iterations", "9",
+        "--seed", "5"]
+    assert BotSpec("x", "python bot.py").argv(5) == ["python", "bot.py"]

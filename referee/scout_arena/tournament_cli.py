@@ -133,7 +133,8 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
     """Adds ``tournament`` and ``sprt`` to the ``scout-arena`` subcommands."""
     tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
     tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",
-                      help="a bot program (repeat); COMMAND 'random'/'greedy' are bundled")
+                      help="a bot program (repeat); COMMAND random, greedy or search (with "
+                      "bot run's options: 'search --iterations 200') are the bundled bots")
     tour.add_argument("--config", metavar="FILE", help="TOML/JSON with the same keys, bots as "
                       "[[bot]] name = ..., command = ...")
     tour.add_argument("--players", type=int, choices=range(2, 6), metavar="N")

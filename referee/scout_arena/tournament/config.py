@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import shlex
@@ -27,17 +28,44 @@ class TournamentDirError(ValueError):
     """The output folder belongs to another tournament: its records must not be mixed in."""
 
 
+def _derived(*parts: object) -> int:
+    """A 60-bit number from ``parts`` (the same on every machine and Python)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 4
+
+
+def bot_seed(tournament_seed: int, name: str) -> int:
+    """The ``--seed`` a bundled bot of a tournament gets: with the match ids (`match_id`), it
+    makes ``random`` and ``search --iterations N`` replay from the tournament's seed."""
+    return _derived("bot", tournament_seed, name)
+
+
+def match_id(tournament_seed: int, key: str) -> str:
+    """A scheduled match's id, from the tournament's seed and the match's schedule key: a bot
+    seeding its generators with the match id (as the bundled ones do) plays it again the same
+    in a second run, on any node, where the referee's random ids made every run differ."""
+    return f"m-{_derived('match', tournament_seed, key) >> 12:012x}"
+
+
 @dataclass(frozen=True)
 class BotSpec:
     """A named bot program: a command line, or a bundled Python bot (``random``, ``greedy``,
-    ``search``)."""
+    ``search``, with `bot run`'s options after the name: ``search --iterations 200``)."""
 
     name: str
     command: str
 
-    def argv(self) -> list[str]:
-        if self.command in BUNDLED:
-            return [sys.executable, "-m", "scout_arena.cli", "bot", "run", self.command]
+    @property
+    def bundled(self) -> bool:
+        words = self.command.split(maxsplit=1)
+        return bool(words) and words[0] in BUNDLED
+
+    def argv(self, seed: int | None = None) -> list[str]:
+        """The command line; ``seed``: the ``--seed`` of a bundled bot (others get none)."""
+        if self.bundled:
+            extra = [] if seed is None else ["--seed", str(seed)]
+            return [sys.executable, "-m", "scout_arena.cli", "bot", "run",
+                    *shlex.split(self.command), *extra]
         return shlex.split(self.command)
 
 

@@ -22,7 +22,9 @@ from .config import (
     BotSpec,
     ScheduledMatch,
     TournamentConfig,
+    bot_seed,
 )
+from .config import match_id as scheduled_match_id
 
 ABORT_WAIT_S = 30.0
 """How long a stopped tournament waits for its aborted matches to write their records."""
@@ -151,8 +153,9 @@ class Venue:
             log = bot.log_path.open("ab")
             try:
                 bot.process = await asyncio.create_subprocess_exec(
-                    *bot.spec.argv(), env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True,
+                    *bot.spec.argv(bot_seed(self.config.seed, bot.spec.name)), env=env,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True,
                     preexec_fn=self._preexec)
             except OSError as exc:
                 bot.status = "failed to start"
@@ -262,9 +265,10 @@ class Venue:
             present = [n for n in item.seats if n not in absent]
             if all(connected.get(n, 0) > 0 for n in present):
                 pending.pop(i)
-                match_id = self.referee.create_match(list(item.seats), item.seed,
-                                                     absent=absent, absent_ok=True,
-                                                     meta={"tournament_key": item.key})
+                match_id = self.referee.create_match(
+                    list(item.seats), item.seed, absent=absent, absent_ok=True,
+                    meta={"tournament_key": item.key},
+                    match_id=scheduled_match_id(self.config.seed, item.key))
                 return match_id, item
         return None
 
