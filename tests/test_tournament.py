@@ -245,3 +245,7 @@ def test_every_bundled_bot_runs_with_the_runners_interpreter_others_as_given() -
         sys.executable, "-m", "scout_arena.cli", "bot", "run", "search", "--iterations", "9",
         "--seed", "5"]
     assert BotSpec("x", "python bot.py").argv(5) == ["python", "bot.py"]
+    for spec in ("my_bot.py:MyBot", "bots/my_bot.py:MyBot", "my_bot:MyBot", "pkg.bot:Bot"):
+        assert BotSpec("x", spec).argv() == [sys.executable, "-m", "scout_arena.cli", "bot",
+                                             "run", spec]
+    assert BotSpec("x", "./bot:v2 --fast").argv() == ["./bot:v2", "--fast"]

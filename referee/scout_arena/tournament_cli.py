@@ -133,8 +133,9 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
     """Adds ``tournament`` and ``sprt`` to the ``scout-arena`` subcommands."""
     tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
     tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",
-                      help="a bot program (repeat); COMMAND random, greedy or search (with "
-                      "bot run's options: 'search --iterations 200') are the bundled bots")
+                      help="a bot program (repeat); random, greedy, search (the bundled bots) and "
+                      "file.py:Class or module:Class are played by 'bot run', options after "
+                      "them: 'search --iterations 200'")
     tour.add_argument("--config", metavar="FILE", help="TOML/JSON with the same keys, bots as "
                       "[[bot]] name = ..., command = ...")
     tour.add_argument("--players", type=int, choices=range(2, 6), metavar="N")
@@ -178,8 +179,9 @@ approximation, cutechess-cli/fastchess bounds) on the paired differences says go
           with two players, NEW's match score is 0.5 + that / 2)
 
 Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) and llr.png to
---out. Commands follow the launch convention (random/greedy are the bundled bots); with
---in-process they are Python bots instead (random, greedy, module:Class, file.py:Class).""")
+--out. Commands follow the launch convention (random, greedy, search and module:Class or
+file.py:Class are played by `scout-arena bot run`); with --in-process they are Python bots in
+this process instead (random, greedy, search, module:Class, file.py:Class).""")
     sprt.add_argument("--new", required=True, metavar="CMD", help="the version under test")
     sprt.add_argument("--base", required=True, metavar="CMD", help="the version to beat")
     sprt.add_argument("--field", action="append", metavar="CMD",

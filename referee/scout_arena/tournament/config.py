@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass
@@ -47,22 +48,29 @@ def match_id(tournament_seed: int, key: str) -> str:
     return f"m-{_derived('match', tournament_seed, key) >> 12:012x}"
 
 
+#: A Python bot class as `bot run` names one: ``path/to/file.py:Class`` or ``module:Class``.
+_CLASS_SPEC = re.compile(r"(?:[\w./-]+\.py|[A-Za-z_][\w.]*):[A-Za-z_]\w*")
+
+
 @dataclass(frozen=True)
 class BotSpec:
-    """A named bot program: a command line, or a bundled Python bot (``random``, ``greedy``,
-    ``search``, with `bot run`'s options after the name: ``search --iterations 200``)."""
+    """A named bot program: a command line, or a Python bot that `scout-arena bot run` plays
+    with the runner's interpreter: a bundled one (``random``, ``greedy``, ``search``) or a class
+    (``my_bot.py:MyBot``, ``my_bot:MyBot``), with `bot run`'s options after it (``search
+    --iterations 200``)."""
 
     name: str
     command: str
 
     @property
-    def bundled(self) -> bool:
+    def bot_run(self) -> bool:
+        """Whether `scout-arena bot run` plays it (rather than the command being run as is)."""
         words = self.command.split(maxsplit=1)
-        return bool(words) and words[0] in BUNDLED
+        return bool(words) and (words[0] in BUNDLED or _CLASS_SPEC.fullmatch(words[0]) is not None)
 
     def argv(self, seed: int | None = None) -> list[str]:
-        """The command line; ``seed``: the ``--seed`` of a bundled bot (others get none)."""
-        if self.bundled:
+        """The command line; ``seed``: the ``--seed`` of a `bot_run` bot (others get none)."""
+        if self.bot_run:
             extra = [] if seed is None else ["--seed", str(seed)]
             return [sys.executable, "-m", "scout_arena.cli", "bot", "run",
                     *shlex.split(self.command), *extra]
