@@ -62,6 +62,7 @@ screenshots: $(STAMP) postgres browser
 bench: $(STAMP) bubblewrap
 	mkdir -p bench/results
 	$(BIN)/python bench/engine.py --json bench/results/engine.json
+	$(BIN)/python bench/cli_start.py --json bench/results/cli_start.json
 	$(BIN)/python bench/env.py --json bench/results/env.json
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/sdk.py --json bench/results/sdk.json

@@ -471,6 +471,34 @@ def test_load_file_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert bot.name == "mine" and bot.seed == 9  # type: ignore[attr-defined]
 
 
+def test_module_spec_resolves_from_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bot run mybot:MyBot` in the bot's own folder: a console script's sys.path does not
+    hold the current directory, yet Python users expect `import mybot` to work there."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sdk_cwd_bot.py").write_text(
+        "from scout_client import Bot\n"
+        "class MyBot(Bot):\n"
+        "    name = 'cwd'\n"
+        "    def act(self, observation):\n"
+        "        return observation.fallback()\n"
+    )
+    assert load_bot("sdk_cwd_bot:MyBot").name == "cwd"
+
+
+def test_missing_module_error_says_where_it_looked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BotSpecError) as caught:
+        load_bot("sdk_absent_bot:MyBot")
+    message = str(caught.value)
+    assert str(tmp_path) in message and "current directory" in message
+    assert "sdk_absent_bot.py:ClassName" in message
+
+
 @pytest.mark.parametrize(
     "spec",
     ["nope", "scout_client.bots:Nope", "sdk_no_such_module:Bot", "missing/bot.py:Bot",

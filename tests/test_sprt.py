@@ -337,6 +337,29 @@ def test_a_three_player_field_in_process_with_a_module_class() -> None:
     assert run.games_used % 6 == 0
 
 
+def test_the_verdict_names_the_winner_and_the_measured_difference_with_its_interval() -> None:
+    """An H0 verdict once read "(NEW - BASE = +0.00 rather than +1.00)" beside a measured
+    -5.13, and the games column showed 9,996 for --max-games 10000."""
+    from rich.console import Console
+    from scout_arena.sprt.report import render_result, verdict
+
+    run = SprtRun(SprtConfig("random", "greedy", players=3, h1=1.0))
+    play_in_process(run)
+    summary = run.summary()
+    assert run.decision == "H0" and summary["estimate"] < 0
+    low, high = summary["ci95"]
+    text = verdict(summary)
+    assert text.startswith("H0 accepted: NEW is not +1.00 points better than BASE; "
+                           f"measured NEW - BASE = {summary['estimate']:+.2f} points, "
+                           f"95% CI [{low:+.2f}, {high:+.2f}]")
+    assert text.endswith("(tested H0: NEW - BASE = +0.00 against H1: +1.00)")
+    console = Console(record=True, width=200)
+    render_result(summary, console)
+    shown = console.export_text()
+    assert f"{summary['games_used']} of {summary['games_played']} played (at most 9996: " \
+           "--max-games 10000 in whole deals of 6)" in shown
+
+
 def test_a_bad_bot_spec_is_an_sprt_error() -> None:
     with pytest.raises(SprtError, match="no module"):
         play_in_process(SprtRun(SprtConfig("no_such_module_xyz:Bot", "random")))

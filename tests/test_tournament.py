@@ -112,7 +112,7 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
                    "--bot", f"illegal={raw('illegal')}", "--bot", f"crash={raw('crash')}",
                    "--bot", "ghost=/bin/sleep 60", "--players", "3", "--games", "1",
                    "--concurrency", "3", "--seed", "4", "--decision-ms", "300",
-                   "--time-bank-ms", "300", "--connect-timeout", "5"], out)
+                   "--time-bank-ms", "300", "--connect-timeout", "5", "--keep-going"], out)
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["matches_finished"] == summary["matches_total"] == 10 * 3
@@ -121,7 +121,9 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
     assert rows["good"]["forfeits"] == 0
     assert rows["ghost"]["status"] == "never connected"
     assert rows["crash"]["status"] == "crashed"
-    assert any("exited with status 3" in n for n in rows["crash"]["notes"])
+    [crashed] = [n for n in rows["crash"]["notes"] if "exited with status 3" in n]
+    log = out / "logs" / "crash.stderr.log"
+    assert f"its stderr is in {log}, ending:\n    rawbot: crashing on purpose" in crashed
     assert rows["hang"]["timeouts"] >= 3
     assert rows["illegal"]["illegal_actions"] >= 3
     for name in ("hang", "illegal", "crash", "ghost"):
@@ -135,6 +137,28 @@ def test_crashing_hanging_illegal_and_absent_bots_forfeit_and_the_tournament_goe
             assert record["ranks"][seats.index("good")] == 1
     assert (out / "logs" / "crash.stderr.log").exists()
     assert "good" in result.stdout and "Head to head" in result.stdout
+
+
+def test_a_bot_that_cannot_start_stops_the_tournament_with_its_stderr(tmp_path: Path) -> None:
+    """As cutechess does: no schedule of forfeits for a bot that never played a move."""
+    out = tmp_path / "t"
+    broken = (f"{sys.executable} -c \"import sys; print('Traceback: no module named "
+              f"mybot_helpers', file=sys.stderr); sys.exit(1)\"")
+    args = ["--bot", "good=greedy", "--bot", f"broken={broken}", "--players", "2",
+            "--games", "3", "--connect-timeout", "20"]
+    result = _run(args, out)
+    assert result.returncode == 1
+    log = out / "logs" / "broken.stderr.log"
+    assert "broken (" in result.stderr and "crashed: exited with status 1 before it " \
+        f"connected; its stderr is in {log}, ending:\n    Traceback: no module named " \
+        "mybot_helpers" in result.stderr
+    assert f"--resume {out}, or pass --keep-going" in result.stderr
+    assert not list((out / "records").glob("*.json"))
+    going = _run([*args, "--keep-going"], out)
+    assert going.returncode == 0, going.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["matches_finished"] == summary["matches_total"] == 6
+    assert {s["bot"]: s["forfeits"] for s in summary["standings"]} == {"good": 0, "broken": 6}
 
 
 def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(
@@ -168,20 +192,26 @@ def test_interrupted_tournament_keeps_finished_records_and_resume_completes_it(
     assert len(keys) == len(set(keys)) == 80
 
 
-def test_same_seed_and_deterministic_bots_reproduce_the_results(tmp_path: Path) -> None:
+def test_same_seed_reproduces_the_results_of_every_bundled_bot(tmp_path: Path) -> None:
+    """random and search key their generators on the match id and their --seed: both come
+    from the tournament's seed (and the schedule key, the bot's name), never from the
+    referee's randomness, so two runs play the same moves. search with --iterations: in
+    time mode its decisions depend on the machine's speed."""
     outcomes = []
     for run in range(2):
         out = tmp_path / f"run{run}"
-        result = _run(["--bot", "g1=greedy", "--bot", "g2=greedy", "--bot", "g3=greedy",
-                       "--players", "3", "--games", "2", "--concurrency", "3", "--seed", "21"],
-                      out)
+        result = _run(["--bot", "g=greedy", "--bot", "r1=random", "--bot", "r2=random",
+                       "--bot", "s=search --iterations 30", "--players", "3", "--games", "1",
+                       "--concurrency", "3", "--seed", "21", "--decision-ms", "10000"], out)
         assert result.returncode == 0, result.stderr
-        by_key = {r["meta"]["tournament_key"]: (r["seed"], r["totals"], r["rounds"])
+        by_key = {r["meta"]["tournament_key"]: (r["match_id"], r["seed"], r["totals"],
+                                                r["rounds"])
                   for r in _records(out)}
         summary = json.loads((out / "summary.json").read_text())
         outcomes.append((by_key, [(s["bot"], s["mu"], s["sigma"]) for s in summary["standings"]]))
+    assert len(outcomes[0][0]) == 4 * 3  # 4 lineups, 1 deal each, 3 rotations
     assert outcomes[0] == outcomes[1]
-    seeds = {seed for seed, _, _ in outcomes[0][0].values()}
+    seeds = {seed for _, seed, _, _ in outcomes[0][0].values()}
     assert all(deal_match(3, s) for s in seeds)
 
 
@@ -211,3 +241,11 @@ def test_every_bundled_bot_runs_with_the_runners_interpreter_others_as_given() -
         assert BotSpec("x", name).argv() == [sys.executable, "-m", "scout_arena.cli", "bot",
                                              "run", name]
     assert BotSpec("x", "python my bot.py").argv() == ["python", "my", "bot.py"]
+    assert BotSpec("x", "search --iterations 9").argv(5) == [
+        sys.executable, "-m", "scout_arena.cli", "bot", "run", "search", "--iterations", "9",
+        "--seed", "5"]
+    assert BotSpec("x", "python bot.py").argv(5) == ["python", "bot.py"]
+    for spec in ("my_bot.py:MyBot", "bots/my_bot.py:MyBot", "my_bot:MyBot", "pkg.bot:Bot"):
+        assert BotSpec("x", spec).argv() == [sys.executable, "-m", "scout_arena.cli", "bot",
+                                             "run", spec]
+    assert BotSpec("x", "./bot:v2 --fast").argv() == ["./bot:v2", "--fast"]

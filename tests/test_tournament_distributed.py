@@ -30,7 +30,8 @@ sys.exit(main(["bot", "run", "greedy"]))
 """
 FIELD = ["--bot", "a=greedy", "--bot", "b=greedy", "--bot", f"c={sys.executable} greedy_bot.py",
          "--bot", "ghost=/nonexistent/bot-program", "--players", "2", "--games", "1",
-         "--concurrency", "2", "--seed", "17", "--decision-ms", "5000", "--time-bank-ms", "60000"]
+         "--concurrency", "2", "--seed", "17", "--decision-ms", "5000", "--time-bank-ms", "60000",
+         "--keep-going"]  # the ghost cannot start: the local run plays on, as nodes do
 MATCHES = 12
 RUN_TIMEOUT = 600
 

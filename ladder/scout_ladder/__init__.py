@@ -5,40 +5,58 @@ PostgreSQL or SQLite, schema by Alembic). Its names are re-exported here; the se
 matchmaker and the CLI live in their own modules and are not imported here, so that reading the
 database needs neither gRPC nor the referee. Of ``scout_arena`` it needs only ``ratings``, the
 one definition of the conservative rating the leaderboard sorts by.
+
+The names are imported when first used: ``scout_ladder.cli`` (whose ``--help`` should answer at
+once) then does not pay for SQLAlchemy before it touches the database.
 """
 
-from scout_ladder.repository import (
-    BotInfo,
-    BotOwnerError,
-    BotProfile,
-    BotResult,
-    BotRetiredError,
-    BotVersionInfo,
-    ChallengeInfo,
-    DuplicateMatchError,
-    FinishedMatch,
-    InvalidInputError,
-    LeaderboardRow,
-    LeaseHeldError,
-    LeaseLostError,
-    MatchStateError,
-    MatchSummary,
-    NoLadderDatabaseError,
-    RatingHistoryEntry,
-    RatingInfo,
-    RatingPoint,
-    RatingSnapshot,
-    Repository,
-    SeatResult,
-    SeatSummary,
-    StorageError,
-    TableSizeRecord,
-    UnknownBotError,
-    UnknownChallengeError,
-    UnknownMatchError,
-    alembic_config,
-    hash_token,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scout_ladder.repository import (
+        BotInfo,
+        BotOwnerError,
+        BotProfile,
+        BotResult,
+        BotRetiredError,
+        BotVersionInfo,
+        ChallengeInfo,
+        DuplicateMatchError,
+        FinishedMatch,
+        InvalidInputError,
+        LeaderboardRow,
+        LeaseHeldError,
+        LeaseLostError,
+        MatchStateError,
+        MatchSummary,
+        NoLadderDatabaseError,
+        RatingHistoryEntry,
+        RatingInfo,
+        RatingPoint,
+        RatingSnapshot,
+        Repository,
+        SeatResult,
+        SeatSummary,
+        StorageError,
+        TableSizeRecord,
+        UnknownBotError,
+        UnknownChallengeError,
+        UnknownMatchError,
+        alembic_config,
+        hash_token,
+    )
+
+
+def __getattr__(name: str) -> object:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("scout_ladder.repository"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BotInfo",

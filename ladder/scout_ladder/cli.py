@@ -31,7 +31,6 @@ from scout_arena.server.flags import (
     time_control,
     tls_config,
 )
-from scout_arena.server.hardening import tune_gc
 from scout_arena.text import echo
 
 from .owner_cli import add_client_options, add_owner_commands
@@ -204,6 +203,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     repo.close()
                 raise _Exit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                             f"{args.metrics_port}: {exc}", 1) from None
+        from scout_arena.server.hardening import tune_gc  # gRPC: not for --help
+
         tune_gc()  # the ladder hosts the referee: the same stall-free collection policy
         print(f"ladder listening on {ladder.address}", flush=True)
         local_nodes = None

@@ -1,4 +1,9 @@
-"""The `scout-arena` command and its subcommands."""
+"""The `scout-arena` command and its subcommands.
+
+Each subcommand imports what it needs when it runs, and only the chosen subcommand's parser is
+built (`build_parser`): `scout-arena --help` and the small commands answer at once, where
+importing the referee, gRPC and SQLAlchemy first took more than a second.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +15,10 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
-from scout_rules import State
-
-from .local import BUNDLED_BOTS, make_bot, play_match
-from .record import (
-    MatchRecord,
-    RecordError,
-    build_record,
-    dump_record,
-    read_record_json,
-    record_from_json,
-    replay,
-)
-from .record.json_v1 import note_json
-from .server.arena_service import MAX_STREAMS_PER_TOKEN
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
 from .server.flags import (
@@ -37,14 +28,15 @@ from .server.flags import (
     time_control,
     tls_config,
 )
-from .server.listener import MAX_STREAMS_PER_CONNECTION
-from .server.turns import DEFAULT_PASS_BUDGET_MS
-from .tournament_cli import add_tournament_parsers, seed_arg
+from .tournament_cli import seed_arg
 
 if TYPE_CHECKING:
     from .hosting.node import NodeHosting
+    from .record import MatchRecord
     from .server import Referee
     from .server.node import NodeConfig
+
+    _Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_event_loop(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +82,9 @@ def _unix_socket(text: str) -> Path:
 
 def format_match(record: MatchRecord) -> str:
     """A readable move-by-move account of a record; replays it first (RecordError if bad)."""
+    from .record import replay
+    from .record.json_v1 import note_json
+
     result = replay(record)
     players = record.players
     lines = [f"SCOUT, {record.num_players} players, seed {record.seed}"]
@@ -120,24 +115,9 @@ def format_match(record: MatchRecord) -> str:
     return "\n".join(lines)
 
 
-def cmd_play(args: argparse.Namespace) -> int:
-    names = args.bot or ["random"] * args.players
-    if len(names) == 1:
-        names = names * args.players
-    if len(names) != args.players:
-        print(f"error: {len(names)} bots for {args.players} players", file=sys.stderr)
-        return 2
-    bots = [make_bot(name, args.seed + seat) for seat, name in enumerate(names)]
-    state = play_match(bots, args.seed)
-    record = build_record(state, names)
-    if args.record:
-        dump_record(record, args.record)
-    if not args.quiet:
-        print(format_match(record))
-    return 0
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
+    from .record import RecordError, read_record_json, record_from_json, replay
+
     try:
         raw = read_record_json(args.file)
         replay(raw)
@@ -188,7 +168,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / "tournament.json").exists():
         shutil.rmtree(out)  # the demo's own scratch folder: start afresh every time
-    summary = asyncio.run(Tournament(config, out, console=console).run())
+    summary = asyncio.run(Tournament(config, out, console=console, keep_going=True).run())
     render_summary(summary, console)
     first = summary.records[0] if summary.records else "records/<match>.json"
     console.print(f"records, logs and summary.json in {args.out}; replay one with "
@@ -197,6 +177,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_deal(args: argparse.Namespace) -> int:
+    from scout_rules import State
+
     state = State.new(args.players, args.seed)
     print(json.dumps([[[[c.face, c.other] for c in h] for h in r] for r in state.deals]))
     return 0
@@ -382,24 +364,14 @@ def cmd_web(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    play = sub.add_parser("play", help="play one in-process match between bundled bots")
-    play.add_argument("--players", type=int, choices=range(2, 6), default=4, metavar="N")
-    play.add_argument("--seed", type=seed_arg, default=1)
-    play.add_argument("--bot", action="append", choices=sorted(BUNDLED_BOTS),
-                      help="bot for the next seat (repeat per seat; one name fills every seat)")
-    play.add_argument("--record", metavar="FILE", help="write the match record here")
-    play.add_argument("--quiet", action="store_true", help="print nothing")
-    play.set_defaults(func=cmd_play)
-
+def _add_replay(sub: _Subparsers) -> None:
     rep = sub.add_parser("replay", help="validate a match record and print it move by move")
     rep.add_argument("file")
     rep.add_argument("--quiet", action="store_true", help="only validate")
     rep.set_defaults(func=cmd_replay)
 
+
+def _add_demo(sub: _Subparsers) -> None:
     demo = sub.add_parser("demo", help="a small tournament of the bundled bots and built kits")
     demo.add_argument("--seed", type=seed_arg, default=2026)
     demo.add_argument("--games", type=int, default=0,
@@ -408,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo-out")
     demo.add_argument("--root", default=".", help="repository root, where clients/ is")
     demo.set_defaults(func=cmd_demo)
+
+
+def _add_referee(sub: _Subparsers) -> None:
+    from .server.arena_service import MAX_STREAMS_PER_TOKEN
+    from .server.listener import MAX_STREAMS_PER_CONNECTION
+    from .server.turns import DEFAULT_PASS_BUDGET_MS
 
     referee = sub.add_parser("referee", help="the gRPC referee server")
     referee_sub = referee.add_subparsers(dest="referee_command", required=True)
@@ -463,12 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=cmd_referee_serve)
 
+
+def _add_bot(sub: _Subparsers) -> None:
+    from scout_client.cli import add_bot_run_arguments
+
     bot = sub.add_parser("bot", help="run a bot against a referee")
     bot_sub = bot.add_subparsers(dest="bot_command", required=True)
     bot_run = bot_sub.add_parser("run", help="connect a bot (random, greedy, search, "
                                  "module:Class, file.py:Class)")
-    from scout_client.cli import add_bot_run_arguments
-
     add_bot_run_arguments(bot_run)
     bot_run.add_argument("--think-ms", type=int, metavar="MS",
                          help="search bot: time per decision (default 200; capped by each "
@@ -477,27 +457,78 @@ def build_parser() -> argparse.ArgumentParser:
                          help="search bot: a fixed number of iterations per decision instead")
     bot_run.set_defaults(func=cmd_bot_run)
 
-    add_tournament_parsers(sub)
 
+def _add_web(sub: _Subparsers) -> None:
     web = sub.add_parser("web", help="serve the web pages of a tournament output directory")
     web.add_argument("dir", metavar="DIR", help="a tournament's --out directory")
     web.add_argument("--host", default="127.0.0.1")
     web.add_argument("--port", type=int, default=8000)
     web.set_defaults(func=cmd_web)
 
-    from scout_ladder.cli import add_ladder_parser
 
-    add_ladder_parser(sub)
-
+def _add_deal(sub: _Subparsers) -> None:
     deal = sub.add_parser("deal", help="print a seed's deal as JSON: deals[round][seat]")
     deal.add_argument("--players", type=int, choices=range(2, 6), default=4)
     deal.add_argument("--seed", type=seed_arg, default=1)
     deal.set_defaults(func=cmd_deal)
+
+
+def _add_play(sub: _Subparsers) -> None:
+    from .play_cli import add_play_parser
+
+    add_play_parser(sub)
+
+
+def _add_tournament(sub: _Subparsers) -> None:
+    from .tournament_cli import add_tournament_parsers
+
+    add_tournament_parsers(sub)
+
+
+def _add_ladder(sub: _Subparsers) -> None:
+    from scout_ladder.cli import add_ladder_parser
+
+    add_ladder_parser(sub)
+
+
+#: Every subcommand: the names an adder defines, their one-line help (what `scout-arena --help`
+#: lists without building them; tests/test_cli_start.py holds it to the parsers' own), and the
+#: adder.
+COMMANDS: tuple[tuple[dict[str, str], Callable[[_Subparsers], None]], ...] = (
+    ({"play": "play Python bots in this process: one match move by move, or --games N "
+               "summed up"}, _add_play),
+    ({"replay": "validate a match record and print it move by move"}, _add_replay),
+    ({"demo": "a small tournament of the bundled bots and built kits"}, _add_demo),
+    ({"referee": "the gRPC referee server"}, _add_referee),
+    ({"bot": "run a bot against a referee"}, _add_bot),
+    ({"tournament": "bot programs against each other on this machine",
+      "sprt": "is NEW better than BASE? duplicate deals until a sequential test decides"},
+     _add_tournament),
+    ({"web": "serve the web pages of a tournament output directory"}, _add_web),
+    ({"ladder": "the rating ladder: serve, register, standings"}, _add_ladder),
+    ({"deal": "print a seed's deal as JSON: deals[round][seat]"}, _add_deal),
+)
+
+
+def build_parser(full: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. ``full``: the subcommands whose parsers are built in full (None:
+    all); the others are listed by name and help only, and building nothing else imports
+    nothing else."""
+    parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for helps, add in COMMANDS:
+        if full is None or any(name in full for name in helps):
+            add(sub)
+        else:
+            for name, text in helps.items():
+                sub.add_parser(name, help=text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    args = build_parser(full={command} if command else set()).parse_args(words)
     result: int = args.func(args)
     return result
 

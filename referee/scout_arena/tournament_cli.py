@@ -84,14 +84,15 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     tournament = Tournament(config, out, console=console, show_progress=not args.no_progress,
                             nodes=args.nodes, ray_address=args.ray, chunk_size=args.chunk_size,
                             ray_working_dir=Path(args.ray_working_dir).resolve()
-                            if args.ray_working_dir else None)
+                            if args.ray_working_dir else None, keep_going=args.keep_going)
     try:
         summary = asyncio.run(tournament.run())
     except TournamentDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    render_summary(summary, console)
-    console.print(f"records, logs and summary.json in {out}")
+    if summary.matches_finished or not summary.error:  # else: the error says it all
+        render_summary(summary, console)
+        console.print(f"records, logs and summary.json in {out}")
     if summary.error:
         print(f"error: {summary.error}", file=sys.stderr)
         return 1
@@ -132,7 +133,9 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
     """Adds ``tournament`` and ``sprt`` to the ``scout-arena`` subcommands."""
     tour = sub.add_parser("tournament", help="bot programs against each other on this machine")
     tour.add_argument("--bot", action="append", type=_bot_spec, metavar="NAME=COMMAND",
-                      help="a bot program (repeat); COMMAND 'random'/'greedy' are bundled")
+                      help="a bot program (repeat); random, greedy, search (the bundled bots) and "
+                      "file.py:Class or module:Class are played by 'bot run', options after "
+                      "them: 'search --iterations 200'")
     tour.add_argument("--config", metavar="FILE", help="TOML/JSON with the same keys, bots as "
                       "[[bot]] name = ..., command = ...")
     tour.add_argument("--players", type=int, choices=range(2, 6), metavar="N")
@@ -147,6 +150,9 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
     tour.add_argument("--out", default="tournament-out", metavar="DIR")
     tour.add_argument("--resume", metavar="DIR", help="continue an interrupted tournament")
     tour.add_argument("--no-progress", action="store_true")
+    tour.add_argument("--keep-going", action="store_true",
+                      help="play on when a bot cannot start (its seats by the fallback) "
+                           "instead of stopping before the first match")
     tour.add_argument("--nodes", type=int, metavar="N", help="play on N local worker processes, "
                       "each with its own referee and bot programs")
     tour.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
@@ -173,8 +179,9 @@ approximation, cutechess-cli/fastchess bounds) on the paired differences says go
           with two players, NEW's match score is 0.5 + that / 2)
 
 Writes sprt.json (the LLR after every deal, the estimate and its 95% interval) and llr.png to
---out. Commands follow the launch convention (random/greedy are the bundled bots); with
---in-process they are Python bots instead (random, greedy, module:Class, file.py:Class).""")
+--out. Commands follow the launch convention (random, greedy, search and module:Class or
+file.py:Class are played by `scout-arena bot run`); with --in-process they are Python bots in
+this process instead (random, greedy, search, module:Class, file.py:Class).""")
     sprt.add_argument("--new", required=True, metavar="CMD", help="the version under test")
     sprt.add_argument("--base", required=True, metavar="CMD", help="the version to beat")
     sprt.add_argument("--field", action="append", metavar="CMD",

@@ -57,6 +57,7 @@ async def main(mode: str) -> None:
                 else:
                     action = first_legal_action(d)
                 if mode == "crash" and answered == 2:
+                    print("rawbot: crashing on purpose", file=sys.stderr, flush=True)
                     os._exit(3)
                 answered += 1
                 await call.write(action_choice(d.match_id, d.request_id, action))

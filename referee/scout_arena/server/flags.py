@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from .clock import TimeControl
-from .listener import TlsConfig
+
+if TYPE_CHECKING:  # the listener brings gRPC: imported when a TLS config is made
+    from .listener import TlsConfig
 
 
 def add_time_control_flags(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -41,6 +44,8 @@ def tls_config(args: argparse.Namespace) -> TlsConfig | None:
         raise ValueError("--tls-cert and --tls-key go together")
     if not args.tls_cert:
         return None
+    from .listener import TlsConfig
+
     return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                      Path(args.tls_client_ca) if args.tls_client_ca else None)
 

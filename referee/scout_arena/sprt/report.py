@@ -67,7 +67,7 @@ class LlrProgress:
         estimate = f"diff {_fmt(metric, test.mean)}" if test.n else ""
         return {"lower": f"{self.lower:.2f}", "upper": f"{self.upper:+.2f}",
                 "llr": f"{test.llr:+.2f}", "estimate": estimate,
-                "games": f"{run.games_used}/{run.config.max_groups * run.config.group_games}"}
+                "games": str(run.games_played)}
 
     def update(self, run: SprtRun) -> None:
         self.progress.update(self.task, completed=self._position(), **self._fields())
@@ -80,19 +80,32 @@ class LlrProgress:
         self.progress.__exit__(None, None, None)
 
 
+def measured(summary: JSON) -> str:
+    """NEW - BASE as measured, with its 95 % interval when there is one."""
+    metric = summary["config"]["metric"]
+    if summary["estimate"] is None:
+        return "no deal finished"
+    ci = summary["ci95"]
+    interval = f", 95% CI [{_fmt(metric, ci[0])}, {_fmt(metric, ci[1])}]" if ci else ""
+    return f"measured NEW - BASE = {_fmt(metric, summary['estimate'])} {_unit(metric)}{interval}"
+
+
 def verdict(summary: JSON) -> str:
+    """Which hypothesis won, in words, then the measured difference: the hypotheses' values
+    are what was tested, never a measurement, so they come last and are named as such."""
     decision = summary["decision"]
     config = summary["config"]
     metric = config["metric"]
     h0, h1 = _fmt(metric, config["h0"]), _fmt(metric, config["h1"])
+    tested = f"(tested H0: NEW - BASE = {h0} against H1: {h1})"
     if decision == "H1":
-        return f"H1 accepted: NEW is better than BASE (NEW - BASE = {h1} rather than {h0})"
+        return f"H1 accepted: NEW is better than BASE; {measured(summary)} {tested}"
     if decision == "H0":
-        return (f"H0 accepted: NEW is not better than BASE by {h1} "
-                f"(NEW - BASE = {h0} rather than {h1})")
+        return (f"H0 accepted: NEW is not {h1} {_unit(metric)} better than BASE; "
+                f"{measured(summary)} {tested}")
     if summary["interrupted"]:
-        return "interrupted before a decision"
-    return "no decision within --max-games"
+        return f"interrupted before a decision; {measured(summary)} {tested}"
+    return f"no decision within --max-games; {measured(summary)} {tested}"
 
 
 def render_result(summary: JSON, console: Console, out: Path | None = None) -> None:
@@ -115,7 +128,9 @@ def render_result(summary: JSON, console: Console, out: Path | None = None) -> N
         interval = f" [{_fmt(metric, ci[0])}, {_fmt(metric, ci[1])}]" if ci else ""
         table.add_row("NEW - BASE (95% CI)", f"{_fmt(metric, summary['estimate'])}{interval}")
     table.add_row("deals (pairs)", f"{summary['deals']} ({summary['pairs']})")
-    table.add_row("games used", str(summary["games_used"]))
+    table.add_row("games used", f"{summary['games_used']} of {summary['games_played']} played "
+                  f"(at most {summary['games_limit']}: --max-games {config['max_games']} in "
+                  f"whole deals of {summary['deal_games']})")
     table.add_row("elapsed", f"{summary['elapsed_s']:.1f} s")
     console.print(table)
     for name, count in sorted(summary["forfeits"].items()):

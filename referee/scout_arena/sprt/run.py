@@ -185,6 +185,8 @@ class SprtRun:
             "pairs": self.games_used // 2,
             "games_used": self.games_used,
             "games_played": self.games_played,
+            "games_limit": self.config.max_groups * self.config.group_games,
+            "deal_games": self.config.group_games,
             "estimate": test.mean if test.n else None,
             "ci95": [low, high] if test.n >= 2 else None,
             "sd": test.sd if test.n >= 2 else None,
@@ -273,11 +275,11 @@ async def _play_node(run: SprtRun, out_dir: Path) -> None:
     try:
         with _stop_on_signals(run, stop):
             await venue.connect(stop)
-            missing = [f"{name} ({bot.spec.command!r}) {bot.status}"
+            missing = [f"{name} ({bot.spec.command!r}) {bot.status}: {'; '.join(bot.notes)}"
                        for name, bot in bots.items() if bot.status != "connected"]
             if missing and not stop.is_set():
-                raise SprtError("; ".join(missing) + f": see its log in {logs_dir}; a test of "
-                                "bots that do not play would measure the referee's fallback")
+                raise SprtError("\n".join(missing) + "\na test of bots that do not play "
+                                "would measure the referee's fallback")
             await venue.play(list(run.schedule(run.deals)), stop, finished)
     finally:
         await venue.close()

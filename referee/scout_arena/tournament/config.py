@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass
@@ -27,17 +29,51 @@ class TournamentDirError(ValueError):
     """The output folder belongs to another tournament: its records must not be mixed in."""
 
 
+def _derived(*parts: object) -> int:
+    """A 60-bit number from ``parts`` (the same on every machine and Python)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 4
+
+
+def bot_seed(tournament_seed: int, name: str) -> int:
+    """The ``--seed`` a bundled bot of a tournament gets: with the match ids (`match_id`), it
+    makes ``random`` and ``search --iterations N`` replay from the tournament's seed."""
+    return _derived("bot", tournament_seed, name)
+
+
+def match_id(tournament_seed: int, key: str) -> str:
+    """A scheduled match's id, from the tournament's seed and the match's schedule key: a bot
+    seeding its generators with the match id (as the bundled ones do) plays it again the same
+    in a second run, on any node, where the referee's random ids made every run differ."""
+    return f"m-{_derived('match', tournament_seed, key) >> 12:012x}"
+
+
+#: A Python bot class as `bot run` names one: ``path/to/file.py:Class`` or ``module:Class``.
+_CLASS_SPEC = re.compile(r"(?:[\w./-]+\.py|[A-Za-z_][\w.]*):[A-Za-z_]\w*")
+
+
 @dataclass(frozen=True)
 class BotSpec:
-    """A named bot program: a command line, or a bundled Python bot (``random``, ``greedy``,
-    ``search``)."""
+    """A named bot program: a command line, or a Python bot that `scout-arena bot run` plays
+    with the runner's interpreter: a bundled one (``random``, ``greedy``, ``search``) or a class
+    (``my_bot.py:MyBot``, ``my_bot:MyBot``), with `bot run`'s options after it (``search
+    --iterations 200``)."""
 
     name: str
     command: str
 
-    def argv(self) -> list[str]:
-        if self.command in BUNDLED:
-            return [sys.executable, "-m", "scout_arena.cli", "bot", "run", self.command]
+    @property
+    def bot_run(self) -> bool:
+        """Whether `scout-arena bot run` plays it (rather than the command being run as is)."""
+        words = self.command.split(maxsplit=1)
+        return bool(words) and (words[0] in BUNDLED or _CLASS_SPEC.fullmatch(words[0]) is not None)
+
+    def argv(self, seed: int | None = None) -> list[str]:
+        """The command line; ``seed``: the ``--seed`` of a `bot_run` bot (others get none)."""
+        if self.bot_run:
+            extra = [] if seed is None else ["--seed", str(seed)]
+            return [sys.executable, "-m", "scout_arena.cli", "bot", "run",
+                    *shlex.split(self.command), *extra]
         return shlex.split(self.command)
 
 

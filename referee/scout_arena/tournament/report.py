@@ -64,6 +64,8 @@ def render_summary(summary: TournamentSummary, console: Console) -> None:
             cells.append("-" if v is None else f"{100 * v:.0f}%")
         cross.add_row(a, *cells)
     console.print(cross)
+    from rich.markup import escape
+
     for row in summary.standings:
-        for note in row.notes:
-            console.print(f"[yellow]{row.bot}[/yellow]: {note}")
+        for note in row.notes:  # a bot's stderr may hold what rich reads as markup
+            console.print(f"[yellow]{escape(row.bot)}[/yellow]: {escape(note)}")

@@ -28,7 +28,7 @@ from .config import (
 from .report import progress_bar
 from .standings import compute_standings
 from .summary import Standing, TournamentSummary
-from .venue import Venue, new_bots
+from .venue import BotProcess, Venue, new_bots
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,12 +45,16 @@ class Tournament:
     By default on one node, this machine's. ``nodes``: on that many local worker processes
     instead; ``ray_address``: on the Ray cluster there ("auto": the one ``RAY_ADDRESS`` or
     ``ray start`` on this machine names); see `distributed.play_distributed` for these and
-    ``chunk_size`` and ``ray_working_dir``. Records, summary and standings are the same."""
+    ``chunk_size`` and ``ray_working_dir``. Records, summary and standings are the same.
+
+    On one node, a bot that cannot start (it fails to, exits, or does not connect in time)
+    stops the tournament before any match, as cutechess does, with the end of its stderr in
+    `error`; ``keep_going`` plays on instead, its seats played by the fallback."""
 
     def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Console | None = None,
                  show_progress: bool = True, nodes: int | None = None,
                  ray_address: str | None = None, chunk_size: int | None = None,
-                 ray_working_dir: Path | None = None) -> None:
+                 ray_working_dir: Path | None = None, keep_going: bool = False) -> None:
         config.validate()
         self.config = config
         self.out = out_dir
@@ -62,6 +66,7 @@ class Tournament:
         self.ray_address = ray_address
         self.chunk_size = chunk_size
         self.ray_working_dir = ray_working_dir
+        self.keep_going = keep_going
         self.bots = new_bots(config)
         self.schedule = schedule(config)
         self.done: dict[str, MatchRecord] = {}
@@ -116,11 +121,15 @@ class Tournament:
                 await self._play_distributed(stop)
             else:
                 await venue.connect(stop)
-                play_started = time.monotonic()
-                try:
-                    await self._play(venue, stop)
-                finally:
-                    self.play_seconds = time.monotonic() - play_started
+                failed = [] if self.keep_going or stop.is_set() else venue.not_playing()
+                if failed:
+                    self.error = self._cannot_start(failed)
+                else:
+                    play_started = time.monotonic()
+                    try:
+                        await self._play(venue, stop)
+                    finally:
+                        self.play_seconds = time.monotonic() - play_started
         finally:
             self.interrupted = stop.is_set() or self.error is not None
             if venue is not None:
@@ -131,6 +140,16 @@ class Tournament:
         summary = self.summary()
         (self.out / SUMMARY_FILE).write_text(json.dumps(summary.to_json(), indent=1) + "\n")
         return summary
+
+    def _cannot_start(self, failed: Sequence[BotProcess]) -> str:
+        lines = [f"{'a bot' if len(failed) == 1 else 'bots'} could not start, so no match "
+                 "was played:"]
+        for bot in failed:
+            lines.append(f"  {bot.spec.name} ({bot.spec.command!r}) {bot.status}: "
+                         + "; ".join(bot.notes))
+        lines.append(f"fix it and run again with --resume {self.out}, or pass --keep-going "
+                     "to play its matches by the fallback")
+        return "\n".join(lines)
 
     async def _play(self, venue: Venue, stop: asyncio.Event) -> None:
         """Play every unfinished match of the schedule on the one local venue."""

@@ -22,10 +22,15 @@ from .config import (
     BotSpec,
     ScheduledMatch,
     TournamentConfig,
+    bot_seed,
 )
+from .config import match_id as scheduled_match_id
 
 ABORT_WAIT_S = 30.0
 """How long a stopped tournament waits for its aborted matches to write their records."""
+#: Lines of a failed bot's stderr quoted in its note, and how far back they are looked for.
+STDERR_TAIL_LINES = 8
+_STDERR_TAIL_BYTES = 8192
 
 
 @dataclass
@@ -38,6 +43,31 @@ class BotProcess:
     consecutive_forfeits: int = 0
     disqualified: bool = False
     notes: list[str] = field(default_factory=list)
+    log_path: Path | None = None
+
+    def failure_note(self, what: str) -> str:
+        """``what`` happened, with where the bot's stderr is and how it ends: a crash is
+        diagnosed from there, and a bare exit status says nothing."""
+        if self.log_path is None:
+            return what
+        tail = stderr_tail(self.log_path)
+        note = f"{what}; its stderr is in {self.log_path}"
+        if not tail:
+            return note + " (empty)"
+        return note + ", ending:\n" + "\n".join(f"    {line}" for line in tail)
+
+
+def stderr_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> list[str]:
+    """The last non-blank lines of a log (read from its last few KiB only)."""
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - _STDERR_TAIL_BYTES))
+            data = log.read()
+    except OSError:
+        return []
+    text = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
+    return [line for line in text if line.strip()][-lines:]
 
 
 def new_bots(config: TournamentConfig) -> dict[str, BotProcess]:
@@ -102,6 +132,11 @@ class Venue:
         await self._launch_bots(self.referee.address)
         await self._wait_connected(stop)
 
+    def not_playing(self) -> list[BotProcess]:
+        """The bots that are not connected (after `connect`: those that could not start)."""
+        self._poll_processes()
+        return [b for b in self.bots.values() if b.status != "connected"]
+
     async def close(self) -> None:
         """Stop the referee (matches still running are aborted, their records written and
         reported), then the bots."""
@@ -114,11 +149,13 @@ class Venue:
             env = {**os.environ, "SCOUT_ADDRESS": address, "SCOUT_TOKEN": bot.token,
                    "SCOUT_BOT_NAME": bot.spec.name,
                    "SCOUT_CONCURRENCY": str(self.config.concurrency)}
-            log = (self.logs_dir / f"{bot.spec.name}.stderr.log").open("ab")
+            bot.log_path = self.logs_dir / f"{bot.spec.name}.stderr.log"
+            log = bot.log_path.open("ab")
             try:
                 bot.process = await asyncio.create_subprocess_exec(
-                    *bot.spec.argv(), env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True,
+                    *bot.spec.argv(bot_seed(self.config.seed, bot.spec.name)), env=env,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True,
                     preexec_fn=self._preexec)
             except OSError as exc:
                 bot.status = "failed to start"
@@ -142,8 +179,9 @@ class Venue:
         for b in self.bots.values():
             if b.status == "starting":
                 b.status = "never connected"
-                b.notes.append(f"did not connect within {self.config.connect_timeout_s:g} s; "
-                               "its matches are forfeited")
+                b.notes.append(b.failure_note(
+                    f"did not connect within {self.config.connect_timeout_s:g} s; its matches "
+                    "are forfeited"))
 
     def _poll_processes(self) -> None:
         for b in self.bots.values():
@@ -151,8 +189,10 @@ class Venue:
                     b.exit_code is None:
                 b.exit_code = b.process.returncode
                 if b.status in ("starting", "connected"):
+                    when = "before it connected" if b.status == "starting" else \
+                        "during the tournament"
                     b.status = "crashed"
-                    b.notes.append(f"exited with status {b.exit_code} during the tournament")
+                    b.notes.append(b.failure_note(f"exited with status {b.exit_code} {when}"))
 
     def _absent(self, connected: dict[str, int]) -> set[str]:
         self._poll_processes()
@@ -225,9 +265,10 @@ class Venue:
             present = [n for n in item.seats if n not in absent]
             if all(connected.get(n, 0) > 0 for n in present):
                 pending.pop(i)
-                match_id = self.referee.create_match(list(item.seats), item.seed,
-                                                     absent=absent, absent_ok=True,
-                                                     meta={"tournament_key": item.key})
+                match_id = self.referee.create_match(
+                    list(item.seats), item.seed, absent=absent, absent_ok=True,
+                    meta={"tournament_key": item.key},
+                    match_id=scheduled_match_id(self.config.seed, item.key))
                 return match_id, item
         return None
 

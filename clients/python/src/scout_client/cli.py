@@ -72,13 +72,22 @@ def _load_file(path: Path) -> ModuleType:
 
 
 def _import(target: str) -> ModuleType:
+    """``module.path`` as ``python -m`` would find it: the current directory is searched too
+    (after the installed packages, so that a stray file there shadows nothing)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as error:
         # Only a missing target is the SPEC's fault; a missing import inside it is the bot's.
         if error.name is not None and (target == error.name or target.startswith(error.name
                                                                                  + ".")):
-            raise BotSpecError(f"no module named {target!r}") from None
+            first = target.split(".")[0]
+            raise BotSpecError(
+                f"no module named {target!r}: looked in the current directory ({cwd}) and "
+                f"the installed packages; for a file elsewhere, give its path, as in "
+                f"path/to/{first}.py:ClassName") from None
         raise
 
 
