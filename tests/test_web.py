@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from scout_arena.local import make_bot, play_match
-from scout_arena.record import action_from_json, build_record, record_to_json
+from scout_arena.record import action_from_json, build_record, describe_round, record_to_json
 from scout_rules import Card, Hand, SpectatorView, State, deal_match, spectator_view
 from support.ports import free_port
 
@@ -142,7 +142,7 @@ def _check_replay(replay: dict[str, Any], record: dict[str, Any]) -> None:
         assert frame["hands"] == want["hands"]
         if want["captured"] is not None:
             assert frame["captured"] == want["captured"]
-        assert frame["description"].startswith(f"seat {want['seat']} ")
+        assert frame["description"].startswith(f"{replay['players'][want['seat']]} ")
     # the rotation frame of every round shows the rotated hands and the choices
     rotations = [f for f in frames if f["kind"] == "rotation"]
     assert len(rotations) == len(record["rounds"])
@@ -716,6 +716,10 @@ def test_browser_live_page_hides_hands(browser: Any) -> None:
         faces = [[int(c.get_attribute("data-face")), int(c.get_attribute("data-other"))]
                  for c in browser.find_elements(By.CSS_SELECTOR, ".card[data-face]")]
         assert faces == [[c.face, c.other] for c in state.active_set]
+        # the moves read as in the replay viewer, seats called by their bots' names
+        moves = [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".movebox li")]
+        assert moves and moves == describe_round(state.history, ["alpha", "bravo", "charlie"])
+        assert all(m.split(" ")[0] in ("alpha", "bravo", "charlie") for m in moves)
         _shot(browser, "live")
 
 

@@ -286,7 +286,7 @@ async function replayPage(token, matchId) {
     const f = frames[at];
     const owner = f.active_owner;
     const center = el("div", { class: "center" },
-      el("div", { class: "label" }, f.active.length ? `Active set (seat ${owner}, ${data.players[owner]})` : "No active set"),
+      el("div", { class: "label" }, f.active.length ? `Active set (${data.players[owner]})` : "No active set"),
       el("div", { class: "hand active", id: "active" }, f.active.map((c) => card(c))));
     table.replaceChildren(center, ...data.players.map((_, s) => seatRow(f, s)));
     let text = `Round ${f.round + 1} — ${f.description}`;
@@ -387,7 +387,7 @@ async function livePage(token, matchId) {
       el("div", { class: "replay" },
         el("div", { class: "table" },
           el("div", { class: "center" },
-            el("div", { class: "label" }, v.active.length ? `Active set (seat ${owner}, ${v.players[owner]})` : "No active set"),
+            el("div", { class: "label" }, v.active.length ? `Active set (${v.players[owner]})` : "No active set"),
             el("div", { class: "hand active" }, v.active.map((c) => card(c)))),
           ...seats),
         el("div", { class: "movebox" }, el("h3", {}, "This round"),
