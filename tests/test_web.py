@@ -766,3 +766,52 @@ def test_browser_nodes_page_shows_the_load(browser: Any) -> None:
         report.clear()
         WebDriverWait(browser, 8).until(
             lambda d: "No referee node" in d.find_element(By.ID, "nodes").text)
+
+
+def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: Path) -> None:
+    """A finished match's id opens its replay, a running one's its live view (the same id
+    from start to end); a void match says why, and no raw status is shown."""
+    from scout_arena.web import create_app
+    from scout_ladder.web_source import LadderSource
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    repo = _new_ladder(tmp_path / "list.db", [("alpha", "ann"), ("bravo", "bob")])
+    try:
+        _seed_ladder(repo, [("m-00000000000000f1", 31, [("alpha", "greedy"),
+                                                        ("bravo", "random")])])
+        running, void = "m-00000000000000a2", "m-00000000000000c3"
+        for match_id in (running, void):
+            repo.start_match(match_id, 2, 7, [("alpha", 1), ("bravo", 1)], True)
+        repo.void_match(void, "the ladder was stopped")
+        state = State.new(2, 7)
+        _play_until(state, 3)
+        live = [_LiveMatch(running, ["alpha", "bravo"], state)]
+        with _serve(repo, create_app(LadderSource(repo), live=lambda: live)) as url:
+            _open(browser, f"{url}/#/matches", "matches")
+            rows = browser.execute_script(
+                "return Object.fromEntries([...document.querySelectorAll("
+                "'table.matches tbody tr')].map((r) => [r.dataset.match, {"
+                " id: r.querySelector('.col-id a')?.getAttribute('href') ?? null,"
+                " when: r.querySelector('.col-when').innerText,"
+                " state: r.querySelector('.col-state').innerText,"
+                " link: r.querySelector('.col-state a')?.getAttribute('href') ?? null}]));")
+            assert rows["m-00000000000000f1"]["id"] == "#/replay/m-00000000000000f1"
+            assert rows["m-00000000000000f1"]["state"] == "replay ▸"
+            assert rows[running] == {"id": f"#/live/{running}", "when": "playing now",
+                                     "state": "watch live ▸", "link": f"#/live/{running}"}
+            assert rows[void] == {"id": None, "when": "\u2013", "link": None,
+                                  "state": "void: the ladder was stopped"}
+            assert "in_flight" not in browser.find_element(By.ID, "view").text
+            _click(browser, f"tr[data-match='{running}'] .col-id a")
+            _open(browser, f"{url}/#/live/{running}", "live")
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#hand-0 .card")) == len(
+                state.hand(0))
+            # a match not played here has no live view; a finished one points to its replay
+            _open(browser, f"{url}/#/live/{void}", "live")
+            WebDriverWait(browser, 10).until(
+                lambda d: d.find_elements(By.ID, "live-elsewhere"))
+            _open(browser, f"{url}/#/live/m-00000000000000f1", "live")
+            WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "live-over"))
+    finally:
+        repo.close()

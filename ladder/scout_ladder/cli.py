@@ -325,8 +325,9 @@ def cmd_matches(args: argparse.Namespace) -> int:
     for m in matches:
         seats = ", ".join(f"{s.bot} {s.score if s.score is not None else '-'}/"
                           f"{s.rank if s.rank is not None else '-'}" for s in m.seats)
+        rated = "no (void)" if m.status == "void" else "yes" if m.rated else "no"
         table.add_row(m.match_id, m.status + (f" ({m.void_reason})" if m.void_reason else ""),
-                      str(m.table_size), "yes" if m.rated else "no",
+                      str(m.table_size), rated,
                       m.finished_at.isoformat(timespec="seconds") if m.finished_at else "-",
                       seats)
     _console().print(table)

@@ -181,13 +181,15 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
     def create_match(self, bots: Sequence[str], seed: int | None = None,
                      time_control: TimeControl | None = None, *,
                      absent: Collection[str] = (), absent_ok: bool = False,
-                     meta: JSON | None = None) -> str:
+                     meta: JSON | None = None, match_id: str | None = None) -> str:
         """Start a match now and return its id. ``bots`` by seat; seats of bots in ``absent``
         (or, with ``absent_ok``, of bots not connected) forfeit from the first move and are
         played by the fallback. ``meta`` is kept in the record (`MatchRecord.meta_value`).
-        Raises a `MatchRequestError` naming what to change when the match cannot start."""
+        ``match_id``: the caller's id for it (a ladder's, written before the match starts);
+        by default the referee makes one. Raises a `MatchRequestError` naming what to change
+        when the match cannot start."""
         match = self._referee.create_match(bots, seed, time_control, absent=absent,
-                                           absent_ok=absent_ok, meta=meta)
+                                           absent_ok=absent_ok, meta=meta, match_id=match_id)
         return match.match_id
 
     # ----- nodes: matches a ladder places on other referees (PROTOCOL.md §3.8) ------------

@@ -158,16 +158,34 @@ function ratingChart(history) {
   return root;
 }
 
+const liveLink = (id, text) => el("a", { href: `#/live/${encodeURIComponent(id)}` }, text || id);
+
+// A match keeps one id from the moment it is planned: in flight it links to its live view,
+// finished to its replay; a void one has neither.
+function matchIdCell(m) {
+  const code = el("code", {}, m.match_id);
+  if (m.status === "finished") return replayLink(m.match_id, code);
+  if (m.status === "in_flight") return liveLink(m.match_id, code);
+  return code;
+}
+
+function matchState(m) {
+  if (m.status === "finished") return replayLink(m.match_id, "replay ▸");
+  if (m.status === "in_flight") return liveLink(m.match_id, "watch live ▸");
+  return el("span", { class: "void", title: "void: not rated" }, `void: ${m.void_reason || "no reason given"}`);
+}
+
 function matchRows(matches, highlight) {
   return el("table", { class: "data matches" },
     el("thead", {}, el("tr", {}, ["Match", "Finished", "Players", "Seats (score / rank)", ""].map((h) => el("th", {}, h)))),
-    el("tbody", {}, matches.map((m) => el("tr", { "data-match": m.match_id },
-      el("td", {}, el("code", {}, m.match_id)),
-      el("td", {}, m.finished_at ? new Date(m.finished_at).toLocaleString() : m.status),
+    el("tbody", {}, matches.map((m) => el("tr", { "data-match": m.match_id, "data-status": m.status },
+      el("td", { class: "col-id" }, matchIdCell(m)),
+      el("td", { class: "col-when" }, m.finished_at ? new Date(m.finished_at).toLocaleString()
+        : m.status === "in_flight" ? "playing now" : "–"),
       el("td", {}, m.table_size),
       el("td", {}, m.seats.map((s) => el("span", { class: `seat-result${s.bot === highlight ? " me" : ""}${s.rank === 1 ? " winner" : ""}` },
         botLink(s.bot), ` ${s.score ?? "–"} / ${s.rank ?? "–"}`, s.forfeited ? " (forfeit)" : "", s.timeouts ? ` (${s.timeouts} timeout${s.timeouts > 1 ? "s" : ""})` : ""))),
-      el("td", {}, m.status === "finished" ? replayLink(m.match_id, "replay ▸") : m.void_reason || m.status)))));
+      el("td", { class: "col-state" }, matchState(m))))));
 }
 
 async function botPage(token, name) {
@@ -365,8 +383,16 @@ async function livePage(token, matchId) {
       v = await api(`/api/live/${encodeURIComponent(matchId)}`);
     } catch (error) {
       if (token !== pageToken) return;
-      box.replaceChildren(el("p", {}, "This match is over: ", replayLink(matchId, "watch the replay")));
-      clearTimers();
+      const over = await fetch(`/api/matches/${encodeURIComponent(matchId)}/replay`).then((r) => r.ok).catch(() => false);
+      if (token !== pageToken) return;
+      if (over) {
+        box.replaceChildren(el("p", { id: "live-over" }, "This match is over: ", replayLink(matchId, "watch the replay")));
+        clearTimers();
+      } else {
+        box.replaceChildren(el("p", { id: "live-elsewhere", class: "muted" },
+          "This match is not being played on this server's own referee (a match on a referee node cannot be watched here), ",
+          "or has not started yet. This page shows its replay link once it ends."));
+      }
       return;
     }
     if (token !== pageToken) return;
