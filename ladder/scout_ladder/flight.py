@@ -24,6 +24,7 @@ import logging
 import random
 import secrets
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from scout_arena.record import MatchRecord, record_to_json
@@ -91,6 +92,8 @@ class MatchFlights:
         """Referee match id -> its flight."""
         self.unsettled_intents: set[str] = set()
         """Rows that may have been written and are not settled: voided at stop."""
+        self.settled: Counter[str] = Counter()
+        """Matches settled by this process, "finished" or "void" (the status line's counts)."""
 
     # ----- intent and bind ------------------------------------------------------------------
 
@@ -141,6 +144,7 @@ class MatchFlights:
         self.unsettled_intents.add(intent_id)
         await self.db.run(f"void match {intent_id}", self.repo.void_match, intent_id, reason)
         self.unsettled_intents.discard(intent_id)
+        self.settled["void"] += 1
 
     # ----- settle ---------------------------------------------------------------------------
 
@@ -164,7 +168,8 @@ class MatchFlights:
     async def settle_void(self, flight: Flight, reason: str) -> None:
         row_id = flight.match_id
         await self.db.run(f"void match {row_id}", self.repo.void_match, row_id, reason)
-        self.flights.pop(flight.match_id, None)
+        if self.flights.pop(flight.match_id, None) is not None:
+            self.settled["void"] += 1
 
     async def record_result(self, flight: Flight, record: MatchRecord) -> None:
         """Rate and store a finished match (one at a time, in the order they finish), then
@@ -196,7 +201,9 @@ class MatchFlights:
                 self.flights.pop(flight.match_id, None)
                 await self.db.run(f"void match {row_id}", self.repo.void_match, row_id,
                                   f"the ladder could not store its result: {brief(exc)}")
+                self.settled["void"] += 1
                 return
+            self.settled[summary.status] += 1
             if summary.status == "finished":
                 self.ratings.apply(updates)
             else:
