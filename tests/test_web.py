@@ -815,3 +815,105 @@ def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: 
             WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "live-over"))
     finally:
         repo.close()
+
+
+def test_tournament_pages_show_what_its_terminal_shows(tournament_dir: Path,
+                                                       tmp_path: Path) -> None:
+    """Win share, mean score with its interval, mean rank and the head-to-head table, from
+    summary.json once the tournament has ended, and computed alike from the records before."""
+    from scout_arena.web import TournamentSource, create_app
+
+    summary = json.loads((tournament_dir / "summary.json").read_text())
+    client = TestClient(create_app(TournamentSource(tournament_dir)))
+    assert client.get("/api/info").json()["crosstable"] is True
+    fields = ("win_rate", "mean_score", "mean_score_ci95", "mean_rank", "timeouts",
+              "illegal_actions", "forfeits")
+    board = client.get("/api/leaderboard").json()
+    for row, stand in zip(board, summary["standings"], strict=True):
+        assert {k: row[k] for k in fields} == {k: stand[k] for k in fields}
+        assert row["owner"] is None and row["command"] == stand["command"]
+        assert len(row["recent_table_sizes"]) == len(row["recent_ranks"]) == 2
+    cross = client.get("/api/crosstable").json()
+    assert cross == {"bots": [s["bot"] for s in summary["standings"]],
+                     "shares": summary["head_to_head"]}
+    assert client.get("/api/bots/a").json()["command"] == "greedy"
+
+    running = tmp_path / "running"  # the same records, before the summary is written
+    shutil.copytree(tournament_dir / "records", running / "records")
+    early = TestClient(create_app(TournamentSource(running)))
+    for row, stand in zip(early.get("/api/leaderboard").json(), summary["standings"],
+                          strict=True):
+        assert row["bot"] == stand["bot"]
+        assert {k: row[k] for k in fields} == {k: stand[k] for k in fields}
+    assert early.get("/api/crosstable").json() == cross
+
+    ladder = TestClient(create_app(_EmptySource()))
+    assert ladder.get("/api/info").json()["crosstable"] is False
+    assert ladder.get("/api/crosstable").status_code == 404
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg")
+    assert 'rel="icon" href="/static/favicon.svg"' in client.get("/").text
+
+
+def test_browser_tournament_board_crosstable_and_unknown_bot(browser: Any,
+                                                            tournament_dir: Path) -> None:
+    from scout_arena.web import TournamentSource, create_app
+    from selenium.webdriver.common.by import By
+
+    summary = json.loads((tournament_dir / "summary.json").read_text())
+    with _serve(None, create_app(TournamentSource(tournament_dir))) as url:
+        _open(browser, f"{url}/#/", "leaderboard")
+        rows = browser.execute_script(
+            "return [...document.querySelectorAll('#leaderboard tbody tr')].map((r) =>"
+            " Object.fromEntries([...r.cells].map((c) =>"
+            " [c.className.replace(/^col-/, ''), c.innerText.trim()])));")
+        heads = _attrs(browser, "#leaderboard th", "data-key")
+        assert "owner" not in heads and "command" in heads and "win_rate" in heads
+        for row, stand in zip(rows, summary["standings"], strict=True):
+            assert row["bot"] == stand["bot"] and row["command"] == stand["command"]
+            assert row["win_rate"] == f"{100 * stand['win_rate']:.1f}%"
+            assert row["mean_score"] == (f"{stand['mean_score']:+.2f} ± "
+                                         f"{stand['mean_score_ci95']:.2f}")
+            assert row["mean_rank"] == f"{stand['mean_rank']:.2f}"
+        cells = browser.execute_script(
+            "return [...document.querySelectorAll('#crosstable tbody tr')].map((r) =>"
+            " [r.dataset.bot, [...r.querySelectorAll('td')].map((c) =>"
+            " [c.dataset.vs, c.innerText])]);")
+        for bot, shares in cells:
+            for other, text in shares:
+                share = summary["head_to_head"][bot].get(other)
+                assert text == ("\u2013" if share is None else f"{100 * share:.0f}%"), (bot, other)
+        _shot(browser, "tournament-board")
+        # recent form is coloured by the place relative to the table: of 2, 1st green, 2nd red
+        colours = browser.execute_script(
+            "return [...document.querySelectorAll('.form .rank')].map((b) =>"
+            " [b.innerText, getComputedStyle(b).backgroundColor]);")
+        assert len(colours) == 4 and {tuple(c) for c in colours} <= {
+            ("1", "rgb(42, 138, 74)"), ("2", "rgb(176, 48, 48)")}
+        assert browser.execute_script(
+            "return document.querySelector('link[rel=icon]').href").endswith("favicon.svg")
+        _open(browser, f"{url}/#/bot/nobody", "bot")
+        page = browser.find_element(By.ID, "not-found")
+        assert "No such bot" in page.text and "“nobody”" in page.text
+        assert page.find_element(By.CSS_SELECTOR, "a[href='#/']")
+        _open(browser, f"{url}/#/bot/a", "bot")
+        assert browser.find_element(By.ID, "command").text == "Command: greedy"
+
+
+def test_browser_recent_form_is_coloured_by_place_in_the_table(browser: Any, ladder_site: str,
+                                                                ladder_repo: Any) -> None:
+    _open(browser, f"{ladder_site}/#/", "leaderboard")
+    shown = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#leaderboard tbody tr')]"
+        ".map((r) => [r.dataset.bot, [...r.querySelectorAll('.form .rank')].map((b) =>"
+        " [b.className, b.title])]));")
+    seen = set()
+    for row in ladder_repo.leaderboard():
+        want = []
+        for rank, size in zip(row.recent_ranks, row.recent_table_sizes, strict=True):
+            level = 1 + round(4 * (rank - 1) / (size - 1))
+            want.append([f"rank rank-{level}", f"rank {rank} of {size}"])
+            seen.add((rank, size, level))
+        assert shown[row.bot] == want, row.bot
+    # a last place is red whatever the table size, a first place green
+    assert {(2, 2, 5), (1, 2, 1)} <= seen or {(4, 4, 5), (1, 4, 1)} <= seen, seen
