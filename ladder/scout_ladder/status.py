@@ -119,7 +119,8 @@ class StatusReporter:
         self._task: asyncio.Task[None] | None = None
 
     def _print(self, text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.out or sys.stdout, flush=True)
+        with contextlib.suppress(OSError, ValueError):  # stdout gone: the ladder plays on
+            print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.out or sys.stdout, flush=True)
 
     def tick(self) -> None:
         """One period: print the line unless it is the same as the last one printed."""
