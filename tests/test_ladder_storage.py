@@ -560,6 +560,12 @@ def test_leaderboard_shows_the_last_five_rated_ranks_newest_first(clocked: Repos
     assert rows["a"].recent_ranks == (2, 1, 1, 2, 2)
     assert rows["b"].recent_ranks == (1, 2, 2, 1, 1)
     assert rows["a"].games == 6
+    # each rank with its table's size, so that a 2nd of 2 reads as a last place
+    register(repo, "c")
+    play(repo, "m-three", ["c", "a", "b"], [1, 3, 2])
+    rows = {r.bot: r for r in repo.leaderboard()}
+    assert rows["a"].recent_ranks == (3, 2, 1, 1, 2)
+    assert rows["a"].recent_table_sizes == (3, 2, 2, 2, 2)
 
 
 def test_bot_profile_gathers_the_bots_page(clocked: Repository) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from scout_arena.local import make_bot, play_match
-from scout_arena.record import action_from_json, build_record, record_to_json
+from scout_arena.record import action_from_json, build_record, describe_round, record_to_json
 from scout_rules import Card, Hand, SpectatorView, State, deal_match, spectator_view
 from support.ports import free_port
 
@@ -142,7 +142,7 @@ def _check_replay(replay: dict[str, Any], record: dict[str, Any]) -> None:
         assert frame["hands"] == want["hands"]
         if want["captured"] is not None:
             assert frame["captured"] == want["captured"]
-        assert frame["description"].startswith(f"seat {want['seat']} ")
+        assert frame["description"].startswith(f"{replay['players'][want['seat']]} ")
     # the rotation frame of every round shows the rotated hands and the choices
     rotations = [f for f in frames if f["kind"] == "rotation"]
     assert len(rotations) == len(record["rounds"])
@@ -716,6 +716,10 @@ def test_browser_live_page_hides_hands(browser: Any) -> None:
         faces = [[int(c.get_attribute("data-face")), int(c.get_attribute("data-other"))]
                  for c in browser.find_elements(By.CSS_SELECTOR, ".card[data-face]")]
         assert faces == [[c.face, c.other] for c in state.active_set]
+        # the moves read as in the replay viewer, seats called by their bots' names
+        moves = [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".movebox li")]
+        assert moves and moves == describe_round(state.history, ["alpha", "bravo", "charlie"])
+        assert all(m.split(" ")[0] in ("alpha", "bravo", "charlie") for m in moves)
         _shot(browser, "live")
 
 
@@ -762,3 +766,154 @@ def test_browser_nodes_page_shows_the_load(browser: Any) -> None:
         report.clear()
         WebDriverWait(browser, 8).until(
             lambda d: "No referee node" in d.find_element(By.ID, "nodes").text)
+
+
+def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: Path) -> None:
+    """A finished match's id opens its replay, a running one's its live view (the same id
+    from start to end); a void match says why, and no raw status is shown."""
+    from scout_arena.web import create_app
+    from scout_ladder.web_source import LadderSource
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    repo = _new_ladder(tmp_path / "list.db", [("alpha", "ann"), ("bravo", "bob")])
+    try:
+        _seed_ladder(repo, [("m-00000000000000f1", 31, [("alpha", "greedy"),
+                                                        ("bravo", "random")])])
+        running, void = "m-00000000000000a2", "m-00000000000000c3"
+        for match_id in (running, void):
+            repo.start_match(match_id, 2, 7, [("alpha", 1), ("bravo", 1)], True)
+        repo.void_match(void, "the ladder was stopped")
+        state = State.new(2, 7)
+        _play_until(state, 3)
+        live = [_LiveMatch(running, ["alpha", "bravo"], state)]
+        with _serve(repo, create_app(LadderSource(repo), live=lambda: live)) as url:
+            _open(browser, f"{url}/#/matches", "matches")
+            rows = browser.execute_script(
+                "return Object.fromEntries([...document.querySelectorAll("
+                "'table.matches tbody tr')].map((r) => [r.dataset.match, {"
+                " id: r.querySelector('.col-id a')?.getAttribute('href') ?? null,"
+                " when: r.querySelector('.col-when').innerText,"
+                " state: r.querySelector('.col-state').innerText,"
+                " link: r.querySelector('.col-state a')?.getAttribute('href') ?? null}]));")
+            assert rows["m-00000000000000f1"]["id"] == "#/replay/m-00000000000000f1"
+            assert rows["m-00000000000000f1"]["state"] == "replay ▸"
+            assert rows[running] == {"id": f"#/live/{running}", "when": "playing now",
+                                     "state": "watch live ▸", "link": f"#/live/{running}"}
+            assert rows[void] == {"id": None, "when": "\u2013", "link": None,
+                                  "state": "void: the ladder was stopped"}
+            assert "in_flight" not in browser.find_element(By.ID, "view").text
+            _click(browser, f"tr[data-match='{running}'] .col-id a")
+            _open(browser, f"{url}/#/live/{running}", "live")
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#hand-0 .card")) == len(
+                state.hand(0))
+            # a match not played here has no live view; a finished one points to its replay
+            _open(browser, f"{url}/#/live/{void}", "live")
+            WebDriverWait(browser, 10).until(
+                lambda d: d.find_elements(By.ID, "live-elsewhere"))
+            _open(browser, f"{url}/#/live/m-00000000000000f1", "live")
+            WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "live-over"))
+    finally:
+        repo.close()
+
+
+def test_tournament_pages_show_what_its_terminal_shows(tournament_dir: Path,
+                                                       tmp_path: Path) -> None:
+    """Win share, mean score with its interval, mean rank and the head-to-head table, from
+    summary.json once the tournament has ended, and computed alike from the records before."""
+    from scout_arena.web import TournamentSource, create_app
+
+    summary = json.loads((tournament_dir / "summary.json").read_text())
+    client = TestClient(create_app(TournamentSource(tournament_dir)))
+    assert client.get("/api/info").json()["crosstable"] is True
+    fields = ("win_rate", "mean_score", "mean_score_ci95", "mean_rank", "timeouts",
+              "illegal_actions", "forfeits")
+    board = client.get("/api/leaderboard").json()
+    for row, stand in zip(board, summary["standings"], strict=True):
+        assert {k: row[k] for k in fields} == {k: stand[k] for k in fields}
+        assert row["owner"] is None and row["command"] == stand["command"]
+        assert len(row["recent_table_sizes"]) == len(row["recent_ranks"]) == 2
+    cross = client.get("/api/crosstable").json()
+    assert cross == {"bots": [s["bot"] for s in summary["standings"]],
+                     "shares": summary["head_to_head"]}
+    assert client.get("/api/bots/a").json()["command"] == "greedy"
+
+    running = tmp_path / "running"  # the same records, before the summary is written
+    shutil.copytree(tournament_dir / "records", running / "records")
+    early = TestClient(create_app(TournamentSource(running)))
+    for row, stand in zip(early.get("/api/leaderboard").json(), summary["standings"],
+                          strict=True):
+        assert row["bot"] == stand["bot"]
+        assert {k: row[k] for k in fields} == {k: stand[k] for k in fields}
+    assert early.get("/api/crosstable").json() == cross
+
+    ladder = TestClient(create_app(_EmptySource()))
+    assert ladder.get("/api/info").json()["crosstable"] is False
+    assert ladder.get("/api/crosstable").status_code == 404
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg")
+    assert 'rel="icon" href="/static/favicon.svg"' in client.get("/").text
+
+
+def test_browser_tournament_board_crosstable_and_unknown_bot(browser: Any,
+                                                            tournament_dir: Path) -> None:
+    from scout_arena.web import TournamentSource, create_app
+    from selenium.webdriver.common.by import By
+
+    summary = json.loads((tournament_dir / "summary.json").read_text())
+    with _serve(None, create_app(TournamentSource(tournament_dir))) as url:
+        _open(browser, f"{url}/#/", "leaderboard")
+        rows = browser.execute_script(
+            "return [...document.querySelectorAll('#leaderboard tbody tr')].map((r) =>"
+            " Object.fromEntries([...r.cells].map((c) =>"
+            " [c.className.replace(/^col-/, ''), c.innerText.trim()])));")
+        heads = _attrs(browser, "#leaderboard th", "data-key")
+        assert "owner" not in heads and "command" in heads and "win_rate" in heads
+        for row, stand in zip(rows, summary["standings"], strict=True):
+            assert row["bot"] == stand["bot"] and row["command"] == stand["command"]
+            assert row["win_rate"] == f"{100 * stand['win_rate']:.1f}%"
+            assert row["mean_score"] == (f"{stand['mean_score']:+.2f} ± "
+                                         f"{stand['mean_score_ci95']:.2f}")
+            assert row["mean_rank"] == f"{stand['mean_rank']:.2f}"
+        cells = browser.execute_script(
+            "return [...document.querySelectorAll('#crosstable tbody tr')].map((r) =>"
+            " [r.dataset.bot, [...r.querySelectorAll('td')].map((c) =>"
+            " [c.dataset.vs, c.innerText])]);")
+        for bot, shares in cells:
+            for other, text in shares:
+                share = summary["head_to_head"][bot].get(other)
+                assert text == ("\u2013" if share is None else f"{100 * share:.0f}%"), (bot, other)
+        _shot(browser, "tournament-board")
+        # recent form is coloured by the place relative to the table: of 2, 1st green, 2nd red
+        colours = browser.execute_script(
+            "return [...document.querySelectorAll('.form .rank')].map((b) =>"
+            " [b.innerText, getComputedStyle(b).backgroundColor]);")
+        assert len(colours) == 4 and {tuple(c) for c in colours} <= {
+            ("1", "rgb(42, 138, 74)"), ("2", "rgb(176, 48, 48)")}
+        assert browser.execute_script(
+            "return document.querySelector('link[rel=icon]').href").endswith("favicon.svg")
+        _open(browser, f"{url}/#/bot/nobody", "bot")
+        page = browser.find_element(By.ID, "not-found")
+        assert "No such bot" in page.text and "“nobody”" in page.text
+        assert page.find_element(By.CSS_SELECTOR, "a[href='#/']")
+        _open(browser, f"{url}/#/bot/a", "bot")
+        assert browser.find_element(By.ID, "command").text == "Command: greedy"
+
+
+def test_browser_recent_form_is_coloured_by_place_in_the_table(browser: Any, ladder_site: str,
+                                                                ladder_repo: Any) -> None:
+    _open(browser, f"{ladder_site}/#/", "leaderboard")
+    shown = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#leaderboard tbody tr')]"
+        ".map((r) => [r.dataset.bot, [...r.querySelectorAll('.form .rank')].map((b) =>"
+        " [b.className, b.title])]));")
+    seen = set()
+    for row in ladder_repo.leaderboard():
+        want = []
+        for rank, size in zip(row.recent_ranks, row.recent_table_sizes, strict=True):
+            level = 1 + round(4 * (rank - 1) / (size - 1))
+            want.append([f"rank rank-{level}", f"rank {rank} of {size}"])
+            seen.add((rank, size, level))
+        assert shown[row.bot] == want, row.bot
+    # a last place is red whatever the table size, a first place green
+    assert {(2, 2, 5), (1, 2, 1)} <= seen or {(4, 4, 5), (1, 4, 1)} <= seen, seen

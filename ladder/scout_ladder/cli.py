@@ -34,6 +34,7 @@ from scout_arena.server.flags import (
 from scout_arena.text import echo
 
 from .owner_cli import add_client_options, add_owner_commands
+from .status import add_status_flag
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -135,6 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .owners_service import Registration
     from .repository import LeaseHeldError, OwnerLimits, Repository, new_token
     from .service import Ladder, LadderConfig
+    from .status import StatusReporter, ladder_status
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -235,6 +237,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.admin_token is None:
             log.warning("no --admin-token: RegisterBot and RetireBot are open to anyone who "
                         "reaches %s", ladder.address)
+        reporter = StatusReporter(lambda: ladder_status(ladder), args.status_every)
+        reporter.start()
         waits = [asyncio.ensure_future(stop.wait()),
                  asyncio.ensure_future(ladder.stop_requested.wait())]
         # A grpc server that died (scout_arena.server.liveness) takes no new bot: drain for a
@@ -243,6 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await asyncio.wait([*waits, dead], return_when=asyncio.FIRST_COMPLETED)
         for waiting in [*waits, dead]:
             waiting.cancel()
+        await reporter.stop()
         if local_nodes is not None:
             ladder.pause()
             await local_nodes.stop()
@@ -260,6 +265,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
         finally:
             repo.close()
+        reporter.print_summary()
         if ladder.failure:
             print(f"scout-arena ladder serve: {ladder.failure}", file=sys.stderr, flush=True)
             return 1
@@ -326,8 +332,9 @@ def cmd_matches(args: argparse.Namespace) -> int:
     for m in matches:
         seats = ", ".join(f"{s.bot} {s.score if s.score is not None else '-'}/"
                           f"{s.rank if s.rank is not None else '-'}" for s in m.seats)
+        rated = "no (void)" if m.status == "void" else "yes" if m.rated else "no"
         table.add_row(m.match_id, m.status + (f" ({m.void_reason})" if m.void_reason else ""),
-                      str(m.table_size), "yes" if m.rated else "no",
+                      str(m.table_size), rated,
                       m.finished_at.isoformat(timespec="seconds") if m.finished_at else "-",
                       seats)
     _console().print(table)
@@ -472,6 +479,7 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="how long a node waits for a match's bots (then they forfeit)")
     nodes.add_argument("--node-heartbeat-timeout", type=float, default=5.0, metavar="SECONDS",
                        help="a node silent this long is lost and its matches voided")
+    add_status_flag(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=_guarded(cmd_serve))
 

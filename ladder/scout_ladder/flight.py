@@ -1,11 +1,12 @@
 """The life of a ladder match, from its row to its rating, and why nothing finished is lost.
 
-1. **Intent first.** The in-flight row is committed (under an id of the ladder's own) *before*
-   the referee is asked for the match, so no match can end before its row exists. If the
-   referee then refuses (a bot left meanwhile), the row is voided with that reason.
-2. **Bind.** The referee names the match when it starts it; the row is renamed to that id
-   right away, and whatever ends the match waits for the rename first. (A referee that let the
-   caller choose the id would make this step vanish.)
+1. **Intent first.** The in-flight row is committed, under the id the match keeps from start to
+   end, *before* the referee is asked for the match, so no match can end before its row
+   exists. If the referee then refuses (a bot left meanwhile), the row is voided with that
+   reason.
+2. **Start.** The referee (the ladder's own, a node, a hosting node) plays the match under that
+   same id: an id copied from the match list while it is in flight is the one its live view,
+   its record and its result have.
 3. **Settle.** A finished match is stored with its ratings, an aborted one voided with a true
    reason. Every such write is idempotent in the repository and retried (`DatabaseCalls`),
    with backoff, for as long as the database fails for a transient reason; any other failure
@@ -17,13 +18,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import random
 import secrets
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -51,9 +52,9 @@ class Flight:
     intent_id: str
     """The id its row was written under before the referee started it."""
     match_id: str
-    """The referee's id, which the row takes once bound."""
+    """The referee's id for it: the same as ``intent_id`` (kept apart for the callers that
+    build a flight by position)."""
     challenge_id: int | None
-    bound: asyncio.Task[None] | None = None
     players: tuple[str, ...] = ()
     node: str | None = None
     """Address of the referee node hosting it; None: the ladder's own referee."""
@@ -96,6 +97,8 @@ class MatchFlights:
         """Referee match id -> its flight."""
         self.unsettled_intents: set[str] = set()
         """Rows that may have been written and are not settled: voided at stop."""
+        self.settled: Counter[str] = Counter()
+        """Matches settled by this process, "finished" or "void" (the status line's counts)."""
 
     # ----- intent and bind ------------------------------------------------------------------
 
@@ -132,38 +135,21 @@ class MatchFlights:
             await self.void_intent(intent_id, VOID_BEFORE_START)
             return
         try:
-            match_id = self.referee.create_match(names, seed)
+            match_id = self.referee.create_match(names, seed, match_id=intent_id)
         except Exception as exc:  # MatchRequestError: a bot left or filled up meanwhile
             log.info("the referee did not start match %s of %s: %s", intent_id,
                      ", ".join(names), exc)
             await self.void_intent(intent_id, f"the referee did not start it: {brief(exc)}")
             return
         # Synchronously after create_match: the match cannot have ended yet.
-        flight = Flight(intent_id, match_id, challenge_id)
-        self.flights[match_id] = flight
-        if match_id != intent_id:
-            flight.bound = self.background.spawn(self._bind(flight), f"bind match {match_id}")
+        self.flights[match_id] = Flight(intent_id, match_id, challenge_id)
         self.roster.seated(names)
 
     async def void_intent(self, intent_id: str, reason: str) -> None:
         self.unsettled_intents.add(intent_id)
         await self.db.run(f"void match {intent_id}", self.repo.void_match, intent_id, reason)
         self.unsettled_intents.discard(intent_id)
-
-    async def _bind(self, flight: Flight) -> None:
-        await self.db.run(f"bind match {flight.intent_id} to {flight.match_id}",
-                          self.repo.bind_match, flight.intent_id, flight.match_id)
-
-    async def _row_id(self, flight: Flight) -> str:
-        """The id the match's row has: the referee's once bound (waits for it), else the
-        intent's (a bind that failed for good is logged already)."""
-        if flight.bound is None:
-            return flight.match_id
-        try:
-            await asyncio.shield(flight.bound)
-        except Exception:
-            return flight.intent_id
-        return flight.match_id
+        self.settled["void"] += 1
 
     # ----- settle ---------------------------------------------------------------------------
 
@@ -204,9 +190,10 @@ class MatchFlights:
     async def settle_void(self, flight: Flight, reason: str) -> None:
         if flight.node is not None and self.flights.get(flight.match_id) is flight:
             self.tell_voided(flight.match_id, flight.players, reason)
-        row_id = await self._row_id(flight)
+        row_id = flight.match_id
         await self.db.run(f"void match {row_id}", self.repo.void_match, row_id, reason)
-        self.flights.pop(flight.match_id, None)
+        if self.flights.pop(flight.match_id, None) is not None:
+            self.settled["void"] += 1
 
     async def record_result(self, flight: Flight, record: MatchRecord) -> None:
         """Rate and store a finished match (one at a time, in the order they finish), then
@@ -216,7 +203,7 @@ class MatchFlights:
         rated = flight.challenge_id is None
         results = seat_results(record)
         record_json = json.dumps(record_to_json(record))
-        row_id = await self._row_id(flight)
+        row_id = flight.match_id
         async with self.ratings.lock:
             if self.flights.get(flight.match_id) is not flight:
                 # Settled while this waited (a node sends its report again once its link is
@@ -238,7 +225,9 @@ class MatchFlights:
                 self.flights.pop(flight.match_id, None)
                 await self.db.run(f"void match {row_id}", self.repo.void_match, row_id,
                                   f"the ladder could not store its result: {brief(exc)}")
+                self.settled["void"] += 1
                 return
+            self.settled[summary.status] += 1
             if summary.status == "finished":
                 self.ratings.apply(updates)
             else:

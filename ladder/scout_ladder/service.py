@@ -3,7 +3,7 @@
 `Ladder` only composes the jobs, each in a module of its own, and orders their start and
 stop: `roster` (who the bots are, who can play), `scheduler` (the matchmaking loop),
 `placement` (where a match is played: the ladder's own referee or a node), `flight` (a match's
-intent, bind and settle steps, and why nothing finished is lost), `node_events` (nodes that
+intent, start and settle steps, and why nothing finished is lost), `node_events` (nodes that
 attach, report and are lost), `probation`, `ratingcache`, `leasewatch`, `webserver`, and the
 gRPC services (`ladder_api`, `owners_service`, the nodes' `nodes`) listed in
 `Ladder.services`.

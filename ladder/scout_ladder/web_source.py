@@ -28,6 +28,7 @@ class LadderSource:
             {"rank": row.rank, "bot": row.bot, "owner": row.owner, "mu": rounded(row.mu),
              "sigma": rounded(row.sigma), "conservative": rounded(row.conservative),
              "games": row.games, "recent_ranks": list(row.recent_ranks),
+             "recent_table_sizes": list(row.recent_table_sizes),
              "on_probation": row.on_probation}
             for row in self.repo.leaderboard()
         ]

@@ -82,25 +82,26 @@ def _unix_socket(text: str) -> Path:
 
 def format_match(record: MatchRecord) -> str:
     """A readable move-by-move account of a record; replays it first (RecordError if bad)."""
-    from .record import replay
+    from .record import replay, seat_labels
     from .record.json_v1 import note_json
 
     result = replay(record)
     players = record.players
+    labels = seat_labels(players)
     lines = [f"SCOUT, {record.num_players} players, seed {record.seed}"]
     lines += [f"  seat {seat}: {name}" for seat, name in enumerate(players)]
     for entry in record.rounds:
         index = entry.index
-        lines.append(f"\nRound {index + 1} (seat {entry.starting_seat} starts)")
+        lines.append(f"\nRound {index + 1} ({labels[entry.starting_seat]} starts)")
         for seat, hand in enumerate(entry.dealt_hands):
             rotated = " (rotated)" if entry.rotations[seat] else ""
             faces = " ".join(f"{card.face}/{card.other}" for card in hand)
-            lines.append(f"  dealt to seat {seat}: {faces}{rotated}")
+            lines.append(f"  dealt to {labels[seat]}: {faces}{rotated}")
         lines += [f"  {step.number:3d}. {step.description}" for step in result.steps
                   if step.round_index == index]
         if entry.scores is not None and entry.end_reason is not None:
             exempt = entry.exempt_seat
-            exempt_text = (f"; seat {exempt} exempt from the hand penalty"
+            exempt_text = (f"; {labels[exempt]} exempt from the hand penalty"
                            if exempt is not None else "")
             lines.append(f"  round ends: {entry.end_reason.value.replace('_', ' ')}"
                          f"{exempt_text}")
@@ -111,7 +112,7 @@ def format_match(record: MatchRecord) -> str:
         lines.append("\nFinal standings")
         totals, ranks = record.totals, record.ranks
         for seat in sorted(range(len(players)), key=lambda s: ranks[s]):
-            lines.append(f"  {ranks[seat]}. seat {seat} {players[seat]:<12} {totals[seat]:+d}")
+            lines.append(f"  {ranks[seat]}. {labels[seat]:<12} {totals[seat]:+d}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ is played is what lets :meth:`MatchStore.void_in_flight` find the matches a cras
 Every call that ends a match is idempotent, so a caller that lost the answer to a commit (the
 connection dropped as it was sent) simply calls again:
 
-* ``start_match`` again with the same table is a no-op; ``bind_match`` again is a no-op;
+* ``start_match`` again with the same table is a no-op;
 * ``finish_match`` again with the same record and results is a no-op that returns the stored
   match (no second rating, history row or challenge game); with a different result it is
   refused (:class:`MatchStateError`);
@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import IntegrityError
@@ -140,48 +140,6 @@ class MatchStore(Database):
         except IntegrityError as exc:
             # Every other constraint was checked above: a concurrent start took the id.
             raise DuplicateMatchError(match_id) from exc
-
-    def bind_match(self, intent_id: str, match_id: str) -> MatchSummary:
-        """Gives the in-flight match written as ``intent_id`` its referee id ``match_id``.
-
-        The ladder writes a match before asking the referee for it (so that no match can end
-        before its row exists), under an id of its own; the referee names the match when it
-        starts it, and this moves the row and its seats to that name, in one transaction.
-        Binding again is a no-op; binding an id to itself just returns the match.
-        """
-        with self._transaction(write=True) as session:
-            intent = session.scalars(
-                select(Match).where(Match.id == intent_id).with_for_update()
-            ).one_or_none()
-            if intent is None or intent_id == match_id:
-                bound = session.get(Match, match_id)
-                if bound is None:
-                    raise UnknownMatchError(intent_id)
-                return match_summaries(session, [bound])[0]
-            if intent.status != "in_flight":
-                raise MatchStateError(f"{intent_id} is {intent.status}, not in flight")
-            if session.get(Match, match_id) is not None:
-                raise DuplicateMatchError(match_id)
-            bound = Match(
-                id=match_id,
-                status=intent.status,
-                table_size=intent.table_size,
-                seed=intent.seed,
-                rated=intent.rated,
-                challenge_id=intent.challenge_id,
-                created_at=intent.created_at,
-            )
-            session.add(bound)
-            session.flush()
-            session.execute(
-                update(MatchSeat)
-                .where(MatchSeat.match_id == intent_id)
-                .values(match_id=match_id)
-                .execution_options(synchronize_session=False)
-            )
-            session.expunge(intent)
-            session.execute(delete(Match).where(Match.id == intent_id))
-            return match_summaries(session, [bound])[0]
 
     def finish_match(
         self,

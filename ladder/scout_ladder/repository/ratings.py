@@ -57,18 +57,20 @@ def leaderboard_rows(session: Session) -> list[LeaderboardRow]:
         .label("position")
     )
     latest = (
-        select(MatchSeat.bot_id, MatchSeat.rank, position)
+        select(MatchSeat.bot_id, MatchSeat.rank, Match.table_size, position)
         .join(Match, Match.id == MatchSeat.match_id)
         .where(Match.status == "finished", Match.rated.is_(True))
         .subquery()
     )
     form: dict[int, list[int]] = defaultdict(list)
-    for bot_id, rank in session.execute(
-        select(latest.c.bot_id, latest.c.rank)
+    sizes: dict[int, list[int]] = defaultdict(list)
+    for bot_id, rank, size in session.execute(
+        select(latest.c.bot_id, latest.c.rank, latest.c.table_size)
         .where(latest.c.position <= RECENT_FORM_LENGTH)
         .order_by(latest.c.bot_id, latest.c.position)
     ):
         form[bot_id].append(rank)
+        sizes[bot_id].append(size)
     return [
         LeaderboardRow(
             rank=index,
@@ -79,6 +81,7 @@ def leaderboard_rows(session: Session) -> list[LeaderboardRow]:
             conservative=conservative(rating.mu, rating.sigma),
             games=rating.games,
             recent_ranks=tuple(form[bot.id]),
+            recent_table_sizes=tuple(sizes[bot.id]),
             on_probation=bot.probation_reason is not None,
         )
         for index, (rating, bot) in enumerate(standings, start=1)

@@ -210,6 +210,8 @@ class LeaderboardRow:
     recent_ranks: tuple[int, ...]
     """The recent form: ranks in the bot's last rated matches, newest first (at most 5)."""
     on_probation: bool
+    recent_table_sizes: tuple[int, ...] = ()
+    """The table size of each match of ``recent_ranks``: a 2nd place of 2 is a last place."""
 
 
 @dataclass(frozen=True, slots=True)

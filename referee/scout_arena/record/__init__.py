@@ -26,13 +26,15 @@ from .model import (
     SeatStats,
     build_record,
 )
-from .replay import ReplayResult, ReplayStep, describe_action, replay
+from .notation import describe_action, describe_round, seat_labels
+from .replay import ReplayResult, ReplayStep, replay
 
 __all__ = [
     "JSON", "RECORD_FORMAT", "RECORD_VERSION", "MatchOutcome", "MatchRecord", "Note",
     "RecordError", "RecordStatus", "RefereeMeta", "ReplayResult", "ReplayStep", "RoundRecord",
     "SeatStats",
-    "action_from_json", "action_to_json", "build_record", "describe_action", "dump_record",
+    "action_from_json", "action_to_json", "build_record", "describe_action", "describe_round",
+    "dump_record",
     "load_record", "read_record_json", "record_bytes", "record_from_json", "record_to_json",
-    "replay", "write_record_bytes",
+    "replay", "seat_labels", "write_record_bytes",
 ]

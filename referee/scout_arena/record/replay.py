@@ -16,19 +16,15 @@ from typing import Literal, TypeVar
 from scout_rules import (
     Action,
     Card,
-    End,
     Hand,
     MalformedAction,
     Phase,
     RoundResult,
-    Scout,
     ScoutError,
-    Show,
     State,
     deal_match,
     rank_scores,
 )
-from scout_rules.moves import remaining_active, scouted_card
 
 from .json_v1 import (
     RECORD_FORMAT,
@@ -39,6 +35,7 @@ from .json_v1 import (
     record_to_json,
 )
 from .model import JSON, MatchRecord
+from .notation import describe_action, seat_labels
 
 T = TypeVar("T")
 
@@ -103,6 +100,7 @@ def replay(record: JSON | MatchRecord,
     rounds = _field(record, "rounds", list, "record")
     seed = record.get("seed")
     state = _initial_state(record, n, seed, rounds)
+    labels = seat_labels(player_names(players))
     steps: list[ReplayStep] = []
     for i, entry in enumerate(rounds):
         where = f"round {i + 1}"
@@ -143,7 +141,7 @@ def replay(record: JSON | MatchRecord,
             except ScoutError as exc:
                 raise RecordError(f"{step} (seat {seat}, {action}): {exc}") from exc
             steps.append(ReplayStep(i, k + 1, seat, action,
-                                    describe_action(seat, hand, active, action)))
+                                    describe_action(labels[seat], hand, active, action)))
             if on_event is not None:
                 on_event(ReplayEvent("action", i, state, steps[-1], state.round_logs[i].result))
         result = state.round_logs[i].result
@@ -171,38 +169,16 @@ def replay(record: JSON | MatchRecord,
     return ReplayResult(state, tuple(steps))
 
 
-def describe_action(seat: int, hand: Sequence[Card], active: Sequence[Card],
-                    action: Action) -> str:
-    """A one-line account of ``action`` played from ``hand`` onto ``active``."""
-    def faces(cards: Sequence[Card]) -> str:
-        return "-".join(str(c.face) for c in cards)
-
-    def scouting(scout: Scout) -> tuple[str, list[Card], Sequence[Card]]:
-        card = active[0] if scout.end == End.LEFT else active[-1]
-        taken = scouted_card(active, scout)
-        new_hand = [*hand[: scout.insert_at], taken, *hand[scout.insert_at :]]
-        rest = remaining_active(active, scout.end)
-        turned = f" turned to {taken.face}" if scout.flip else ""
-        side = "left" if scout.end == End.LEFT else "right"
-        return (f"scouts {card.face} from the {side} end{turned} into position "
-                f"{scout.insert_at}", new_hand, rest)
-
-    def showing(show: Show, cards: Sequence[Card], table: Sequence[Card]) -> str:
-        played = cards[show.start : show.start + show.length]
-        last = show.start + show.length - 1
-        where = f"position {show.start}" if show.length == 1 else f"positions {show.start}-{last}"
-        capture = f", capturing {len(table)}" if table else ""
-        return f"shows {faces(played)} from {where}{capture}"
-
-    if isinstance(action, Show):
-        text = showing(action, hand, active)
-    elif isinstance(action, Scout):
-        text, new_hand, _ = scouting(action)
-        text += f"  [hand {faces(new_hand)}]"
-    else:
-        text, new_hand, rest = scouting(action.scout)
-        text = f"Scout & Show: {text}, then {showing(action.show, new_hand, rest)}"
-    return f"seat {seat} {text}"
+def player_names(players: list[JSON]) -> list[str]:
+    """The players' names by seat, as far as the record says them (a seat without one is
+    described by its number)."""
+    names = [""] * len(players)
+    for k, entry in enumerate(players):
+        seat = entry.get("seat", k) if isinstance(entry, dict) else k
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(seat, int) and 0 <= seat < len(names) and isinstance(name, str):
+            names[seat] = name
+    return names
 
 
 def _initial_state(record: JSON, n: int, seed: object, rounds: list[JSON]) -> State:

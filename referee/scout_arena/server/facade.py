@@ -193,8 +193,9 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
         """Start a match now and return its id. ``bots`` by seat; seats of bots in ``absent``
         (or, with ``absent_ok``, of bots not connected) forfeit from the first move and are
         played by the fallback. ``meta`` is kept in the record (`MatchRecord.meta_value`).
-        ``match_id``: the caller's (a tournament derives it from its seed, so that bots keyed
-        on it replay), else a random one. Raises a `MatchRequestError` naming what to change
+        ``match_id``: the caller's (a ladder's, written before the match starts; a tournament's,
+        derived from its seed so that bots keyed on it replay), else a random one. Raises a
+        `MatchRequestError` naming what to change
         when the match cannot start."""
         match = self._referee.create_match(bots, seed, time_control, absent=absent,
                                            absent_ok=absent_ok, meta=meta, match_id=match_id)

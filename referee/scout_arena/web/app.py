@@ -65,9 +65,12 @@ def create_app(source: WebSource, *, title: str | None = None,
     cache: OrderedDict[str, JSON] = OrderedDict()
     cache_lock = threading.Lock()
 
+    crosstable: Callable[[], JSON] | None = getattr(source, "crosstable", None)
+
     def info(request: Request) -> Response:
         return JSONResponse({"kind": source.kind, "live": live is not None,
                              "nodes": nodes is not None, "owners": owners is not None,
+                             "crosstable": crosstable is not None,
                              "title": title or f"Scout Arena {source.kind}"})
 
     def leaderboard(request: Request) -> Response:
@@ -127,8 +130,16 @@ def create_app(source: WebSource, *, title: str | None = None,
             raise HTTPException(404, "this ladder plays on no referee node")
         return JSONResponse({"nodes": [node_entry(n) for n in nodes()]})
 
+    def head_to_head(request: Request) -> Response:
+        if crosstable is None:
+            raise HTTPException(404, f"a {source.kind} has no crosstable")
+        return JSONResponse(crosstable())
+
     def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
+
+    def favicon(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -145,6 +156,8 @@ def create_app(source: WebSource, *, title: str | None = None,
         Route("/api/live", live_list),
         Route("/api/live/{match_id}", live_view),
         Route("/api/nodes", node_list),
+        Route("/api/crosstable", head_to_head),
+        Route("/favicon.ico", favicon),
         *(owner_routes(owners) if owners is not None else []),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]

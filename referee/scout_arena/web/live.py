@@ -12,7 +12,7 @@ from typing import Protocol
 
 from scout_rules import SpectatorView
 
-from ..record import JSON
+from ..record import JSON, describe_round
 from ..record.json_v1 import cards_json
 
 
@@ -52,7 +52,7 @@ def live_json(match_id: str, players: Sequence[str], view: SpectatorView) -> JSO
         "tokens": list(view.scout_show_tokens),
         "scores": list(view.scores),
         "current_seat": view.current_seat,
-        "moves": [str(action) for action in view.history],
+        "moves": describe_round(view.history, players),
         "finished_rounds": [
             {"round": r.round_index, "end_reason": r.end_reason.value,
              "exempt_seat": r.exempt_seat, "scores": list(r.scores),

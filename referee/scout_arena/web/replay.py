@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from scout_rules import Scout, State
 
-from ..record import JSON, action_to_json, record_from_json, replay
+from ..record import JSON, action_to_json, record_from_json, replay, seat_labels
 from ..record.json_v1 import cards_json
-from ..record.replay import ReplayEvent
+from ..record.replay import ReplayEvent, player_names
 
 
 def _table(state: State) -> JSON:
@@ -28,20 +28,20 @@ def _table(state: State) -> JSON:
     }
 
 
-def _frame(index: int, event: ReplayEvent) -> JSON:
+def _frame(index: int, event: ReplayEvent, labels: list[str]) -> JSON:
     state, i = event.state, event.round_index
     frame: JSON = {"index": index, "kind": event.kind, "round": i, "description": "",
                    "seat": None, "action": None, "rotations": None, "inserted": None,
                    "round_end": None, **_table(state)}
     if event.kind == "deal":
         frame["description"] = (f"round {i + 1}: the deal "
-                                f"(seat {state.round_logs[i].starting_seat} starts)")
+                                f"({labels[state.round_logs[i].starting_seat]} starts)")
         frame["current_seat"] = None
     elif event.kind == "rotation":
         rotations = [bool(r) for r in state.round_logs[i].rotations]
         rotated = [s for s, r in enumerate(rotations) if r]
         frame["description"] = f"round {i + 1}: " + (
-            ", ".join(f"seat {s}" for s in rotated) + " rotated" if rotated
+            ", ".join(labels[s] for s in rotated) + " rotated" if rotated
             else "nobody rotated")
         frame["rotations"] = rotations
     else:
@@ -69,7 +69,9 @@ def replay_frames(record: JSON) -> JSON:
     """The match as a list of frames, each the whole table after one step. Raises RecordError
     (naming the first step that fails) for a record that does not replay."""
     frames: list[JSON] = []
-    replay(record, lambda event: frames.append(_frame(len(frames), event)))
+    players = record.get("players")
+    labels = seat_labels(player_names(players if isinstance(players, list) else []))
+    replay(record, lambda event: frames.append(_frame(len(frames), event, labels)))
     typed = record_from_json(record)
     return {
         "match_id": typed.match_id,

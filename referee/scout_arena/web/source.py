@@ -15,7 +15,8 @@ from ..record import JSON
 
 
 class WebSource(Protocol):
-    """What the pages read. Every method returns plain JSON-ready data."""
+    """What the pages read. Every method returns plain JSON-ready data. A source may also have
+    ``crosstable() -> JSON`` (a tournament's head-to-head table, /api/crosstable)."""
 
     kind: str
     """``"ladder"`` or ``"tournament"``."""

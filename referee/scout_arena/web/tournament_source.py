@@ -18,8 +18,12 @@ from pathlib import Path
 from ..ratings import RatingBook, conservative
 from ..record import JSON, MatchOutcome, MatchRecord, RecordError, load_record, read_record_json
 from .source import rounded
+from .tournament_stats import bot_stats, head_to_head
 
 RECENT_FORM_LENGTH = 5
+STANDING_FIELDS = ("win_rate", "mean_score", "mean_score_ci95", "mean_rank", "timeouts",
+                   "illegal_actions", "forfeits")
+"""What the terminal's standings show beyond the rating, passed on as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,29 +110,54 @@ class TournamentSource:
         return names
 
     def leaderboard(self) -> list[JSON]:
+        """The standings as the terminal shows them: summary.json's once the tournament has
+        ended, else computed from the records so far (provisional)."""
         snapshot = self._load()
         standings = snapshot.summary.get("standings")
         if standings is None:
+            stats = bot_stats([m.outcome for m in snapshot.finished])
+            commands = self._commands(snapshot)
             standings = []
             for name in snapshot.history:
                 rating = snapshot.book.get(name)
                 mu, sigma = rounded(rating.mu), rounded(rating.sigma)
-                standings.append({"bot": name, "command": None, "mu": mu, "sigma": sigma,
-                                  "mu_minus_3sigma": conservative(mu, sigma),
-                                  "matches": snapshot.book.games[name]})
+                standings.append({"bot": name, "command": commands.get(name), "mu": mu,
+                                  "sigma": sigma, "mu_minus_3sigma": conservative(mu, sigma),
+                                  "matches": snapshot.book.games[name], **stats[name]})
             standings.sort(key=lambda s: -s["mu_minus_3sigma"])
-        form: dict[str, list[int]] = {}
+        form: dict[str, list[tuple[int, int]]] = {}
         for match in reversed(snapshot.finished):
             for seat, name in enumerate(match.outcome.players):
                 ranks = form.setdefault(name, [])
                 if len(ranks) < RECENT_FORM_LENGTH:
-                    ranks.append(match.outcome.ranks[seat])
+                    ranks.append((match.outcome.ranks[seat], match.outcome.num_players))
         return [
-            {"rank": i, "bot": s["bot"], "owner": s.get("command"), "mu": s["mu"],
-             "sigma": s["sigma"], "conservative": s["mu_minus_3sigma"], "games": s["matches"],
-             "recent_ranks": form.get(s["bot"], []), "on_probation": False}
+            {"rank": i, "bot": s["bot"], "owner": None, "command": s.get("command"),
+             "mu": s["mu"], "sigma": s["sigma"], "conservative": s["mu_minus_3sigma"],
+             "games": s["matches"],
+             "recent_ranks": [rank for rank, _ in form.get(s["bot"], [])],
+             "recent_table_sizes": [size for _, size in form.get(s["bot"], [])],
+             "on_probation": False,
+             **{key: s.get(key) for key in STANDING_FIELDS}}
             for i, s in enumerate(standings, start=1)
         ]
+
+    def crosstable(self) -> JSON:
+        """The terminal's head-to-head table: bots in standings order, each row's share of
+        its encounters with each column finished ahead."""
+        snapshot = self._load()
+        names = [row["bot"] for row in self.leaderboard()]
+        shares = snapshot.summary.get("head_to_head")
+        if shares is None:
+            shares = head_to_head([m.outcome for m in snapshot.finished], names)
+        return {"bots": names,
+                "shares": {a: {b: shares.get(a, {}).get(b) for b in names if b != a}
+                           for a in names}}
+
+    @staticmethod
+    def _commands(snapshot: _Snapshot) -> dict[str, str]:
+        return {b["name"]: b.get("command") for b in snapshot.summary.get("config", {})
+                .get("bots", []) if "name" in b}
 
     @staticmethod
     def _match(match: _Finished) -> JSON:
@@ -155,10 +184,9 @@ class TournamentSource:
         for m, s in zip(mine, seats, strict=True):
             sizes.setdefault(m["table_size"], []).append(s)
         row = board.get(name)
-        command = next((b.get("command") for b in snapshot.summary.get("config", {})
-                        .get("bots", []) if b.get("name") == name), None)
         return {
-            "bot": name, "owner": command, "version": None, "retired": False,
+            "bot": name, "owner": None, "command": self._commands(snapshot).get(name),
+            "version": None, "retired": False,
             "probation_reason": None,
             "rating": None if row is None else {
                 "mu": row["mu"], "sigma": row["sigma"], "conservative": row["conservative"],

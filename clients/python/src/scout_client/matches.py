@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .decisions import BotCalls, Decisions
+from .matchlog import log_match_end, log_match_start
 from .types import (
     AnswerResult,
     MatchEnded,
@@ -43,6 +44,7 @@ class _Match:
     worker: asyncio.Task[None] | None = None
     busy: bool = False
     """The worker is handling a message: the next ones wait in the inbox, in order."""
+    seat: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,11 +211,18 @@ class Matches:
         elif isinstance(message, AnswerResult):
             self._decisions.settle(message)
         elif isinstance(message, MatchStart):
-            _log_resumed(message)
+            match.seat = message.seat
+            if message.resumed:
+                _log_resumed(message)
+            else:
+                log_match_start(message)
         elif isinstance(message, RoundEnded):
             self._decisions.close_match(match.match_id)
-        elif isinstance(message, MatchEnded) and not message.finished:
-            _log_ending(message)
+        elif isinstance(message, MatchEnded):
+            if message.finished:
+                log_match_end(message, match.seat)
+            else:
+                _log_ending(message)
 
     def cancel(self) -> list[asyncio.Task[None]]:
         """Cancel every match's worker; returns them for the caller to await."""

@@ -37,6 +37,7 @@ from .connection import (
 from .decisions import DEFAULT_SAFETY_MARGIN_MS, BotCalls, Decisions
 from .errors import ConnectionLost, ConnectionRejected, InvalidToken, ScoutClientError
 from .matches import Matches, Tally
+from .matchlog import default_logging
 from .nodes import NodeStreams
 from .types import PROTOCOL_VERSION, Goodbye, Hello, MatchEnded, MatchMessage, Probation
 
@@ -235,6 +236,7 @@ def run(
     SCOUT_TLS=1, `ca_cert` from SCOUT_CA_CERT, `max_concurrent_matches` from SCOUT_CONCURRENCY
     (else 8), and SCOUT_PUBLIC_EVENTS=1 asks for the full stream when `public_events` is None.
     Raises ValueError when there is still no address or token."""
+    default_logging()
     launch = LaunchSettings.from_environment(os.environ)
     target = address or launch.address
     credential = token or launch.token

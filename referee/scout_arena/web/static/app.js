@@ -35,7 +35,9 @@ async function api(path) {
   if (!response.ok) {
     let detail = response.statusText;
     try { detail = (await response.json()).error || detail; } catch (e) { /* not JSON */ }
-    throw new Error(`${response.status}: ${detail}`);
+    const error = new Error(`${response.status}: ${detail}`);
+    error.status = response.status;
+    throw error;
   }
   return response.json();
 }
@@ -52,23 +54,53 @@ function showError(error) {
   setView(el("p", { class: "error" }, `Could not load: ${error.message}`));
 }
 
-function form(ranks) {
-  return el("span", { class: "form" },
-    ranks.map((r) => el("span", { class: `rank rank-${Math.min(r, 5)}`, title: `rank ${r}` }, r)));
+// A rank's colour is its place relative to the table: 1st is green and last red at any size,
+// so a 2nd of 2 reads as a last place and a 2nd of 4 as a good one (level 1 best .. 5 worst).
+function formLevel(rank, size) {
+  if (!size || size < 2) return Math.min(rank, 5);
+  return 1 + Math.round((4 * (Math.min(rank, size) - 1)) / (size - 1));
+}
+
+function form(ranks, sizes) {
+  return el("span", { class: "form" }, ranks.map((r, i) => {
+    const size = sizes && sizes[i];
+    return el("span", { class: `rank rank-${formLevel(r, size)}`, title: size ? `rank ${r} of ${size}` : `rank ${r}` }, r);
+  }));
 }
 
 // ----- leaderboard ----------------------------------------------------------------------------
 
-const boardState = { key: "rank", dir: 1, rows: [] };
-const BOARD_COLUMNS = [
-  ["rank", "#", (r) => r.rank],
-  ["bot", "Bot", (r) => botLink(r.bot)],
-  ["owner", "Owner", (r) => r.owner || "–"],
+const boardState = { key: "rank", dir: 1, rows: [], columns: [] };
+const pct = (x) => (x === null || x === undefined ? "–" : `${(100 * x).toFixed(1)}%`);
+const meanScore = (r) => (r.mean_score === null || r.mean_score === undefined ? "–"
+  : `${r.mean_score >= 0 ? "+" : ""}${fmt(r.mean_score)}${r.mean_score_ci95 === null || r.mean_score_ci95 === undefined ? "" : ` ± ${fmt(r.mean_score_ci95)}`}`);
+const RATING_COLUMNS = [
   ["conservative", "μ − 3σ", (r) => fmt(r.conservative)],
   ["mu", "μ", (r) => fmt(r.mu)],
   ["sigma", "σ", (r) => fmt(r.sigma)],
   ["games", "Games", (r) => r.games],
-  ["recent_ranks", "Recent form", (r) => form(r.recent_ranks)],
+];
+const FORM_COLUMN = ["recent_ranks", "Recent form", (r) => form(r.recent_ranks, r.recent_table_sizes)];
+const LADDER_COLUMNS = [
+  ["rank", "#", (r) => r.rank],
+  ["bot", "Bot", (r) => botLink(r.bot)],
+  ["owner", "Owner", (r) => r.owner || "–"],
+  ...RATING_COLUMNS,
+  FORM_COLUMN,
+];
+// A tournament's board shows what its terminal shows; its bots have a command, no owner.
+const TOURNAMENT_COLUMNS = [
+  ["rank", "#", (r) => r.rank],
+  ["bot", "Bot", (r) => botLink(r.bot)],
+  ...RATING_COLUMNS,
+  ["mean_score", "Mean score (95% CI)", meanScore],
+  ["win_rate", "Win %", (r) => pct(r.win_rate)],
+  ["mean_rank", "Mean rank", (r) => fmt(r.mean_rank)],
+  ["timeouts", "Timeouts", (r) => r.timeouts ?? "–"],
+  ["illegal_actions", "Illegal", (r) => r.illegal_actions ?? "–"],
+  ["forfeits", "Forfeits", (r) => r.forfeits ?? "–"],
+  FORM_COLUMN,
+  ["command", "Command", (r) => (r.command ? el("code", {}, r.command) : "–")],
 ];
 
 function sortedRows() {
@@ -86,7 +118,7 @@ function sortedRows() {
 }
 
 function drawBoard(table) {
-  const head = el("tr", {}, BOARD_COLUMNS.map(([key, label]) => el("th", {
+  const head = el("tr", {}, boardState.columns.map(([key, label]) => el("th", {
     class: `sortable${boardState.key === key ? (boardState.dir > 0 ? " asc" : " desc") : ""}`,
     "data-key": key,
     onclick: () => {
@@ -96,23 +128,43 @@ function drawBoard(table) {
     },
   }, label)));
   const body = sortedRows().map((r) => el("tr", { "data-bot": r.bot, class: r.on_probation ? "probation" : null },
-    BOARD_COLUMNS.map(([key, , cell]) => el("td", { class: `col-${key}` }, cell(r)))));
+    boardState.columns.map(([key, , cell]) => el("td", { class: `col-${key}` }, cell(r)))));
   table.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
 }
 
+function crosstable(data) {
+  const names = data.bots;
+  return el("table", { id: "crosstable", class: "data" },
+    el("thead", {}, el("tr", {}, el("th", {}, ""), names.map((n) => el("th", { "data-bot": n }, n)))),
+    el("tbody", {}, names.map((a) => el("tr", { "data-bot": a }, el("th", {}, botLink(a)),
+      names.map((b) => {
+        const v = a === b ? null : data.shares[a][b];
+        return el("td", { class: "col-share", "data-vs": b }, v === null || v === undefined ? "–" : `${(100 * v).toFixed(0)}%`);
+      })))));
+}
+
 async function leaderboardPage(token) {
+  const info = await siteInfo;
   const table = el("table", { id: "leaderboard", class: "data" });
   const stamp = el("span", { class: "muted", id: "updated" });
-  setView(el("h1", {}, "Leaderboard"),
+  const cross = el("div", { id: "head-to-head" });
+  boardState.columns = info.kind === "tournament" ? TOURNAMENT_COLUMNS : LADDER_COLUMNS;
+  setView(el("h1", {}, info.kind === "tournament" ? "Standings" : "Leaderboard"),
     el("p", { class: "muted" }, "Sorted by μ − 3σ (click a header to sort). Refreshes every 5 s. ", stamp),
-    table);
+    table, cross);
   const refresh = async () => {
     const rows = await api("/api/leaderboard");
+    const shares = info.crosstable ? await api("/api/crosstable") : null;
     if (token !== pageToken) return;
     boardState.rows = rows;
     drawBoard(table);
     stamp.textContent = `Updated ${new Date().toLocaleTimeString()}.`;
     if (!rows.length) table.replaceChildren(el("caption", {}, "No rated bots yet."));
+    if (shares && shares.bots.length > 1) {
+      cross.replaceChildren(el("h2", {}, "Head to head"),
+        el("p", { class: "muted" }, "Share of encounters the row bot finished ahead of the column bot (ties count half)."),
+        crosstable(shares));
+    }
   };
   await refresh();
   timers.push(setInterval(() => refresh().catch(() => {}), 5000));
@@ -158,25 +210,61 @@ function ratingChart(history) {
   return root;
 }
 
+const liveLink = (id, text) => el("a", { href: `#/live/${encodeURIComponent(id)}` }, text || id);
+
+// A match keeps one id from the moment it is planned: in flight it links to its live view,
+// finished to its replay; a void one has neither.
+function matchIdCell(m) {
+  const code = el("code", {}, m.match_id);
+  if (m.status === "finished") return replayLink(m.match_id, code);
+  if (m.status === "in_flight") return liveLink(m.match_id, code);
+  return code;
+}
+
+function matchState(m) {
+  if (m.status === "finished") return replayLink(m.match_id, "replay ▸");
+  if (m.status === "in_flight") return liveLink(m.match_id, "watch live ▸");
+  return el("span", { class: "void", title: "void: not rated" }, `void: ${m.void_reason || "no reason given"}`);
+}
+
 function matchRows(matches, highlight) {
   return el("table", { class: "data matches" },
     el("thead", {}, el("tr", {}, ["Match", "Finished", "Players", "Seats (score / rank)", ""].map((h) => el("th", {}, h)))),
-    el("tbody", {}, matches.map((m) => el("tr", { "data-match": m.match_id },
-      el("td", {}, el("code", {}, m.match_id)),
-      el("td", {}, m.finished_at ? new Date(m.finished_at).toLocaleString() : m.status),
+    el("tbody", {}, matches.map((m) => el("tr", { "data-match": m.match_id, "data-status": m.status },
+      el("td", { class: "col-id" }, matchIdCell(m)),
+      el("td", { class: "col-when" }, m.finished_at ? new Date(m.finished_at).toLocaleString()
+        : m.status === "in_flight" ? "playing now" : "–"),
       el("td", {}, m.table_size),
       el("td", {}, m.seats.map((s) => el("span", { class: `seat-result${s.bot === highlight ? " me" : ""}${s.rank === 1 ? " winner" : ""}` },
         botLink(s.bot), ` ${s.score ?? "–"} / ${s.rank ?? "–"}`, s.forfeited ? " (forfeit)" : "", s.timeouts ? ` (${s.timeouts} timeout${s.timeouts > 1 ? "s" : ""})` : ""))),
-      el("td", {}, m.status === "finished" ? replayLink(m.match_id, "replay ▸") : m.void_reason || m.status)))));
+      el("td", { class: "col-state" }, matchState(m))))));
+}
+
+function botNotFound(name, info) {
+  setView(el("div", { id: "not-found" },
+    el("h1", {}, "No such bot"),
+    el("p", {}, `There is no bot named “${name}” in this ${info.kind || "site"}.`),
+    el("p", {}, "Bot names are matched exactly, capitals included. ",
+      el("a", { href: "#/" }, "See every bot on the leaderboard"), " or ",
+      el("a", { href: `#/matches?bot=${encodeURIComponent(name)}` }, "search the matches"), ".")));
 }
 
 async function botPage(token, name) {
-  const p = await api(`/api/bots/${encodeURIComponent(name)}`);
+  let p;
+  try {
+    p = await api(`/api/bots/${encodeURIComponent(name)}`);
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    const info = await siteInfo;
+    if (token === pageToken) botNotFound(name, info);
+    return;
+  }
   if (token !== pageToken) return;
   const r = p.rating;
   const ownerParts = el("div", { id: "owner-parts" });
   setView(
     el("h1", {}, p.bot, el("span", { class: "muted small" }, p.owner ? `  ${p.owner}` : "", p.version ? `  v${p.version}` : "")),
+    p.command ? el("p", { id: "command" }, "Command: ", el("code", {}, p.command)) : null,
     p.probation_reason ? el("p", { class: "error" }, `On probation: ${p.probation_reason}`) : null,
     p.paused_reason ? el("p", { class: "error", id: "paused" }, `Paused: ${p.paused_reason}`) : null,
     p.suspended_reason ? el("p", { class: "error", id: "suspended" }, `Owner suspended: ${p.suspended_reason}`) : null,
@@ -286,7 +374,7 @@ async function replayPage(token, matchId) {
     const f = frames[at];
     const owner = f.active_owner;
     const center = el("div", { class: "center" },
-      el("div", { class: "label" }, f.active.length ? `Active set (seat ${owner}, ${data.players[owner]})` : "No active set"),
+      el("div", { class: "label" }, f.active.length ? `Active set (${data.players[owner]})` : "No active set"),
       el("div", { class: "hand active", id: "active" }, f.active.map((c) => card(c))));
     table.replaceChildren(center, ...data.players.map((_, s) => seatRow(f, s)));
     let text = `Round ${f.round + 1} — ${f.description}`;
@@ -365,8 +453,16 @@ async function livePage(token, matchId) {
       v = await api(`/api/live/${encodeURIComponent(matchId)}`);
     } catch (error) {
       if (token !== pageToken) return;
-      box.replaceChildren(el("p", {}, "This match is over: ", replayLink(matchId, "watch the replay")));
-      clearTimers();
+      const over = await fetch(`/api/matches/${encodeURIComponent(matchId)}/replay`).then((r) => r.ok).catch(() => false);
+      if (token !== pageToken) return;
+      if (over) {
+        box.replaceChildren(el("p", { id: "live-over" }, "This match is over: ", replayLink(matchId, "watch the replay")));
+        clearTimers();
+      } else {
+        box.replaceChildren(el("p", { id: "live-elsewhere", class: "muted" },
+          "This match is not being played on this server's own referee (a match on a referee node cannot be watched here), ",
+          "or has not started yet. This page shows its replay link once it ends."));
+      }
       return;
     }
     if (token !== pageToken) return;
@@ -387,7 +483,7 @@ async function livePage(token, matchId) {
       el("div", { class: "replay" },
         el("div", { class: "table" },
           el("div", { class: "center" },
-            el("div", { class: "label" }, v.active.length ? `Active set (seat ${owner}, ${v.players[owner]})` : "No active set"),
+            el("div", { class: "label" }, v.active.length ? `Active set (${v.players[owner]})` : "No active set"),
             el("div", { class: "hand active" }, v.active.map((c) => card(c)))),
           ...seats),
         el("div", { class: "movebox" }, el("h3", {}, "This round"),
