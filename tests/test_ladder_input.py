@@ -178,6 +178,8 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
                     (register("fine", "me", ()), grpc.StatusCode.UNAUTHENTICATED, "admin token"),
                     (stub.RetireBot(ladder_pb2.RetireBotRequest(name="NOSUCH"), metadata=admin,
                                     timeout=60), grpc.StatusCode.NOT_FOUND, "NOSUCH"),
+                    (stub.RetireBot(ladder_pb2.RetireBotRequest(name=""), metadata=admin,
+                                    timeout=60), grpc.StatusCode.NOT_FOUND, "no bot named ''"),
                     (stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name=LONG), timeout=60),
                      grpc.StatusCode.NOT_FOUND, "no bot named"),
                     (stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name="a\x00b"),
@@ -199,10 +201,15 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
                 listed = await stub.ListLadderMatches(
                     ladder_pb2.ListLadderMatchesRequest(bot="a\x00b"), timeout=60)
                 assert list(listed.matches) == []
+                huge = "y" * 60_000
+                expectations.append((stub.Challenge(
+                    ladder_pb2.ChallengeRequest(opponents=[huge], games=1), metadata=bearer,
+                    timeout=60), grpc.StatusCode.NOT_FOUND, "(60000 characters)"))
                 for call, code, says in expectations:
                     got, details = await status_of(call)
                     assert (got, says in details) == (code, True), (got, details[:300])
-                    assert len(details) < 400
+                    # §17: at most 300 characters, a refused value cut to 40
+                    assert len(details) <= 300 and "y" * 41 not in details
         finally:
             await ladder.stop()
 

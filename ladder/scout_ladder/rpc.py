@@ -18,7 +18,7 @@ from typing import NoReturn, ParamSpec, TypeVar, cast
 import grpc
 from google.protobuf.message import DecodeError
 from scout_arena.server import RefereeFacade
-from scout_arena.text import clip
+from scout_arena.text import clip, echo
 
 from .repository import (
     BotKindError,
@@ -65,8 +65,19 @@ class ErrorStatus:
     message: Callable[[StorageError], str] = str
 
 
+_NOT_FOUND: Mapping[type[StorageError], str] = {
+    UnknownBotError: "no bot named", UnknownOwnerError: "no owner named",
+    UnknownMatchError: "no match with id", UnknownChallengeError: "no challenge with id"}
+"""What each lookup error's one argument (the name or id asked for) is."""
+
+
 def _not_found(exc: StorageError) -> str:
-    return f"not found: {str(exc) or 'no such thing'}"
+    """Names what was looked for, the value asked for cut to `echo`'s 40 characters (an empty
+    name is shown as ''; a 60,000-character one is not sent back)."""
+    for cls, what in _NOT_FOUND.items():
+        if isinstance(exc, cls) and len(exc.args) == 1:
+            return f"not found: {what} {echo(exc.args[0])}"
+    return f"not found: {str(exc) or type(exc).__name__}"
 
 
 STATUS_OF_ERROR: Mapping[type[object], ErrorStatus] = {
@@ -106,7 +117,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
 
 
 def bounded(message: str) -> str:
-    return clip(message, MESSAGE_LIMIT)
+    """``message`` in at most `MESSAGE_LIMIT` characters, "..." included."""
+    return clip(message, MESSAGE_LIMIT - 3)
 
 
 async def abort(context: Context, code: grpc.StatusCode, message: str) -> NoReturn:

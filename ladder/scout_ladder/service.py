@@ -244,6 +244,8 @@ class Ladder:
         if self._stopped:
             return
         self.flags.stopping = True
+        if self.nodes is not None:
+            self.nodes.stopping = True
         self.flags.wake.set()
         await self.lease.stop()
         if self._scheduler_task is not None:

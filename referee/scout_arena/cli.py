@@ -284,10 +284,6 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         problem = admin_token_problem(args.admin_token)
         if problem is not None:
             raise SystemExit(f"--admin-token: {problem}")
-    else:
-        logging.getLogger("scout_arena.referee").warning(
-            "no --admin-token: the Matches service is open to every client that reaches "
-            "%s:%s (anyone can create and watch matches and read records)", args.host, args.port)
     try:
         tls = tls_config(args)
     except ValueError as exc:
@@ -322,6 +318,10 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         await ready.wait()  # the server has started, and with it the GC policy (hardening)
         watch_gc_pauses(referee.metrics.gc_paused)
         print(f"referee listening on {server.address}", flush=True)
+        if args.admin_token is None:  # after binding: the port, not 0, is named
+            logging.getLogger("scout_arena.referee").warning(
+                "no --admin-token: the Matches service is open to every client that reaches "
+                "%s (anyone can create and watch matches and read records)", server.address)
         if args.unix_socket is not None:
             print(f"referee also listening on unix:{args.unix_socket}", flush=True)
         link_task = None
