@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, NoReturn
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import (
     add_hosting_flags,
+    add_metrics_access_flags,
     add_time_control_flags,
     add_tls_flags,
+    metrics_access,
     positive_int,
     time_control,
     tls_config,
@@ -154,6 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          max_upload_bytes=args.max_upload_mb * 2**20)
     try:
         config.tls = tls_config(args)
+        access = metrics_access(args)
     except ValueError as exc:
         raise _Exit(str(exc), 2) from None
     if args.storage is not None and Path(args.storage).exists() \
@@ -196,7 +199,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         metrics_url = None
         if args.metrics_port is not None:
             try:
-                metrics_url = ladder.referee.serve_metrics(args.metrics_host, args.metrics_port)
+                metrics_url = ladder.referee.serve_metrics(args.metrics_host, args.metrics_port,
+                                                           access)
             except OSError as exc:
                 try:
                     await ladder.stop()
@@ -453,6 +457,7 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    add_metrics_access_flags(serve)
     _add_owner_flags(serve)
     add_hosting_flags(serve)
     add_tls_flags(serve)

@@ -25,6 +25,8 @@ from scout_arena.record import JSON
 from scout_arena.server import RefereeFacade
 
 from .config import LadderConfig, ProbationPolicy
+from .dbhealth import CHECK_S as DB_CHECK_S
+from .dbhealth import DatabaseCheck
 from .flight import VOID_AT_START, VOID_AT_STOP, VOID_BEFORE_START, MatchFlights
 from .hostedfiles import HostedFiles
 from .hosting import HostingConfig, HostingPlacement, LadderHosting, RemoteOnly
@@ -237,6 +239,7 @@ class Ladder:
         self._scheduler_task = asyncio.create_task(self.scheduler.run(),
                                                    name="ladder scheduler")
         self.lease.start()
+        self.referee.watch_health("database", DatabaseCheck(self.repo), DB_CHECK_S)
 
     async def stop(self) -> None:
         """Stops cleanly: no new match, running ones aborted and voided, every result and void

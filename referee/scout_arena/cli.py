@@ -32,8 +32,10 @@ from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
 from .server.flags import (
     add_hosting_flags,
+    add_metrics_access_flags,
     add_time_control_flags,
     add_tls_flags,
+    metrics_access,
     time_control,
     tls_config,
 )
@@ -60,6 +62,7 @@ def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
                         "free port; default: no metrics server)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="interface of the metrics server (default 127.0.0.1)")
+    add_metrics_access_flags(parser)
 
 
 def _pass_budget_ms(text: str) -> float:
@@ -220,6 +223,8 @@ def _tokens(args: argparse.Namespace) -> dict[str, str]:
 
 NODE_FLUSH_S = 5.0
 """On stop, how long a node waits for its ladder to take its last reports."""
+NODE_CHECK_S = 0.5
+"""How often a node's readiness looks at its link to the ladder."""
 
 
 def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> NodeConfig:
@@ -286,6 +291,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             raise SystemExit(f"--admin-token: {problem}")
     try:
         tls = tls_config(args)
+        access = metrics_access(args)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     records = Path(args.records)
@@ -309,7 +315,8 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
         metrics: MetricsServer | None = None
         if args.metrics_port is not None:
             try:
-                metrics = serve_metrics(referee.metrics, args.metrics_host, args.metrics_port)
+                metrics = serve_metrics(referee.metrics, args.metrics_host, args.metrics_port,
+                                        probes=server.health, access=access)
             except OSError as exc:
                 raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
                                  f"{args.metrics_port}: {exc}") from None
@@ -331,6 +338,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             link = NodeLink(referee, node_config(args, server.address, tls is not None),
                             hosting)
             link_task = asyncio.create_task(link.run(), name="node link")
+
+            async def attached() -> str | None:  # readiness: a node serves its ladder
+                return None if link.attached.is_set() else f"not attached to {args.join}"
+
+            server.health.watch("ladder", attached, NODE_CHECK_S)
             print(f"node of the ladder {args.join}", flush=True)
         if metrics is not None:
             print(f"metrics on {metrics.url}", flush=True)

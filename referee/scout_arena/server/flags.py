@@ -5,12 +5,14 @@ back in one place so that the commands cannot drift apart."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from .clock import TimeControl
 from .listener import TlsConfig
+from .metrics_http import MetricsAccess
 
 
 def add_time_control_flags(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -43,6 +45,29 @@ def tls_config(args: argparse.Namespace) -> TlsConfig | None:
         return None
     return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
                      Path(args.tls_client_ca) if args.tls_client_ca else None)
+
+
+def add_metrics_access_flags(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-token``, ``--metrics-tls-cert`` and ``--metrics-tls-key``: who may read the
+    metrics endpoint, and over TLS (the probes /livez and /readyz stay open)."""
+    parser.add_argument("--metrics-token", metavar="TOKEN",
+                        default=os.environ.get("SCOUT_METRICS_TOKEN"),
+                        help="require 'Authorization: Bearer TOKEN' on /metrics (default: "
+                             "$SCOUT_METRICS_TOKEN; none: open to whoever reaches the port)")
+    parser.add_argument("--metrics-tls-cert", metavar="PEM",
+                        help="serve metrics and probes over HTTPS with this certificate")
+    parser.add_argument("--metrics-tls-key", metavar="PEM", help="its private key")
+
+
+def metrics_access(args: argparse.Namespace) -> MetricsAccess:
+    """What `add_metrics_access_flags` read; ValueError when it does not hold together."""
+    access = MetricsAccess(args.metrics_token,
+                           Path(args.metrics_tls_cert) if args.metrics_tls_cert else None,
+                           Path(args.metrics_tls_key) if args.metrics_tls_key else None)
+    for flag, path in (("--metrics-tls-cert", access.cert), ("--metrics-tls-key", access.key)):
+        if path is not None and not path.is_file():
+            raise ValueError(f"{flag}: no such file: {str(path)[:200]!r}")
+    return access
 
 
 def positive_int(text: str) -> int:
