@@ -12,6 +12,7 @@ import re
 import ssl
 import subprocess
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +22,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from referee_support import SCOUT_ARENA, stop
+from scout_arena.cli import build_parser
+from scout_arena.server.configfile import parse_with_config
 from scout_ladder.repository import Repository
 from scout_ladder.service import Ladder, LadderConfig
 from sqlalchemy import create_engine, make_url
@@ -222,3 +225,63 @@ def test_the_metrics_endpoint_asks_for_its_token_over_tls_and_the_probes_do_not(
             http_get(url.replace("https://", "http://"))
     finally:
         stop(process)
+
+
+# --- a config file ------------------------------------------------------------------------
+
+DEPLOY_MD = Path(__file__).resolve().parents[1] / "docs" / "deploy.md"
+
+
+def documented_configs() -> dict[str, str]:
+    """The TOML examples of docs/deploy.md, by the command their first line names."""
+    blocks = re.findall(r"```toml\n(.*?)```", DEPLOY_MD.read_text(), re.S)
+    return {re.search(r"scout-arena (\w+ serve)", block).group(1): block  # type: ignore[union-attr]
+            for block in blocks}
+
+
+def test_the_documented_config_files_parse_and_set_every_key(tmp_path: Path) -> None:
+    configs = documented_configs()
+    assert set(configs) == {"ladder serve", "referee serve"}
+    for command, text in configs.items():
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        args = parse_with_config(build_parser(), [*command.split(), "--config", str(path)])
+        for key, value in tomllib.loads(text).items():
+            got = getattr(args, key.replace("-", "_"))
+            assert got == (tuple(int(v) for v in value.split(",")) if key == "table-sizes"
+                           else value), key
+
+
+def test_command_line_options_override_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "ladder.toml"
+    path.write_text("port = 7000\ndecision-ms = 500\nno-hosting = true\n")
+    args = parse_with_config(build_parser(), ["ladder", "serve", "--decision-ms", "800",
+                                              "--config", str(path)])
+    assert (args.port, args.decision_ms, args.no_hosting) == (7000, 800, True)
+    referee = tmp_path / "referee.toml"
+    referee.write_text('bot-token = ["a=tok-a", "b=tok-b"]\nport = 6000\n')
+    args = parse_with_config(build_parser(), ["referee", "serve", "--config", str(referee),
+                                              "--port", "6001"])
+    assert (args.port, args.bot_token) == (6001, ["a=tok-a", "b=tok-b"])
+
+
+def test_a_ladder_served_from_a_config_file_listens_where_it_says(tmp_path: Path) -> None:
+    """A real `ladder serve --config`: web pages and metrics from the file, the gRPC port
+    from the command line."""
+    port = free_port()
+    config = tmp_path / "ladder.toml"
+    config.write_text(f'database = "sqlite:///{tmp_path / "ladder.db"}"\nport = 1\n'
+                      'web-port = 0\nmetrics-port = 0\nno-hosting = true\n'
+                      'table-sizes = "2,4"\nadmin-token = "adm"\n')
+    process = start_process([*SCOUT_ARENA, "ladder", "serve", "--config", str(config),
+                             "--port", str(port)], tmp_path / "ladder.log")
+    try:
+        assert read_until(process, r"ladder listening on (\S+)") == f"127.0.0.1:{port}"
+        metrics = read_until(process, r"metrics on (\S+)")
+        web = read_until(process, r"web pages on (\S+)")
+        assert http_get(metrics)[0] == 200
+        assert http_get(web)[0] == 200
+        eventually("the ladder SERVING",
+                   lambda: health_status(f"127.0.0.1:{port}") == "SERVING")
+    finally:
+        assert stop(process) == 0

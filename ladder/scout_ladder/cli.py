@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from scout_arena.server.configfile import add_config_flag
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import (
     add_hosting_flags,
@@ -477,6 +478,7 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     nodes.add_argument("--node-heartbeat-timeout", type=float, default=5.0, metavar="SECONDS",
                        help="a node silent this long is lost and its matches voided")
     serve.add_argument("-v", "--verbose", action="store_true")
+    add_config_flag(serve)
     serve.set_defaults(func=_guarded(cmd_serve))
 
     reg = with_db(ladder_sub.add_parser("register", help="register a bot; prints its token"))

@@ -28,6 +28,7 @@ from .record import (
 )
 from .record.json_v1 import note_json
 from .server.arena_service import MAX_STREAMS_PER_TOKEN
+from .server.configfile import add_config_flag, parse_with_config
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
 from .server.flags import (
@@ -473,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
+    add_config_flag(serve)
     serve.set_defaults(func=cmd_referee_serve)
 
     bot = sub.add_parser("bot", help="run a bot against a referee")
@@ -509,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_with_config(build_parser(), argv)
     result: int = args.func(args)
     return result
 
