@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 from pathlib import Path
 
+from scout_arena.clierrors import nonnegative_int, positive_ms
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from .clock import TimeControl
@@ -18,9 +20,9 @@ from .metrics_http import MetricsAccess
 def add_time_control_flags(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
     """``--decision-ms`` and ``--time-bank-ms``; without ``defaults`` they are None unless
     given (so that a config file's values stand)."""
-    parser.add_argument("--decision-ms", type=int, metavar="MS",
+    parser.add_argument("--decision-ms", type=positive_ms, metavar="MS",
                         default=DEFAULT_DECISION_MS if defaults else None)
-    parser.add_argument("--time-bank-ms", type=int, metavar="MS",
+    parser.add_argument("--time-bank-ms", type=nonnegative_int, metavar="MS",
                         default=DEFAULT_TIME_BANK_MS if defaults else None)
 
 
@@ -42,9 +44,37 @@ def tls_config(args: argparse.Namespace) -> TlsConfig | None:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
     if not args.tls_cert:
+        if args.tls_client_ca:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
         return None
-    return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                     Path(args.tls_client_ca) if args.tls_client_ca else None)
+    config = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                       Path(args.tls_client_ca) if args.tls_client_ca else None)
+    check_pem(config.cert, config.key)
+    if config.client_ca is not None:
+        try:
+            ssl.create_default_context(cafile=str(config.client_ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"--tls-client-ca {str(config.client_ca)[:100]!r}: not a PEM "
+                             f"CA certificate ({_reason(exc)})") from None
+    return config
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or \
+        getattr(exc, "reason", None) or type(exc).__name__
+
+
+def check_pem(cert: Path, key: Path) -> None:
+    """ValueError unless ``cert`` and ``key`` are a readable PEM certificate and its key (grpc
+    would only say "Failed to bind", hiding the cause)."""
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise ValueError(f"{flag}: no such file: {str(path)[:100]!r}")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--tls-cert/--tls-key: not a PEM certificate and its private key "
+                         f"({_reason(exc)})") from None
 
 
 def add_metrics_access_flags(parser: argparse.ArgumentParser) -> None:
