@@ -23,6 +23,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from referee_support import SCOUT_ARENA, stop
 from scout_arena.cli import build_parser
+from scout_arena.server import health
 from scout_arena.server.configfile import parse_with_config
 from scout_ladder.repository import Repository
 from scout_ladder.service import Ladder, LadderConfig
@@ -285,3 +286,47 @@ def test_a_ladder_served_from_a_config_file_listens_where_it_says(tmp_path: Path
                    lambda: health_status(f"127.0.0.1:{port}") == "SERVING")
     finally:
         assert stop(process) == 0
+
+
+def test_a_stuck_event_loop_is_not_live_and_a_failing_check_is_not_ready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What /livez and /readyz read, from another thread, as the probes' HTTP thread does."""
+    monkeypatch.setattr(health, "LOOP_STALL_S", 0.3)
+    monkeypatch.setattr(health, "LOOP_TICK_S", 0.05)
+    reports: list[bool] = []
+
+    class Reporter:
+        async def report(self, serving: bool) -> None:
+            reports.append(serving)
+
+    async def scenario() -> list[str | None]:
+        state = health.Health(Reporter(), lambda: None)
+        seen = [state.ready_problem()]  # before start: "starting"
+        await state.start()
+        await asyncio.sleep(0.05)
+        seen.append(state.live_problem())
+        watcher = asyncio.get_running_loop().run_in_executor(
+            None, lambda: (time.sleep(0.6), state.live_problem())[1])
+        time.sleep(0.8)  # the loop stuck (a blocking call on it)
+        seen.append(await watcher)
+        await asyncio.sleep(0.2)
+        seen.append(state.live_problem())
+
+        async def failing() -> str | None:
+            return "the thing is down"
+
+        state.watch("thing", failing, 0.05)
+        await asyncio.sleep(0.2)
+        seen.append(state.ready_problem())
+        await state.stop()
+        seen.append(state.ready_problem())
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen[0] == "starting"
+    assert seen[1] is None
+    assert seen[2] is not None and "has not turned" in seen[2]
+    assert seen[3] is None
+    assert seen[4] == "thing: the thing is down"
+    assert seen[5] == "stopping"
+    assert reports == [True, False]

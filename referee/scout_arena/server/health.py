@@ -72,6 +72,8 @@ class Health:
         """Why the server is not ready, or None."""
         if self.stopping:
             return "stopping"
+        if not self._started:
+            return "starting"
         live = self.live_problem()
         if live is not None:
             return live
