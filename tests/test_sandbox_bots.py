@@ -28,6 +28,7 @@ from scout_arena.sandbox import (
     parse_manifest,
     probe,
 )
+from scout_arena.sandbox.identity import UID_BASE, UID_COUNT, lease_uid
 
 LIMITS = SandboxLimits(memory_mb=64, cpu_seconds=1, processes=16, open_files=64, file_size_mb=4,
                        output_bytes=64 * 1024, data_mb=4, tmp_mb=4, data_files=500)
@@ -560,6 +561,26 @@ def test_bots_running_at_once_run_under_different_uids_as_root(host: Host) -> No
         assert all(line.endswith("groups []") for line in lines), lines
     else:
         assert uids == {os.getuid()}
+
+
+def test_a_uid_whose_processes_are_still_running_is_not_leased_again() -> None:
+    """A finished bot's processes may outlive its lease for a moment; they would count against
+    the next bot's process limit, so their uid is passed over."""
+    base = os.getuid() if os.geteuid() != 0 else UID_BASE + UID_COUNT - 8
+    lingering = subprocess.Popen(["sleep", "30"], user=base if os.geteuid() == 0 else None)
+    try:
+        lease = lease_uid(base, 2)
+        try:
+            assert lease.uid == base + 1
+        finally:
+            lease.release()
+    finally:
+        lingering.kill()
+        lingering.wait()
+    if os.geteuid() == 0:  # as root the uid is free again once its process is gone
+        lease = lease_uid(base, 2)
+        lease.release()
+        assert lease.uid == base
 
 
 HOST_SCRIPT = """

@@ -4,7 +4,8 @@ RLIMIT_NPROC is not enforced for uid 0 and counts per uid, so each running bot g
 own from a fixed range (not a real account: no name, no home). A uid is leased with an exclusive
 lock on a file named after it, so that several referee processes on one host (``ladder serve
 --nodes N``) never hand the same uid to two bots at once; the lock goes with the lease's file
-descriptor, even when its process dies.
+descriptor, even when its process dies. A uid that still has processes (a finished bot's,
+still being torn down) is passed over, as they would count against the next bot's limit.
 """
 
 from __future__ import annotations
@@ -44,9 +45,22 @@ class UidLease:
             self._fd = None
 
 
+def uids_with_processes() -> set[int]:
+    """The uids that own a process now (zombies included: they still count for RLIMIT_NPROC)."""
+    owners: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                owners.add(entry.stat().st_uid)
+    return owners
+
+
 def lease_uid(base: int = UID_BASE, count: int = UID_COUNT) -> UidLease:
     folder = lock_folder()
+    busy = uids_with_processes()
     for uid in range(base, base + count):
+        if uid in busy:
+            continue
         fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
         try:
