@@ -95,6 +95,8 @@ def cases(f: Files) -> list[tuple[str, list[str], int]]:
         ("play --seed -1", ["play", "--seed", "-1"], USAGE),
         ("play --seed 2**64", ["play", "--seed", str(2**64)], USAGE),
         ("play --bot unknown", ["play", "--bot", "nobody"], USAGE),
+        ("play --record into a missing folder", ["play", "--quiet", "--record",
+                                                 f"{f.missing}/match.json"], USAGE),
         ("play 3 bots for 4 seats", ["play", "--bot", "random", "--bot", "random", "--bot",
                                      "greedy"], USAGE),
         # replay
@@ -254,6 +256,8 @@ def cases(f: Files) -> list[tuple[str, list[str], int]]:
         ("tournament --nodes 0", ["tournament", "--bot", "a=random", "--bot", "b=random",
                                   "--nodes", "0", "--out", str(f.root / "t3")], USAGE),
         ("tournament --seed x", ["tournament", "--seed", "x"], USAGE),
+        ("tournament --out a file", ["tournament", "--bot", "a=random", "--bot", "b=random",
+                                     "--games", "1", "--no-progress", "--out", f.a_file], USAGE),
         ("sprt without --new", ["sprt", "--base", "random"], USAGE),
         ("sprt --alpha x", ["sprt", "--new", "random", "--base", "greedy", "--alpha", "x"],
          USAGE),
