@@ -11,7 +11,6 @@ a command still raises about the files and ports it was given into one line.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import sys
 import tomllib
@@ -127,10 +126,8 @@ def guarded_main(command: str, run: Callable[[], int]) -> int:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError,
             PermissionError) as exc:
         message, status = describe_os_error(exc), USAGE
-    except OSError as exc:
-        status = REFUSED if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, None) \
-            else USAGE
-        message = describe_os_error(exc)
+    except OSError as exc:  # a port in use, a disk full: refused, not the caller's typo
+        message, status = describe_os_error(exc), REFUSED
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         message, status = f"cannot read a file it was given: {str(exc).splitlines()[0][:200]}", \
             USAGE
