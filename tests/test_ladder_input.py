@@ -19,7 +19,8 @@ from typing import Any
 
 import grpc
 import pytest
-from scout.v1 import ladder_pb2, ladder_pb2_grpc
+from google.protobuf.descriptor import FieldDescriptor
+from scout.v1 import ladder_pb2, ladder_pb2_grpc, owners_pb2
 from scout_ladder.matchmaker import (
     Candidate,
     MatchmakerConfig,
@@ -177,6 +178,8 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
                     (register("fine", "me", ()), grpc.StatusCode.UNAUTHENTICATED, "admin token"),
                     (stub.RetireBot(ladder_pb2.RetireBotRequest(name="NOSUCH"), metadata=admin,
                                     timeout=60), grpc.StatusCode.NOT_FOUND, "NOSUCH"),
+                    (stub.RetireBot(ladder_pb2.RetireBotRequest(name=""), metadata=admin,
+                                    timeout=60), grpc.StatusCode.NOT_FOUND, "no bot named ''"),
                     (stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name=LONG), timeout=60),
                      grpc.StatusCode.NOT_FOUND, "no bot named"),
                     (stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name="a\x00b"),
@@ -198,10 +201,15 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
                 listed = await stub.ListLadderMatches(
                     ladder_pb2.ListLadderMatchesRequest(bot="a\x00b"), timeout=60)
                 assert list(listed.matches) == []
+                huge = "y" * 60_000
+                expectations.append((stub.Challenge(
+                    ladder_pb2.ChallengeRequest(opponents=[huge], games=1), metadata=bearer,
+                    timeout=60), grpc.StatusCode.NOT_FOUND, "(60000 characters)"))
                 for call, code, says in expectations:
                     got, details = await status_of(call)
                     assert (got, says in details) == (code, True), (got, details[:300])
-                    assert len(details) < 400
+                    # §17: at most 300 characters, a refused value cut to 40
+                    assert len(details) <= 300 and "y" * 41 not in details
         finally:
             await ladder.stop()
 
@@ -209,6 +217,68 @@ def test_the_ladder_service_answers_bad_calls_with_their_codes(
     repo.close()
     # (The patch is process-wide: bot token digests are compared through it too.)
     assert (b"adm2", b"adm") in compared and (b"", b"adm") in compared
+
+
+def test_unreadable_request_bytes_are_invalid_argument_on_every_ladder_and_owners_call(
+        ladder_url: str) -> None:
+    """PROTOCOL.md §17: a request that does not parse is the caller's error (as on the
+    Matches service), not UNKNOWN with a traceback in the ladder's log."""
+    repo = Repository(ladder_url)
+    repo.migrate()
+    not_utf8 = b"\x0a\x02\xff\xfe"  # field 1 (a string) of bytes that are not UTF-8
+    truncated = b"\x0a\x05ab"
+    owners = owners_pb2.DESCRIPTOR.services_by_name["Owners"]
+
+    def string_first(service: Any) -> list[str]:
+        """The methods whose request's field 1 is a string (which both byte strings break;
+        a request without fields parses them as unknown fields)."""
+        return [m.name for m in service.methods
+                if not m.client_streaming and m.input_type.fields
+                and m.input_type.fields_by_number.get(1) is not None
+                and m.input_type.fields_by_number[1].type == FieldDescriptor.TYPE_STRING]
+
+    ladder_methods = string_first(ladder_pb2.DESCRIPTOR.services_by_name["Ladder"])
+    owners_methods = string_first(owners)
+
+    async def scenario() -> list[tuple[str, grpc.StatusCode, str]]:
+        ladder = Ladder(repo, LadderConfig(port=0, admin_token="adm"))
+        await ladder.start()
+        answers = []
+        try:
+            async with grpc.aio.insecure_channel(ladder.address) as channel:
+                for service, methods in (("Ladder", ladder_methods), ("Owners", owners_methods)):
+                    for method in methods:
+                        for label, data in (("not UTF-8", not_utf8), ("truncated", truncated)):
+                            path = f"/scout.v1.{service}/{method}"
+                            desc = (owners if service == "Owners" else
+                                    ladder_pb2.DESCRIPTOR.services_by_name["Ladder"]
+                                    ).methods_by_name[method]
+                            call: Any = channel.unary_stream(path) if desc.server_streaming \
+                                else channel.unary_unary(path)
+                            try:
+                                reply = call(data, metadata=(("authorization", "Bearer adm"),),
+                                             timeout=30)
+                                if desc.server_streaming:
+                                    async for _ in reply:
+                                        pass
+                                else:
+                                    await reply
+                                answers.append((f"{method} {label}", grpc.StatusCode.OK, ""))
+                            except grpc.aio.AioRpcError as exc:
+                                answers.append((f"{method} {label}", exc.code(),
+                                                exc.details() or ""))
+        finally:
+            await ladder.stop()
+        return answers
+
+    answers = asyncio.run(scenario())
+    repo.close()
+    assert len(owners_methods) >= 3 and "GetBotProfile" in ladder_methods
+    wrong = [(name, code) for name, code, _ in answers
+             if code != grpc.StatusCode.INVALID_ARGUMENT]
+    assert wrong == []
+    assert all("could not be read" in details and len(details) <= 300
+               for _, _, details in answers)
 
 
 def test_a_stray_builtin_error_in_a_ladder_call_is_internal_not_a_status_of_its_own(

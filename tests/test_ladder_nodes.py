@@ -257,6 +257,8 @@ def test_a_node_killed_mid_run_loses_only_its_running_matches_and_its_bots_play_
     # Its matches are voided, saying so, and every bot is seated again, elsewhere, in 15 s.
     wait_for(lambda: any(name in r and "was lost" in r for r in cluster.voids().values()),
              15, "a void naming the lost node")
+    lost = [r for r in cluster.voids().values() if name in r and "was lost" in r]
+    assert not any("the ladder is stopping" in r for r in lost), lost  # it runs on
 
     def everyone_seated_again() -> bool:
         seated = {seat.bot for m in cluster.repo.list_matches(limit=100_000)

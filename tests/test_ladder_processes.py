@@ -226,8 +226,13 @@ def test_ladders_on_two_postgresql_schemas_do_not_block_each_other(
                 connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
-def test_a_ladder_that_loses_its_postgresql_lease_stops(
-        _postgres_admin: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("taken", [False, True], ids=["regained", "taken meanwhile"])
+def test_a_ladder_whose_postgresql_lease_connection_dies_takes_it_again_unless_it_was_taken(
+        _postgres_admin: Any, tmp_path: Path, taken: bool) -> None:
+    """The connection holding the lease is killed (a database restart does the same): the
+    ladder takes the lease again and serves on, or, when another ladder took it meanwhile,
+    stops cleanly (exit 1) and says why, so that two ladders never serve one database."""
+    from scout_ladder.repository import Repository
     from sqlalchemy import text
 
     schema = f"ladder_test_{uuid.uuid4().hex[:16]}"
@@ -237,6 +242,8 @@ def test_a_ladder_that_loses_its_postgresql_lease_stops(
         {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     log = tmp_path / "ladder.log"
     serve = Serve(url, log)
+    other = Repository(url)
+    lease = None
     try:
         serve.listening()
         with _postgres_admin.connect() as connection:
@@ -245,10 +252,22 @@ def test_a_ladder_that_loses_its_postgresql_lease_stops(
                 "WHERE application_name LIKE :holder"),
                 {"holder": f"scout-ladder pid {serve.process.pid} %"}).scalars().all()
         assert ended == [True]
-        # It notices within its check interval, stops cleanly and says why.
-        assert serve.process.wait(300) == 1
-        assert "lease" in log.read_text() and "CRITICAL" in log.read_text()
+        if taken:  # before the ladder's next check (every 5 s) finds its lease gone
+            lease = other.acquire_lease()
+            assert serve.process.wait(300) == 1
+            assert "taken by another ladder" in log.read_text()
+            assert "CRITICAL" in log.read_text()
+        else:
+            deadline = time.monotonic() + 120
+            while "holds its database lease again" not in log.read_text():
+                assert serve.process.poll() is None, log.read_text()[-2000:]
+                assert time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.2)
+            assert serve.stop() == 0
     finally:
+        if lease is not None:
+            lease.release()
+        other.close()
         serve.stop(signal.SIGKILL)
         with _postgres_admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))

@@ -22,11 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from scout_arena.clierrors import port_number, positive_seconds, seconds
+from scout_arena.server.configfile import add_config_flag
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import (
     add_hosting_flags,
+    add_metrics_access_flags,
     add_time_control_flags,
     add_tls_flags,
+    metrics_access,
     positive_int,
     time_control,
     tls_config,
@@ -98,6 +102,11 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             message, status = f"the database failed: {_one_line(exc)}", 1
         except ValueError as exc:  # e.g. a URL of a database the ladder does not support
             message, status = _one_line(exc), 2
+        except OSError as exc:  # a port in use, a folder that cannot be made
+            message = exc.strerror or _one_line(exc)
+            if exc.filename is not None:
+                message = f"{str(exc.filename)[:100]!r}: {message}"
+            status = 1
         print(f"scout-arena ladder {args.ladder_command}: {message}", file=sys.stderr)
         return status
 
@@ -155,6 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          max_upload_bytes=args.max_upload_mb * 2**20)
     try:
         config.tls = tls_config(args)
+        access = metrics_access(args)
     except ValueError as exc:
         raise _Exit(str(exc), 2) from None
     if args.storage is not None and Path(args.storage).exists() \
@@ -185,26 +195,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, on_signal)
         repo = Repository(args.database, storage=args.storage, limits=limits)
-        ladder = Ladder(repo, config)
+        try:
+            ladder = Ladder(repo, config)
+        except OSError as exc:  # the gRPC port: in use, or not this machine's address
+            repo.close()
+            raise _Exit(exc.strerror or str(exc), 1) from None
         try:
             await ladder.start()
         except LeaseHeldError as exc:
             repo.close()
             raise _Exit(str(exc), 1) from None
+        except OSError as exc:  # the web port (the referee stopped again by `start`)
+            repo.close()
+            where = f"--web-port: cannot listen on {args.web_host}:{args.web_port}" \
+                if args.web_port is not None else "cannot start"
+            reason = (exc.strerror or str(exc)).split(" (while attempting")[0]
+            raise _Exit(f"{where}: {reason}", 1) from None
         if ladder.voided_at_start:
             print(f"voided {len(ladder.voided_at_start)} matches that were in flight: "
                   f"{', '.join(ladder.voided_at_start)}", flush=True)
         metrics_url = None
         if args.metrics_port is not None:
             try:
-                metrics_url = ladder.referee.serve_metrics(args.metrics_host, args.metrics_port)
+                metrics_url = ladder.referee.serve_metrics(args.metrics_host, args.metrics_port,
+                                                           access)
             except OSError as exc:
                 try:
                     await ladder.stop()
                 finally:
                     repo.close()
                 raise _Exit(f"--metrics-port: cannot listen on {args.metrics_host}:"
-                            f"{args.metrics_port}: {exc}", 1) from None
+                            f"{args.metrics_port}: {exc.strerror or exc}", 1) from None
         from scout_arena.server.hardening import tune_gc  # gRPC: not for --help
 
         tune_gc()  # the ladder hosts the referee: the same stall-free collection policy
@@ -446,21 +467,22 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     serve = with_db(ladder_sub.add_parser("serve", help="run the ladder"))
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=50061, help="0 picks a free port")
+    serve.add_argument("--port", type=port_number, default=50061, help="0 picks a free port")
     serve.add_argument("--admin-token", default=os.environ.get("SCOUT_LADDER_ADMIN_TOKEN"))
     serve.add_argument("--table-sizes", type=_table_sizes, default=(4,),
                        help="comma-separated, e.g. 2,3,4 (default 4)")
     serve.add_argument("--allow-same-owner", action="store_true")
     add_time_control_flags(serve)
-    serve.add_argument("--reconnect-grace", type=float, default=10.0)
+    serve.add_argument("--reconnect-grace", type=seconds, default=10.0, metavar="SECONDS")
     serve.add_argument("--seed", type=int, help="matchmaker randomness (for reproducible tests)")
-    serve.add_argument("--web-port", type=int, metavar="P",
+    serve.add_argument("--web-port", type=port_number, metavar="P",
                        help="also serve the web pages on this port (0 picks a free one)")
     serve.add_argument("--web-host", default="127.0.0.1")
-    serve.add_argument("--metrics-port", type=int, metavar="P",
+    serve.add_argument("--metrics-port", type=port_number, metavar="P",
                        help="serve the hosted referee's Prometheus metrics on "
                        "http://HOST:P/metrics (0 picks a free port; default: none)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST")
+    add_metrics_access_flags(serve)
     _add_owner_flags(serve)
     add_hosting_flags(serve)
     add_tls_flags(serve)
@@ -469,18 +491,20 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     nodes.add_argument("--node-token", metavar="TOKEN",
                        help="serve nodes that attach with this token (default: "
                             "$SCOUT_NODE_TOKEN); every match is then played on a node")
-    nodes.add_argument("--nodes", type=int, metavar="N",
+    nodes.add_argument("--nodes", type=positive_int, metavar="N",
                        help="start N local referee node processes (one per core)")
     nodes.add_argument("--node-records", default="node-records", metavar="DIR",
                        help="records and logs of the local nodes (default ./node-records)")
-    nodes.add_argument("--node-capacity", type=int, default=100, metavar="N",
+    nodes.add_argument("--node-capacity", type=positive_int, default=100, metavar="N",
                        help="matches at once per local node (default 100)")
-    nodes.add_argument("--join-timeout", type=float, default=10.0, metavar="SECONDS",
+    nodes.add_argument("--join-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                        help="how long a node waits for a match's bots (then they forfeit)")
-    nodes.add_argument("--node-heartbeat-timeout", type=float, default=5.0, metavar="SECONDS",
+    nodes.add_argument("--node-heartbeat-timeout", type=positive_seconds, default=5.0,
+                       metavar="SECONDS",
                        help="a node silent this long is lost and its matches voided")
     add_status_flag(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
+    add_config_flag(serve)
     serve.set_defaults(func=_guarded(cmd_serve))
 
     reg = with_db(ladder_sub.add_parser("register", help="register a bot; prints its token"))
@@ -502,8 +526,8 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     matches = with_db(ladder_sub.add_parser("matches", help="print recent matches"))
     matches.add_argument("--bot")
-    matches.add_argument("--table-size", type=int)
-    matches.add_argument("--limit", type=int, default=30)
+    matches.add_argument("--table-size", type=int, choices=range(2, 6), metavar="N")
+    matches.add_argument("--limit", type=positive_int, default=30)
     matches.set_defaults(func=_guarded(cmd_matches))
 
     bot = with_db(ladder_sub.add_parser("bot", help="print a bot's profile"))

@@ -9,7 +9,7 @@ from scout_arena.server import RefereeFacade, list_limit
 
 from . import messages
 from .repository import Repository, echo
-from .rpc import Context, ServiceRegistration, abort, call, require_admin
+from .rpc import Context, ServiceRegistration, abort, call, readable, require_admin
 
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 500
@@ -81,5 +81,5 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
 
 def ladder_service(repo: Repository, admin_token: str | None) -> ServiceRegistration:
     servicer = LadderServicer(repo, admin_token)
-    return (lambda server: ladder_pb2_grpc.add_LadderServicer_to_server(servicer, server),
-            "scout.v1.Ladder")
+    return readable((lambda server: ladder_pb2_grpc.add_LadderServicer_to_server(
+        servicer, server), "scout.v1.Ladder"))

@@ -140,6 +140,9 @@ class NodeRegistry:
     nodes: dict[str, NodeSession] = field(default_factory=dict)
     last_node: dict[str, str] = field(default_factory=dict)
     """Bot name -> address of the node it last played on."""
+    stopping: bool = False
+    """The ladder is stopping (set by `Ladder.stop`): a node's call cancelled now was cut by
+    the ladder, not lost by the node."""
 
     def live(self) -> list[NodeSession]:
         return [n for n in self.nodes.values() if n.alive]
@@ -247,7 +250,9 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
                 yield message
             reason = node.lost_reason or reason
         except asyncio.CancelledError:
-            reason = node.lost_reason or "the ladder is stopping"
+            reason = node.lost_reason or (
+                "the ladder is stopping" if self.registry.stopping
+                else "its call was cut off (the node stopped or its connection broke)")
             raise
         finally:
             self._lose(node, reason)

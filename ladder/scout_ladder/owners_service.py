@@ -372,5 +372,5 @@ class OwnersServicer(owners_pb2_grpc.OwnersServicer):
 
 
 def owners_service(servicer: OwnersServicer) -> rpc.ServiceRegistration:
-    return (lambda server: owners_pb2_grpc.add_OwnersServicer_to_server(servicer, server),
-            "scout.v1.Owners")
+    return rpc.readable((lambda server: owners_pb2_grpc.add_OwnersServicer_to_server(
+        servicer, server), "scout.v1.Owners"))

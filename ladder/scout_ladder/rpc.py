@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar, cast
 
 import grpc
+from google.protobuf.message import DecodeError
 from scout_arena.server import RefereeFacade
-from scout_arena.text import clip
+from scout_arena.text import clip, echo
 
 from .repository import (
     BotKindError,
@@ -64,8 +65,19 @@ class ErrorStatus:
     message: Callable[[StorageError], str] = str
 
 
+_NOT_FOUND: Mapping[type[StorageError], str] = {
+    UnknownBotError: "no bot named", UnknownOwnerError: "no owner named",
+    UnknownMatchError: "no match with id", UnknownChallengeError: "no challenge with id"}
+"""What each lookup error's one argument (the name or id asked for) is."""
+
+
 def _not_found(exc: StorageError) -> str:
-    return f"not found: {str(exc) or 'no such thing'}"
+    """Names what was looked for, the value asked for cut to `echo`'s 40 characters (an empty
+    name is shown as ''; a 60,000-character one is not sent back)."""
+    for cls, what in _NOT_FOUND.items():
+        if isinstance(exc, cls) and len(exc.args) == 1:
+            return f"not found: {what} {echo(exc.args[0])}"
+    return f"not found: {str(exc) or type(exc).__name__}"
 
 
 STATUS_OF_ERROR: Mapping[type[object], ErrorStatus] = {
@@ -105,7 +117,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
 
 
 def bounded(message: str) -> str:
-    return clip(message, MESSAGE_LIMIT)
+    """``message`` in at most `MESSAGE_LIMIT` characters, "..." included."""
+    return clip(message, MESSAGE_LIMIT - 3)
 
 
 async def abort(context: Context, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -132,3 +145,94 @@ async def require_admin(context: Context, token: str | None) -> None:
     if not RefereeFacade.tokens_equal(RefereeFacade.bearer_token(context), token):
         await abort(context, grpc.StatusCode.UNAUTHENTICATED,
                     "this call needs 'authorization: Bearer <admin token>'")
+
+
+class _UnreadableRequest:
+    """What a ladder service's handler gets in place of a request whose bytes do not parse."""
+
+    def __init__(self, message: str, error: str) -> None:
+        self.text = bounded(f"the request could not be read as a {message} ({error})")
+
+
+def _reading(deserializer: Callable[[bytes], object], name: str
+             ) -> Callable[[bytes], object]:
+    def read(data: bytes) -> object:
+        try:
+            return deserializer(data)
+        except DecodeError as exc:
+            return _UnreadableRequest(name, str(exc))
+
+    return read
+
+
+def _checked(handler: grpc.RpcMethodHandler[object, object], name: str
+             ) -> grpc.RpcMethodHandler[object, object]:
+    """``handler`` with its request read by `_reading` and an unreadable one answered
+    INVALID_ARGUMENT before the method runs (only unary requests: the ladder's services have
+    no request streams)."""
+    if handler.request_deserializer is None or handler.request_streaming:
+        return handler
+    if handler.response_streaming:
+        stream = cast(Callable[[object, Context], AsyncIterator[object]], handler.unary_stream)
+
+        async def unary_stream(request: object, context: Context) -> AsyncIterator[object]:
+            if isinstance(request, _UnreadableRequest):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.text)
+            async for item in stream(request, context):
+                yield item
+
+        return handler._replace(  # type: ignore[attr-defined,no-any-return]
+            unary_stream=unary_stream,
+            request_deserializer=_reading(handler.request_deserializer, name))
+    unary = cast(Callable[[object, Context], Awaitable[object]], handler.unary_unary)
+
+    async def unary_unary(request: object, context: Context) -> object:
+        if isinstance(request, _UnreadableRequest):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.text)
+        return await unary(request, context)
+
+    return handler._replace(  # type: ignore[attr-defined,no-any-return]
+        unary_unary=unary_unary,
+        request_deserializer=_reading(handler.request_deserializer, name))
+
+
+class _Capture:
+    """Stands in for the grpc server while a generated ``add_*Servicer_to_server`` runs, and
+    keeps the method handlers it registers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler[object, object]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass  # the same handlers come again through add_registered_method_handlers
+
+    def add_registered_method_handlers(
+            self, service: str, handlers: dict[str, grpc.RpcMethodHandler[object, object]]
+    ) -> None:
+        self.handlers.update(handlers)
+
+
+def _message_name(handler: grpc.RpcMethodHandler[object, object], method: str) -> str:
+    """The full name of the request message a generated handler reads (its deserializer is
+    the message class's ``FromString``)."""
+    message = getattr(handler.request_deserializer, "__self__", None)
+    descriptor = getattr(message, "DESCRIPTOR", None)
+    return str(getattr(descriptor, "full_name", f"{method} request"))
+
+
+def readable(registration: ServiceRegistration) -> ServiceRegistration:
+    """``registration`` whose methods answer a request that does not parse (a string that is
+    not UTF-8, corrupt bytes) with INVALID_ARGUMENT, as the Matches service does
+    (docs/PROTOCOL.md §17), instead of UNKNOWN and a traceback in the log."""
+    add, service = registration
+    capture = _Capture()
+    add(cast(grpc.aio.Server, capture))
+    handlers = {method: _checked(handler, _message_name(handler, method))
+                for method, handler in capture.handlers.items()}
+
+    def add_checked(server: grpc.aio.Server) -> None:
+        generic = grpc.method_handlers_generic_handler(service, handlers)
+        server.add_generic_rpc_handlers((generic,))
+        server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
+
+    return add_checked, service

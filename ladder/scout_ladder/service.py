@@ -25,6 +25,8 @@ from scout_arena.record import JSON
 from scout_arena.server import RefereeFacade
 
 from .config import LadderConfig, ProbationPolicy
+from .dbhealth import CHECK_S as DB_CHECK_S
+from .dbhealth import DatabaseCheck
 from .flight import VOID_AT_START, VOID_AT_STOP, VOID_BEFORE_START, MatchFlights
 from .hostedfiles import HostedFiles
 from .hosting import HostingConfig, HostingPlacement, LadderHosting, RemoteOnly
@@ -241,6 +243,7 @@ class Ladder:
         self._scheduler_task = asyncio.create_task(self.scheduler.run(),
                                                    name="ladder scheduler")
         self.lease.start()
+        self.referee.watch_health("database", DatabaseCheck(self.repo), DB_CHECK_S)
 
     async def stop(self) -> None:
         """Stops cleanly: no new match, running ones aborted and voided, every result and void
@@ -248,6 +251,8 @@ class Ladder:
         if self._stopped:
             return
         self.flags.stopping = True
+        if self.nodes is not None:
+            self.nodes.stopping = True
         self.flags.wake.set()
         await self.lease.stop()
         if self._scheduler_task is not None:

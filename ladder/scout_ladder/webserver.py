@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -46,8 +48,15 @@ class LadderWeb:
             self.repo, self.submissions, self.admin_token)
         app = create_app(LadderSource(self.repo), title="Scout Arena ladder", live=live,
                          nodes=nodes, owners=owners)
+        # Bound here, not by uvicorn: a port in use is an OSError to the caller, where uvicorn
+        # would sys.exit() from inside the loop (a traceback, and a crash with grpc running).
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            sock = socket.create_server((self.host, self.port), family=family)
+        except socket.gaierror as exc:
+            raise OSError(errno.EADDRNOTAVAIL, f"{exc.strerror}: {self.host!r}") from None
         server = self._server = make_server(app, self.host, self.port)
-        task = self._task = asyncio.create_task(server.serve(), name="ladder web")
+        task = self._task = asyncio.create_task(server.serve(sockets=[sock]), name="ladder web")
         while not server.started:
             if task.done():
                 await task

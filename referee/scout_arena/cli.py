@@ -14,17 +14,31 @@ import json
 import math
 import os
 import shutil
+import ssl
 import sys
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from .clierrors import (
+    CommandError,
+    OneLineParser,
+    guarded_main,
+    host_port,
+    nonnegative_int,
+    port_number,
+    seconds,
+)
+from .server.configfile import add_config_flag, parse_with_config
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
 from .server.flags import (
     add_hosting_flags,
+    add_metrics_access_flags,
     add_time_control_flags,
     add_tls_flags,
+    metrics_access,
+    positive_int,
     time_control,
     tls_config,
 )
@@ -47,11 +61,12 @@ def _add_event_loop(parser: argparse.ArgumentParser) -> None:
 
 def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
     """--metrics-port and --metrics-host: Prometheus metrics over HTTP (docs/deploy.md)."""
-    parser.add_argument("--metrics-port", type=int, metavar="P",
+    parser.add_argument("--metrics-port", type=port_number, metavar="P",
                         help="serve Prometheus metrics on http://HOST:P/metrics (0 picks a "
                         "free port; default: no metrics server)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="interface of the metrics server (default 127.0.0.1)")
+    add_metrics_access_flags(parser)
 
 
 def _pass_budget_ms(text: str) -> float:
@@ -188,21 +203,28 @@ def cmd_deal(args: argparse.Namespace) -> int:
 def _tokens(args: argparse.Namespace) -> dict[str, str]:
     tokens: dict[str, str] = {}
     if args.tokens:
-        data = json.loads(Path(args.tokens).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(Path(args.tokens).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not JSON"
+            raise CommandError(f"--tokens {args.tokens[:100]!r}: {reason}") from None
         if not isinstance(data, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-            raise SystemExit(f"{args.tokens}: expected a JSON object {{bot name: token}}")
+            raise CommandError(f"--tokens {args.tokens[:100]!r}: expected a JSON object "
+                               "{bot name: token}")
         tokens.update(data)
     for item in args.bot_token or []:
         name, sep, token = item.partition("=")
         if not sep or not name or not token:
-            raise SystemExit(f"--bot-token takes NAME=TOKEN, got {item!r}")
+            raise CommandError(f"--bot-token takes NAME=TOKEN, got {item[:40]!r}")
         tokens[name] = token
     return tokens
 
 
 NODE_FLUSH_S = 5.0
 """On stop, how long a node waits for its ladder to take its last reports."""
+NODE_CHECK_S = 0.5
+"""How often a node's readiness looks at its link to the ladder."""
 
 
 def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> NodeConfig:
@@ -214,13 +236,18 @@ def node_config(args: argparse.Namespace, address: str, bots_tls: bool) -> NodeC
 
     token = args.node_token or os.environ.get("SCOUT_NODE_TOKEN", "")
     if not token:
-        raise SystemExit("--join needs the ladder's node token: --node-token or "
-                         "SCOUT_NODE_TOKEN")
-    if args.capacity < 1:
-        raise SystemExit("--capacity: a node hosts at least 1 match")
+        raise CommandError("--join needs the ladder's node token: --node-token or "
+                           "SCOUT_NODE_TOKEN")
     credentials = None
     if args.ladder_ca or args.ladder_tls:
-        ca = Path(args.ladder_ca).read_bytes() if args.ladder_ca else None
+        ca = None
+        if args.ladder_ca:
+            try:
+                ssl.create_default_context(cafile=args.ladder_ca)
+                ca = Path(args.ladder_ca).read_bytes()
+            except (OSError, ssl.SSLError) as exc:
+                raise CommandError(f"--ladder-ca {args.ladder_ca[:100]!r}: not a readable PEM "
+                                   f"CA certificate ({type(exc).__name__})") from None
         credentials = grpc.ssl_channel_credentials(root_certificates=ca)
     return NodeConfig(ladder=args.join, token=token, advertise=args.advertise or address,
                       capacity=args.capacity, name=args.node_name or "", bots_tls=bots_tls,
@@ -266,20 +293,22 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     if args.admin_token is not None:
         problem = admin_token_problem(args.admin_token)
         if problem is not None:
-            raise SystemExit(f"--admin-token: {problem}")
-    else:
-        logging.getLogger("scout_arena.referee").warning(
-            "no --admin-token: the Matches service is open to every client that reaches "
-            "%s:%s (anyone can create and watch matches and read records)", args.host, args.port)
+            raise CommandError(f"--admin-token: {problem}")
     try:
         tls = tls_config(args)
+        access = metrics_access(args)
     except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+        raise CommandError(str(exc)) from None
     records = Path(args.records)
+    if records.exists() and not records.is_dir():
+        raise CommandError(f"--records {args.records[:100]!r} is a file, not a folder")
     records.mkdir(parents=True, exist_ok=True)
+    tokens = _tokens(args)
+    if args.join:
+        node_config(args, "", tls is not None)  # its problems before anything starts
 
     async def main() -> None:
-        referee = Referee(_tokens(args), wire=ProtobufWire(), records_dir=records,
+        referee = Referee(tokens, wire=ProtobufWire(), records_dir=records,
                           default_time_control=time_control(args),
                           reconnect_grace_s=args.reconnect_grace,
                           pass_budget_ms=args.pass_budget_ms)
@@ -292,19 +321,24 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             # Plaintext: who may connect is up to the socket file's permissions.
             unix_address = f"unix:{args.unix_socket}"
             if not server.server.add_insecure_port(unix_address):
-                raise SystemExit(f"--unix-socket: cannot listen on {unix_address}")
+                raise CommandError(f"--unix-socket: cannot listen on {unix_address}", 1)
         metrics: MetricsServer | None = None
         if args.metrics_port is not None:
             try:
-                metrics = serve_metrics(referee.metrics, args.metrics_host, args.metrics_port)
+                metrics = serve_metrics(referee.metrics, args.metrics_host, args.metrics_port,
+                                        probes=server.health, access=access)
             except OSError as exc:
-                raise SystemExit(f"--metrics-port: cannot listen on {args.metrics_host}:"
-                                 f"{args.metrics_port}: {exc}") from None
+                raise CommandError(f"--metrics-port: cannot listen on {args.metrics_host}:"
+                                   f"{args.metrics_port}: {exc.strerror or exc}", 1) from None
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, args.drain_seconds, ready))
         await ready.wait()  # the server has started, and with it the GC policy (hardening)
         watch_gc_pauses(referee.metrics.gc_paused)
         print(f"referee listening on {server.address}", flush=True)
+        if args.admin_token is None:  # after binding: the port, not 0, is named
+            logging.getLogger("scout_arena.referee").warning(
+                "no --admin-token: the Matches service is open to every client that reaches "
+                "%s (anyone can create and watch matches and read records)", server.address)
         if args.unix_socket is not None:
             print(f"referee also listening on unix:{args.unix_socket}", flush=True)
         link_task = None
@@ -314,6 +348,11 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
             link = NodeLink(referee, node_config(args, server.address, tls is not None),
                             hosting)
             link_task = asyncio.create_task(link.run(), name="node link")
+
+            async def attached() -> str | None:  # readiness: a node serves its ladder
+                return None if link.attached.is_set() else f"not attached to {args.join}"
+
+            server.health.watch("ladder", attached, NODE_CHECK_S)
             print(f"node of the ladder {args.join}", flush=True)
         if metrics is not None:
             print(f"metrics on {metrics.url}", flush=True)
@@ -330,7 +369,10 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
                 with contextlib.suppress(asyncio.CancelledError):
                     await link_task
 
-    run_on_loop(main(), args.event_loop)
+    try:
+        run_on_loop(main(), args.event_loop)
+    except OSError as exc:  # the gRPC port (Listener): in use, or not this machine's address
+        raise CommandError(exc.strerror or str(exc), 1) from None
     return 0
 
 
@@ -392,7 +434,7 @@ def _add_referee(sub: _Subparsers) -> None:
     referee_sub = referee.add_subparsers(dest="referee_command", required=True)
     serve = referee_sub.add_parser("serve", help="serve the Arena and Matches services")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    serve.add_argument("--port", type=port_number, default=50051, help="0 picks a free port")
     serve.add_argument("--unix-socket", type=_unix_socket, metavar="PATH",
                        help="also listen on this Unix domain socket (plaintext, next to "
                             "HOST:PORT); bots reach it with the address unix:PATH")
@@ -404,14 +446,15 @@ def _add_referee(sub: _Subparsers) -> None:
     serve.add_argument("--records", default="records", metavar="DIR",
                        help="where match records are written (default ./records)")
     add_time_control_flags(serve)
-    serve.add_argument("--reconnect-grace", type=float, default=10.0, metavar="SECONDS")
-    serve.add_argument("--drain-seconds", type=float, default=0.0,
+    serve.add_argument("--reconnect-grace", type=seconds, default=10.0, metavar="SECONDS")
+    serve.add_argument("--drain-seconds", type=seconds, default=0.0,
                        help="on shutdown, let running matches finish this long")
     add_tls_flags(serve)
-    serve.add_argument("--max-streams-per-connection", type=int,
+    serve.add_argument("--max-streams-per-connection", type=positive_int,
                        default=MAX_STREAMS_PER_CONNECTION, metavar="N",
                        help="HTTP/2 streams (calls) one connection may have open at once")
-    serve.add_argument("--max-streams-per-token", type=int, default=MAX_STREAMS_PER_TOKEN,
+    serve.add_argument("--max-streams-per-token", type=positive_int,
+                       default=MAX_STREAMS_PER_TOKEN,
                        metavar="N",
                        help="Play streams one bot token may have open at once")
     serve.add_argument("--pass-budget-ms", type=_pass_budget_ms, default=DEFAULT_PASS_BUDGET_MS,
@@ -419,18 +462,18 @@ def _add_referee(sub: _Subparsers) -> None:
                        help="how much of one event-loop pass match turns may take; the rest "
                             "wait for the next, so other calls are not held up (default "
                             f"{DEFAULT_PASS_BUDGET_MS:g}; docs/deploy.md#under-load)")
-    serve.add_argument("--goodbye-retry-ms", type=int, default=2000, metavar="MS",
+    serve.add_argument("--goodbye-retry-ms", type=nonnegative_int, default=2000, metavar="MS",
                        help="how long the Goodbye of a shutdown asks bots to wait before "
                             "they reconnect")
     node = serve.add_argument_group(
         "ladder node", "serve as one of a ladder's referee nodes (docs/deploy.md#nodes)")
-    node.add_argument("--join", metavar="HOST:PORT",
+    node.add_argument("--join", metavar="HOST:PORT", type=host_port,
                       help="register with the ladder there and host the matches it assigns")
     node.add_argument("--node-token", metavar="TOKEN",
                       help="the ladder's node token (default: $SCOUT_NODE_TOKEN)")
-    node.add_argument("--advertise", metavar="HOST:PORT",
+    node.add_argument("--advertise", metavar="HOST:PORT", type=host_port,
                       help="the address bots reach this node on (default: where it listens)")
-    node.add_argument("--capacity", type=int, default=100, metavar="N",
+    node.add_argument("--capacity", type=positive_int, default=100, metavar="N",
                       help="most ladder matches at once (default 100)")
     node.add_argument("--node-name", metavar="NAME", help="for the ladder's pages and logs")
     node.add_argument("--ladder-tls", action="store_true", help="reach the ladder over TLS")
@@ -440,6 +483,7 @@ def _add_referee(sub: _Subparsers) -> None:
     _add_metrics_flags(serve)
     _add_event_loop(serve)
     serve.add_argument("-v", "--verbose", action="store_true")
+    add_config_flag(serve)
     serve.set_defaults(func=cmd_referee_serve)
 
 
@@ -463,7 +507,7 @@ def _add_web(sub: _Subparsers) -> None:
     web = sub.add_parser("web", help="serve the web pages of a tournament output directory")
     web.add_argument("dir", metavar="DIR", help="a tournament's --out directory")
     web.add_argument("--host", default="127.0.0.1")
-    web.add_argument("--port", type=int, default=8000)
+    web.add_argument("--port", type=port_number, default=8000)
     web.set_defaults(func=cmd_web)
 
 
@@ -515,7 +559,8 @@ def build_parser(full: Collection[str] | None = None) -> argparse.ArgumentParser
     """The command line. ``full``: the subcommands whose parsers are built in full (None:
     all); the others are listed by name and help only, and building nothing else imports
     nothing else."""
-    parser = argparse.ArgumentParser(prog="scout-arena", description=__doc__.split("\n")[0])
+    parser: argparse.ArgumentParser = OneLineParser(prog="scout-arena",
+                                                    description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for helps, add in COMMANDS:
         if full is None or any(name in full for name in helps):
@@ -529,9 +574,9 @@ def build_parser(full: Collection[str] | None = None) -> argparse.ArgumentParser
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = next((word for word in words if not word.startswith("-")), None)
-    args = build_parser(full={command} if command else set()).parse_args(words)
-    result: int = args.func(args)
-    return result
+    args = parse_with_config(build_parser(full={command} if command else set()), words)
+    names = [args.command, *(getattr(args, f"{args.command}_command", None) or "",)]
+    return guarded_main(" ".join(w for w in names if w), lambda: int(args.func(args)))
 
 
 if __name__ == "__main__":

@@ -196,6 +196,12 @@ class Database:
                 .scalar_one()
             )
 
+    def ping(self) -> None:
+        """One round trip to the database (``SELECT 1``); raises what the driver raises when
+        it does not answer (the ladder's readiness check, `scout_ladder.dbhealth`)."""
+        with self._locked(), self._engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1").scalar_one()
+
     def acquire_lease(self, wait_s: float = 3.0) -> lease.Lease:
         """The lease that makes this process the one ladder serving the database (see
         :mod:`.lease`); raises :class:`~.errors.LeaseHeldError` if another process holds it

@@ -206,8 +206,9 @@ def read_record_json(path: str | Path) -> JSON:
     """A record file's JSON object, unchecked beyond being an object (replay checks the rest)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not a readable JSON record ({exc})") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
+        raise RecordError(f"{path}: not a readable JSON record ({reason})") from exc
     if not isinstance(data, dict):
         raise RecordError(f"{path}: a record is a JSON object")
     return data

@@ -30,10 +30,11 @@ from .events import (
     MatchEnded,
     ProbationNotice,
 )
+from .health import Check
 from .lifecycle import RefereeServer, exit_dead, wait_stopped_or_dead
 from .listener import ExtraService, TlsConfig
 from .match import MatchRunner
-from .metrics import MetricsServer, serve_metrics
+from .metrics import MetricsAccess, MetricsServer, serve_metrics
 from .referee import Referee
 from .turns import DEFAULT_PASS_BUDGET_MS
 
@@ -118,12 +119,24 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
     async def start(self) -> None:
         await self._server.start()
 
-    def serve_metrics(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve the referee's Prometheus metrics (`scout_arena.server.metrics`) over HTTP,
-        in a daemon thread, until `stop`; returns their URL (port 0 picks a free one)."""
+    def serve_metrics(self, host: str = "127.0.0.1", port: int = 0,
+                      access: MetricsAccess | None = None) -> str:
+        """Serve the referee's Prometheus metrics (`scout_arena.server.metrics`) and the
+        probes /livez and /readyz over HTTP, in a daemon thread, until `stop`; returns the
+        metrics' URL (port 0 picks a free one). ``access``: a token, TLS (`metrics_http`)."""
         if self._metrics_server is None:
-            self._metrics_server = serve_metrics(self._referee.metrics, host, port)
+            self._metrics_server = serve_metrics(self._referee.metrics, host, port,
+                                                 probes=self._server.health, access=access)
         return self._metrics_server.url
+
+    async def set_problem(self, check: str, problem: str | None) -> None:
+        """Readiness: ``check`` fails with ``problem`` (None: it passes); gRPC health and
+        /readyz say NOT_SERVING while any check fails (`health`)."""
+        await self._server.health.set_problem(check, problem)
+
+    def watch_health(self, check: str, probe: Check, every_s: float) -> None:
+        """Run ``probe`` every ``every_s`` seconds; its answer is the problem of ``check``."""
+        self._server.health.watch(check, probe, every_s)
 
     def add_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         """Add a gauge to the metrics `serve_metrics` serves, read (``read()``, in the

@@ -5,23 +5,27 @@ back in one place so that the commands cannot drift apart."""
 from __future__ import annotations
 
 import argparse
+import os
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scout_arena.clierrors import nonnegative_int, positive_ms
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from .clock import TimeControl
 
 if TYPE_CHECKING:  # the listener brings gRPC: imported when a TLS config is made
     from .listener import TlsConfig
+    from .metrics_http import MetricsAccess
 
 
 def add_time_control_flags(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
     """``--decision-ms`` and ``--time-bank-ms``; without ``defaults`` they are None unless
     given (so that a config file's values stand)."""
-    parser.add_argument("--decision-ms", type=int, metavar="MS",
+    parser.add_argument("--decision-ms", type=positive_ms, metavar="MS",
                         default=DEFAULT_DECISION_MS if defaults else None)
-    parser.add_argument("--time-bank-ms", type=int, metavar="MS",
+    parser.add_argument("--time-bank-ms", type=nonnegative_int, metavar="MS",
                         default=DEFAULT_TIME_BANK_MS if defaults else None)
 
 
@@ -43,11 +47,62 @@ def tls_config(args: argparse.Namespace) -> TlsConfig | None:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
     if not args.tls_cert:
+        if args.tls_client_ca:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
         return None
     from .listener import TlsConfig
 
-    return TlsConfig(Path(args.tls_cert), Path(args.tls_key),
-                     Path(args.tls_client_ca) if args.tls_client_ca else None)
+    config = TlsConfig(Path(args.tls_cert), Path(args.tls_key),
+                       Path(args.tls_client_ca) if args.tls_client_ca else None)
+    check_pem(config.cert, config.key)
+    if config.client_ca is not None:
+        try:
+            ssl.create_default_context(cafile=str(config.client_ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"--tls-client-ca {str(config.client_ca)[:100]!r}: not a PEM "
+                             f"CA certificate ({_reason(exc)})") from None
+    return config
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or \
+        getattr(exc, "reason", None) or type(exc).__name__
+
+
+def check_pem(cert: Path, key: Path) -> None:
+    """ValueError unless ``cert`` and ``key`` are a readable PEM certificate and its key (grpc
+    would only say "Failed to bind", hiding the cause)."""
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise ValueError(f"{flag}: no such file: {str(path)[:100]!r}")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--tls-cert/--tls-key: not a PEM certificate and its private key "
+                         f"({_reason(exc)})") from None
+
+
+def add_metrics_access_flags(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-token``, ``--metrics-tls-cert`` and ``--metrics-tls-key``: who may read the
+    metrics endpoint, and over TLS (the probes /livez and /readyz stay open)."""
+    parser.add_argument("--metrics-token", metavar="TOKEN",
+                        default=os.environ.get("SCOUT_METRICS_TOKEN"),
+                        help="require 'Authorization: Bearer TOKEN' on /metrics (default: "
+                             "$SCOUT_METRICS_TOKEN; none: open to whoever reaches the port)")
+    parser.add_argument("--metrics-tls-cert", metavar="PEM",
+                        help="serve metrics and probes over HTTPS with this certificate")
+    parser.add_argument("--metrics-tls-key", metavar="PEM", help="its private key")
+
+
+def metrics_access(args: argparse.Namespace) -> MetricsAccess:
+    """What `add_metrics_access_flags` read; ValueError when it does not hold together."""
+    access = MetricsAccess(args.metrics_token,
+                           Path(args.metrics_tls_cert) if args.metrics_tls_cert else None,
+                           Path(args.metrics_tls_key) if args.metrics_tls_key else None)
+    for flag, path in (("--metrics-tls-cert", access.cert), ("--metrics-tls-key", access.key)):
+        if path is not None and not path.is_file():
+            raise ValueError(f"{flag}: no such file: {str(path)[:200]!r}")
+    return access
 
 
 def positive_int(text: str) -> int:

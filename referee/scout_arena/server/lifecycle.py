@@ -22,6 +22,7 @@ from scout.v1 import arena_pb2, matches_pb2
 from .arena_service import MAX_STREAMS_PER_TOKEN, ArenaServicer, BearerTokens, StreamWriter
 from .events import Goodbye, GoodbyeReason
 from .hardening import ServerLiveness
+from .health import Health
 from .limits import FdLimit, raise_fd_limit
 from .listener import MAX_STREAMS_PER_CONNECTION, ExtraService, Listener, TlsConfig
 from .matches_service import MatchesServicer, admin_token_problem
@@ -74,6 +75,9 @@ class RefereeServer:
         self.port = self.listener.port
         self.address = self.listener.address
         self.liveness: ServerLiveness = self.listener.liveness
+        self.health = Health(self.listener,
+                             lambda: self.liveness.reason if self.liveness.dead else None)
+        """Live and ready (`health`): gRPC health says SERVING only when ready."""
         self.fd_limit: FdLimit | None = None
         self._stopped = False
 
@@ -84,6 +88,7 @@ class RefereeServer:
                 else logging.INFO
             log.log(level, "%s", self.fd_limit.describe())
         await self.listener.start()
+        await self.health.start()
 
     def shutdown_goodbye(self) -> Goodbye:
         """The Goodbye of a referee that stops to come back (a restart, maintenance)."""
@@ -99,6 +104,7 @@ class RefereeServer:
         if self._stopped:
             return
         self._stopped = True
+        await self.health.stop()
         await self.listener.report(serving=False)
         await self.referee.shutdown(drain_s)
         await self.referee.say_goodbye(goodbye or self.shutdown_goodbye(), GOODBYE_WAIT_S)

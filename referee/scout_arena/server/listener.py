@@ -8,6 +8,9 @@ methods: the liveness guard answers every call to an unregistered method UNIMPLE
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +82,25 @@ class _Registrations:
         return getattr(self._server, name)
 
 
+def check_bindable(address: str) -> None:
+    """OSError, with the reason in a few words, when ``host:port`` cannot be listened on
+    (grpc would log a C-core error line and say only "Failed to bind")."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        socket.create_server((host, int(port)), family=family).close()
+    except socket.gaierror as exc:
+        raise OSError(errno.EADDRNOTAVAIL, f"cannot listen on {address}: the host is not an "
+                      f"address ({exc.strerror})") from None
+    except OSError as exc:
+        if exc.errno is not None and exc.errno < 0:  # getaddrinfo's (socket.create_server)
+            raise OSError(errno.EADDRNOTAVAIL, f"cannot listen on {address}: the host is not "
+                          "an address of this machine") from None
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(exc.errno, f"cannot listen on {address}: {reason}") from None
+
+
 class Listener:
     """A grpc.aio server on ``address`` (``host:port``, port 0 picks a free one, or
     ``unix:/absolute/path``) with ``services``, health and reflection. ``serving`` names the
@@ -112,12 +134,18 @@ class Listener:
                 f"services {unregistered} do not register their methods "
                 "(server.add_registered_method_handlers): the liveness guard would answer "
                 "every call to them UNIMPLEMENTED")
-        if tls is None:
-            bound = self.server.add_insecure_port(address)
-        else:
-            bound = self.server.add_secure_port(address, tls.credentials())
+        if not address.startswith("unix:"):
+            check_bindable(address)
+        try:
+            if tls is None:
+                bound = self.server.add_insecure_port(address)
+            else:
+                bound = self.server.add_secure_port(address, tls.credentials())
+        except RuntimeError:  # grpc's "Failed to bind": in use, or no such local address
+            bound = 0
         if bound == 0:
-            raise OSError(f"cannot listen on {address}")
+            raise OSError(errno.EADDRINUSE, f"cannot listen on {address} (the port is in use, "
+                          "or the host is not an address of this machine)")
         if address.startswith("unix:"):
             self.port = 0
             self.address = address

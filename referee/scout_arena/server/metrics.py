@@ -5,7 +5,7 @@ never clash). The counters are incremented on the event loop where the referee a
 the facts (`match`, `referee`): one ``inc`` or ``observe`` per event, nothing allocated. The
 two gauges are read when scraped, from ``len()`` of the referee's own dictionaries or a count
 kept on the event loop, so collection never touches the loop. `serve_metrics` exposes the
-registry with prometheus_client's HTTP server, in a daemon thread of its own: scrapes never
+registry over HTTP (`metrics_http`), in a daemon thread of its own: scrapes never
 block the event loop (docs/deploy.md, "Metrics").
 """
 
@@ -23,10 +23,13 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from .metrics_http import MetricsAccess, MetricsServer, Probes
+
+__all__ = ["MetricsAccess", "MetricsServer", "RefereeMetrics", "serve_metrics"]
 
 DECISION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                       10.0, 30.0, 60.0)
@@ -166,26 +169,10 @@ class RefereeMetrics:
         self.answers.add(kind, seconds, seconds > decision_s)
 
 
-class MetricsServer:
-    """prometheus_client's HTTP server for one registry, in a daemon thread."""
-
-    def __init__(self, metrics: RefereeMetrics, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server, self._thread = start_http_server(port, host, metrics.registry)
-        self.host = host
-        self.port: int = self._server.server_port
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-def serve_metrics(metrics: RefereeMetrics, host: str = "127.0.0.1",
-                  port: int = 0) -> MetricsServer:
-    """Serve ``metrics`` on http://host:port/metrics (port 0 picks a free one) until
-    `MetricsServer.close` (or the process ends: the thread is a daemon)."""
-    return MetricsServer(metrics, host, port)
+def serve_metrics(metrics: RefereeMetrics, host: str = "127.0.0.1", port: int = 0, *,
+                  probes: Probes | None = None,
+                  access: MetricsAccess | None = None) -> MetricsServer:
+    """Serve ``metrics`` on http://host:port/metrics (port 0 picks a free one), with the
+    probes /livez and /readyz when ``probes`` is given, until `MetricsServer.close` (or the
+    process ends: the thread is a daemon)."""
+    return MetricsServer(metrics.registry, host, port, probes, access)

@@ -170,6 +170,14 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _has_port(address: str) -> bool:
+    """Whether a gRPC target names its port (else it would be retried for ever on 443)."""
+    if address.startswith(("unix:", "unix-abstract:")):
+        return True
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
 def run_from_args(args: argparse.Namespace, bot: Bot | None = None) -> int:
     """Run the bot the parsed arguments describe. Returns the exit code: 0 after a clean stop
     (signal, --max-matches, or a Goodbye without a reconnect), 1 when the referee rejects the
@@ -183,6 +191,9 @@ def run_from_args(args: argparse.Namespace, bot: Bot | None = None) -> int:
     token = args.token or os.environ.get("SCOUT_TOKEN", "")
     if not address:
         return _fail("no referee address: pass --address HOST:PORT or set SCOUT_ADDRESS", 2)
+    if not _has_port(address):
+        return _fail(f"the referee address {address[:60]!r} names no port: HOST:PORT (or "
+                     "unix:/path)", 2)
     if not token:
         return _fail("no bot token: pass --token or set SCOUT_TOKEN", 2)
     try:
