@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..record import MatchRecord
+from ..sandbox.lifeline import parent_death_preexec
 from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
 from .config import (
     DISQUALIFY_AFTER,
@@ -45,23 +46,6 @@ def new_bots(config: TournamentConfig) -> dict[str, BotProcess]:
     return {b.name: BotProcess(b, secrets.token_urlsafe(16)) for b in config.bots}
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A pre-exec function making the child die with SIGKILL when its parent dies (Linux
-    prctl PR_SET_PDEATHSIG); None where that is not available. libc is looked up here, in the
-    parent: the child only calls it."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def set_signal() -> None:
-        prctl(1, signal.SIGKILL)
-
-    return set_signal
-
-
 class Venue:
     """One referee on 127.0.0.1 of this machine and every bot program beside it, playing any
     number of lists of scheduled matches; whatever the bots do, every match ends.
@@ -77,7 +61,7 @@ class Venue:
         self.config = config
         self.bots = bots
         self.logs_dir = logs_dir
-        self._preexec = _parent_death_signal() if die_with_parent else None
+        self._preexec = parent_death_preexec() if die_with_parent else None
         self.referee = RefereeFacade({b.spec.name: b.token for b in bots.values()},
                                      host="127.0.0.1", port=0, records_dir=records_dir,
                                      time_control=TimeControl(config.decision_ms,
