@@ -8,10 +8,10 @@ match. A node whose stream ends, or whose heartbeats stop for ``heartbeat_timeou
 stopped or partitioned process keeps its TCP connection open), is *lost*: the ladder voids the
 matches it had there and seats their bots elsewhere (`NodeEvents.node_lost`).
 
-Placement (`NodeRegistry.place`): among the nodes with room whose load (matches / capacity) is
-within `BALANCE_SLACK` of the least loaded one, the node the table's bots most recently played
-on (their streams there are likely still open, PROTOCOL.md §3.8), then the one with the most
-room: load is spread first, and a bot's existing stream decides between near-equals.
+Placement (`NodeRegistry.place`): the least loaded node with room (matches / capacity), and
+only among equally loaded ones the node the table's bots most recently played on (their
+streams there are likely still open, PROTOCOL.md §3.8), then the one with the most room. Load
+is spread from the first match: a second node is a second core, idle no more (issue 30).
 Nothing here touches the database: the ladder does, through its repository.
 """
 
@@ -36,8 +36,6 @@ Context = grpc.aio.ServicerContext[object, object]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
-BALANCE_SLACK = 0.1
-"""Nodes whose load is this close to the least loaded one's count as equally loaded."""
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 """Largest record a node may report, uncompressed (a 5-player record is far smaller)."""
 
@@ -155,12 +153,10 @@ class NodeRegistry:
                       if n.free > 0 and (accepts is None or accepts(n))]
         if not candidates:
             return None
-        least = min(n.load for n in candidates)
-        candidates = [n for n in candidates if n.load <= least + BALANCE_SLACK]
 
-        def preference(node: NodeSession) -> tuple[int, int, str]:
+        def preference(node: NodeSession) -> tuple[float, int, int, str]:
             familiar = sum(1 for b in bots if self.last_node.get(b) == node.address)
-            return familiar, node.free, node.address
+            return -node.load, familiar, node.free, node.address
 
         return max(candidates, key=preference)
 
