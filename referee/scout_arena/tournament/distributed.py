@@ -5,8 +5,9 @@ driver (which writes them, and the summary and standings, as a local run does).
 Two kinds of nodes:
 
 - ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.worker``),
-  each starting the bots once and playing chunk after chunk as it asks for the next. A worker
-  that dies gives its chunk's unfinished matches back to the queue for the others.
+  each starting the bots once and playing chunk after chunk as it asks for the next (before
+  the last matches of its chunk end: no seat idles at a chunk's end). A worker that dies gives
+  its chunks' unfinished matches back to the queue for the others.
 - ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
   that starts a referee and every bot on the node that runs it, plays the chunk and returns
   its finished records as JSON. A task whose worker or node dies is run again elsewhere
@@ -206,9 +207,11 @@ class _LocalWorkers:
             self.deliver(record)
         if "bots" in message and self.on_bots is not None:
             self.on_bots(name, _report_from_json(message["bots"]))
-        return "done" if "done" in message else None
+        return "done" if "done" in message else "more" if "more" in message else None
 
     async def _worker(self, name: str, logs: Path) -> None:
+        """One node: its first chunk, then the next whenever it asks for more (while it plays
+        the last matches of the one before) or has none left."""
         logs.mkdir(parents=True, exist_ok=True)
         with (logs / "node.stderr.log").open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
@@ -216,19 +219,23 @@ class _LocalWorkers:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True, limit=LINE_LIMIT)
         assert process.stdin is not None and process.stdout is not None
-        current: tuple[int, list[ScheduledMatch]] | None = None
+        held: dict[int, list[ScheduledMatch]] = {}
+        """Chunks sent to this node and not done."""
         returned: set[str] = set()
         alive = await _send(process, {"config": self.config.to_json()})
+
+        async def give(chunk: tuple[int, list[ScheduledMatch]]) -> bool:
+            held[chunk[0]] = chunk[1]
+            self.busy += 1
+            return await _send(process, {"chunk": chunk[0], "items": items_to_json(chunk[1])})
+
         try:
             while alive:
-                if current is None:
-                    current = await self._next_chunk()
-                    if current is None:
+                if not held:
+                    chunk = await self._next_chunk()
+                    if chunk is None:
                         break
-                    returned = set()
-                    self.busy += 1
-                    alive = await _send(process, {"chunk": current[0],
-                                                  "items": items_to_json(current[1])})
+                    alive = await give(chunk)
                     continue
                 line = await _first(process.stdout.readline(), self.stop.wait())
                 if not isinstance(line, bytes):
@@ -236,14 +243,17 @@ class _LocalWorkers:
                 if not line:
                     alive = False
                     break
-                if self._handle(name, json.loads(line), returned) == "done":
-                    current = None
+                message = json.loads(line)
+                said = self._handle(name, message, returned)
+                if said == "more" and self.queue and not self.stop.is_set():
+                    alive = await give(self.queue.popleft())
+                elif said == "done" and held.pop(int(message["done"]), None) is not None:
                     self.busy -= 1
                     self.changed.set()
         finally:
             await self._shut(name, process, returned, logs)
-            if current is not None:
-                self._give_back(name, process, current, returned)
+            for index, items in held.items():
+                self._give_back(name, process, (index, items), returned)
 
     def _give_back(self, name: str, process: asyncio.subprocess.Process,
                    chunk: tuple[int, list[ScheduledMatch]], returned: set[str]) -> None:
