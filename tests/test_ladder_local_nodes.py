@@ -15,10 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scout_ladder.repository import Repository
@@ -61,6 +63,7 @@ class Ladder:
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
     bots: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""
+    web: str = ""
 
     def expect(self, text: str, timeout: float = 120) -> str:
         while text not in (line := self.lines.get(timeout=timeout)):
@@ -110,10 +113,11 @@ def start_ladder(tmp: Path, *extra: str) -> Ladder:
 
 @pytest.fixture
 def ladder(tmp_path: Path) -> Iterator[Ladder]:
-    running = start_ladder(tmp_path, "--table-sizes", "2", "--seed", "3")
+    running = start_ladder(tmp_path, "--table-sizes", "2", "--seed", "3", "--web-port", "0")
     try:
         running.address = running.expect("listening on").rsplit(" ", 1)[1].strip()
         running.expect("local referee nodes on")
+        running.web = running.expect("web pages on").rsplit(" ", 1)[1].strip().rstrip("/")
         yield running
     finally:
         running.close()
@@ -159,3 +163,37 @@ def test_both_local_nodes_play_from_the_first_matches_at_the_default_capacity(
         assert min(nodes.values()) >= 2, nodes
     finally:
         repo.close()
+
+
+def test_a_lost_node_stays_listed_as_lost_with_its_reason_and_the_cli_shows_it(
+        ladder: Ladder) -> None:
+    def nodes() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{ladder.web}/api/nodes", timeout=10) as reply:
+            listed: list[dict[str, Any]] = json.loads(reply.read())["nodes"]
+        return listed
+
+    wait_for(lambda: len(nodes()) == 2, 60, "both local nodes attached")
+    assert {n["state"] for n in nodes()} == {"attached"}
+    victim = children_of(ladder.process.pid)[0]
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: any(n["state"] == "lost" for n in nodes()), 60, "the node listed as lost")
+    [lost] = [n for n in nodes() if n["state"] == "lost"]
+    assert lost["lost_reason"] and lost["lost_at_iso"].endswith("+00:00")
+    # the ladder starts it again (a new node on a new port); the lost one stays listed
+    wait_for(lambda: sum(n["state"] == "attached" for n in nodes()) == 2, 60, "a new node")
+    shown = subprocess.run([*CLI, "ladder", "nodes", "--web", ladder.web], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 3
+    assert sum(" attached " in line for line in lines) == 2
+    [lost_line] = [line for line in lines if " lost at " in line]
+    assert lost["address"] in lost_line and lost["lost_reason"] in lost_line
+
+
+def test_ladder_nodes_of_an_unreachable_ladder_is_one_line_and_status_1() -> None:
+    shown = subprocess.run([*CLI, "ladder", "nodes", "--web", "http://127.0.0.1:9"],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 1
+    assert len(shown.stderr.splitlines()) == 1
+    assert shown.stderr.startswith("scout-arena ladder nodes: cannot read ")

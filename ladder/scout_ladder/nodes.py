@@ -22,6 +22,7 @@ import gzip
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,6 +37,8 @@ Context = grpc.aio.ServicerContext[object, object]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
+LOST_KEPT = 20
+"""Lost nodes the ladder keeps listing (the newest)."""
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 """Largest record a node may report, uncompressed (a 5-player record is far smaller)."""
 
@@ -59,6 +62,8 @@ class NodeSession:
     heartbeat: nodes_pb2.NodeHeartbeat = field(default_factory=nodes_pb2.NodeHeartbeat)
     alive: bool = True
     lost_reason: str = ""
+    lost_at: float | None = None
+    """Unix time the ladder lost it (None while attached)."""
     handler: asyncio.Task[object] | None = None
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
@@ -138,6 +143,9 @@ class NodeRegistry:
     nodes: dict[str, NodeSession] = field(default_factory=dict)
     last_node: dict[str, str] = field(default_factory=dict)
     """Bot name -> address of the node it last played on."""
+    lost: deque[NodeSession] = field(default_factory=lambda: deque(maxlen=LOST_KEPT))
+    """The nodes lost lately, newest last: the operator sees them (state "lost", why, when)
+    where the attached ones are listed, not only in the log."""
 
     def live(self) -> list[NodeSession]:
         return [n for n in self.nodes.values() if n.alive]
@@ -273,6 +281,8 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
         node.fail_replies(f"node {node.name} was lost: {reason}")
         if was_alive or node.lost_reason != "the node attached again":
             log.warning("node %s (%s) lost: %s", node.name, node.address, reason)
+            node.lost_reason, node.lost_at = reason, time.time()
+            self.registry.lost.append(node)
             self.events.node_lost(node, reason)
 
     async def _read(self, node: NodeSession,
