@@ -171,6 +171,10 @@ def test_nodes_run_equals_the_local_run_even_when_a_node_is_killed(
     assert process.returncode == 0, stderr
     assert _summary(out)["matches_finished"] == MATCHES
     _assert_same_as_local(out, local_run)
+    faults = _summary(out)["faults"]  # the killed node is in the results, not only on stderr
+    assert faults and {f["kind"] for f in faults} <= {"node_died", "node_exited"}, faults
+    assert {f["node"] for f in faults} < {"node-1", "node-2"}, faults
+    assert _summary(local_run)["faults"] == []
     notes = _ghost_notes(out)
     assert any("on node node-2:" in n for n in notes) or any("on node node-1:" in n
                                                                for n in notes)
