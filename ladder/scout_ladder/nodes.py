@@ -37,6 +37,13 @@ Context = grpc.aio.ServicerContext[object, object]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
+GAP_FACTOR = 3.0
+"""A node is lost after this many times its longest recent heartbeat gap (when that is
+longer than the configured timeout): a loaded node that heartbeats late but steadily stays."""
+MAX_STRETCH = 4.0
+"""The timeout grows to this many times the configured one at most: a hung node is still
+dropped, if later."""
+GAPS_KEPT = 30
 LOST_KEPT = 20
 """Lost nodes the ladder keeps listing (the newest)."""
 MAX_RECORD_BYTES = 8 * 1024 * 1024
@@ -65,6 +72,8 @@ class NodeSession:
     lost_at: float | None = None
     """Unix time the ladder lost it (None while attached)."""
     handler: asyncio.Task[object] | None = None
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    """Seconds between its recent heartbeats, as the ladder read them."""
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
     can_host: bool = False
@@ -149,6 +158,14 @@ class NodeRegistry:
 
     def live(self) -> list[NodeSession]:
         return [n for n in self.nodes.values() if n.alive]
+
+    def timeout_for(self, node: NodeSession) -> float:
+        """How long ``node`` may be silent: the configured timeout, stretched to `GAP_FACTOR`
+        times its longest recent heartbeat gap (a busy host's heartbeats come late), at most
+        `MAX_STRETCH` times the configured one."""
+        longest = max(node.gaps, default=0.0)
+        return min(self.heartbeat_timeout_s * MAX_STRETCH,
+                   max(self.heartbeat_timeout_s, GAP_FACTOR * longest))
 
     def free_capacity(self) -> int:
         return sum(max(0, n.free) for n in self.live())
@@ -291,7 +308,9 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             async for message in incoming:
                 body = message.WhichOneof("body")
                 if body == "heartbeat":
-                    node.last_heartbeat = time.monotonic()
+                    now = time.monotonic()
+                    node.gaps.append(now - node.last_heartbeat)  # the first: since attach
+                    node.last_heartbeat = now
                     node.heartbeat = message.heartbeat
                     node.decisions_seen.append((node.last_heartbeat, message.heartbeat.decisions))
                     del node.decisions_seen[:-30]
@@ -332,11 +351,21 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             match_id=ended.match_id, rated=rated, note=note)))
 
     async def _watch(self, node: NodeSession) -> None:
+        """Drop the node once it is silent past `NodeRegistry.timeout_for`. When the ladder's
+        own loop was held up (the watchdog woke late), the heartbeats waiting to be read are
+        read first: the ladder's stall is not the node's silence."""
+        period = self.registry.heartbeat_s / 2
         while node.alive:
-            await asyncio.sleep(self.registry.heartbeat_s / 2)
-            silent = time.monotonic() - node.last_heartbeat
-            if silent > self.registry.heartbeat_timeout_s:
-                node.lost_reason = f"no heartbeat for {silent:.1f} s"
+            before = time.monotonic()
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            if now - before > period + self.registry.heartbeat_s:
+                continue  # the ladder stalled: look again once the reader has caught up
+            silent = now - node.last_heartbeat
+            timeout = self.registry.timeout_for(node)
+            if silent > timeout:
+                node.lost_reason = (f"no heartbeat for {silent:.1f} s (its timeout "
+                                    f"{timeout:.1f} s)")
                 node.outbox.put_nowait(None)
                 # A stopped node does not read: should the stream's end not go out, the
                 # handler is cancelled (the node is lost either way, in its finally).

@@ -222,6 +222,7 @@ class NodePlacement:
              "rss_mb": round(n.heartbeat.rss_bytes / 2**20, 1),
              "cpu_s": round(n.heartbeat.cpu_seconds, 1),
              "heartbeat_age_s": round(now - n.last_heartbeat, 2),
+             "heartbeat_timeout_s": round(self.registry.timeout_for(n), 2),
              "attached_at": n.attached_at}
             for n in sorted(self.registry.live(), key=lambda n: n.address)]
         lost: list[JSON] = [
