@@ -18,11 +18,10 @@ finished (plus ``--warmup`` seconds), the window of ``--seconds`` is measured:
 * CPU seconds of the ladder, of each node (children of the ladder, found in /proc) and of the
   bot clients over the window (utime + stime from /proc/PID/stat), as shares of one core, and
   each node's share of the matches (``meta.node`` of the records);
-* each node's capacity is ``--capacity`` (default: as many matches as the bots can play at
-  once, so a single node never turns a table away). The ladder places a table on the least
-  loaded node, but treats nodes within 10 % of capacity as equal and then prefers the node the
-  table's bots last played on (nodes.py ``BALANCE_SLACK``): with a capacity far above the
-  matches in flight every match would stay on one node;
+* each node's capacity is ``--capacity`` (default 100, the ladder's own default). The ladder
+  places a table on the least loaded node, the table's bots' last node only breaking ties
+  (nodes.py ``NodeRegistry.place``), so every node plays from the first match whatever the
+  capacity: the table's "matches per node" row shows the split;
 * decisions/s per node-core: decisions/s / min(nodes, cores) -- on a machine with more cores
   than nodes (and spare cores for the bots and the ladder) it should stay nearly flat as the
   nodes grow; on a small machine the bots, the ladder and the nodes share the same cores and
@@ -82,6 +81,7 @@ PYTHON = sys.executable
 ADMIN_TOKEN = "nodes-bench-admin"
 SEAT_BOTS_PER_PROCESS = 1250
 SEAT_TABLE = 4
+DEFAULT_CAPACITY = 100
 
 
 # ----- the client processes (child mode) ----------------------------------------------------------
@@ -353,7 +353,7 @@ async def run_config(args: argparse.Namespace, console: Console, root: Path, nod
     tokens = await asyncio.to_thread(register, url, args.bots, "b")
     tokens_file = work / "tokens.json"
     tokens_file.write_text(json.dumps(tokens))
-    capacity = args.capacity or max(1, args.bots * args.concurrency // 2)
+    capacity = args.capacity
     ladder, pids, address = await start_ladder(work, url, nodes, args.table_sizes,
                                                ["--node-capacity", str(capacity)])
     procs = max(1, min(args.bot_procs, args.bots))
@@ -668,9 +668,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "bots, at most 8)")
     parser.add_argument("--seat-think-ms", type=int, default=2000,
                         help="part B bots' time per decision")
-    parser.add_argument("--capacity", type=int, default=0,
-                        help="part A matches per node (0: bots x concurrency / 2, as many as "
-                             "the bots can play at once, so that one node is never full)")
+    parser.add_argument("--capacity", type=int, default=DEFAULT_CAPACITY,
+                        help="part A matches per node (default: the ladder's, 100)")
     parser.add_argument("--seat-capacity", type=int, default=0,
                         help="part B matches per node (0: enough to seat every bot at once)")
     parser.add_argument("--seat-timeout", type=float, default=420.0,

@@ -405,23 +405,28 @@ def test_nodes_and_bots_speak_tls_to_a_tls_ladder_and_a_wrong_node_token_is_refu
         repo.close()
 
 
-def test_placement_spreads_load_before_it_follows_the_bots_last_node() -> None:
+def test_placement_takes_the_least_loaded_node_and_the_bots_last_node_only_on_a_tie() -> None:
     from scout_ladder.nodes import NodeRegistry, NodeSession
 
     registry = NodeRegistry()
     for address in ("a:1", "b:1"):
         registry.nodes[address] = NodeSession(
-            node_id=address, address=address, name=address, capacity=10, version="t",
+            node_id=address, address=address, name=address, capacity=100, version="t",
             tls=False, attached_at=0.0)
     a, b = registry.nodes["a:1"], registry.nodes["b:1"]
     registry.last_node.update({"x": "a:1", "y": "a:1"})
     assert registry.place(["x", "y"]) is a  # equal load: the bots' node
-    a.matches.update({"m1", "m2"})
-    assert registry.place(["x", "y"]) is b  # 20 % more loaded: spread
+    a.matches.add("m1")
+    assert registry.place(["x", "y"]) is b  # one match more, far below capacity: spread
+    b.matches.add("m2")
+    assert registry.place(["x", "y"]) is a  # equal again: the bots' node
+    b.capacity = 200
+    assert registry.place(["x", "y"]) is b  # load is matches / capacity
+    a.capacity = 1
+    b.capacity = 2
     b.matches.add("m3")
-    assert registry.place(["x", "y"]) is a  # within 10 %: the bots' node again
-    a.capacity = 2
-    assert registry.place(["x", "y"]) is b  # full nodes take nothing
+    assert registry.place(["x", "y"]) is None  # full nodes take nothing
+    b.capacity = 100
     b.alive = False
     assert registry.place(["x", "y"]) is None
     assert registry.free_capacity() == 0

@@ -172,6 +172,10 @@ def test_nodes_run_equals_the_local_run_even_when_a_node_is_killed(
     assert process.returncode == 0, stderr
     assert _summary(out)["matches_finished"] == MATCHES
     _assert_same_as_local(out, local_run)
+    faults = _summary(out)["faults"]  # the killed node is in the results, not only on stderr
+    assert faults and {f["kind"] for f in faults} <= {"node_died", "node_exited"}, faults
+    assert {f["node"] for f in faults} < {"node-1", "node-2"}, faults
+    assert _summary(local_run)["faults"] == []
     notes = _ghost_notes(out)
     assert any("on node node-2:" in n for n in notes) or any("on node node-1:" in n
                                                                for n in notes)
@@ -302,3 +306,61 @@ def test_sprt_plays_on_local_nodes(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_sprt_plays_on_the_ray_cluster(cluster: Any, tmp_path: Path) -> None:
     _sprt(["--ray", cluster.address], tmp_path / "s")
+
+
+def test_a_node_is_given_its_next_chunk_while_the_last_matches_of_one_still_play(
+        tmp_path: Path) -> None:
+    """Issue 30: the seats of a ``--nodes`` worker idled at every chunk's end until the driver
+    heard "done" and sent the next. The worker now asks for more as the chunk's last matches
+    start, and plays the next chunk's beside them."""
+    from scout_arena.tournament import BotSpec, TournamentConfig
+    from scout_arena.tournament.config import ScheduledMatch
+    from scout_arena.tournament.worker import items_to_json
+
+    config = TournamentConfig((BotSpec("a", "greedy"), BotSpec("b", "greedy"),
+                               BotSpec("c", "greedy")), players=2, games=1, concurrency=2,
+                              seed=3, decision_ms=5000, time_bank_ms=60_000)
+    pairs = [("a", "b"), ("b", "c"), ("c", "a")]
+    chunks = [[ScheduledMatch(f"{c}-{i}", pair, 100 * c + i) for i, pair in enumerate(pairs)]
+              for c in range(2)]
+    worker = subprocess.Popen([sys.executable, "-m", "scout_arena.tournament.worker", "n1",
+                               str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    assert worker.stdin is not None and worker.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert worker.stdin is not None
+        worker.stdin.write(json.dumps(message) + "\n")
+        worker.stdin.flush()
+
+    try:
+        send({"config": config.to_json()})
+        said = [json.loads(worker.stdout.readline())]
+        assert said[0]["ready"]
+        send({"chunk": 0, "items": items_to_json(chunks[0])})
+        done: list[int] = []
+        sent = 1
+        while len(done) < 2:
+            message = json.loads(worker.stdout.readline())
+            said.append(message)
+            if ("more" in message or "done" in message) and sent < 2:
+                send({"chunk": 1, "items": items_to_json(chunks[1])})
+                sent += 1
+            if "done" in message:
+                done.append(message["done"])
+        worker.stdin.close()
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    records = [m["record"] for m in said if "record" in m]
+    assert sorted(r["meta"]["tournament_key"] for r in records) == \
+        sorted(m.key for chunk in chunks for m in chunk)
+    asked = [i for i, m in enumerate(said) if "more" in m]
+    assert asked and asked[0] < next(i for i, m in enumerate(said) if "done" in m)
+    last_of_first = max(r["meta"]["ended_at"] for r in records
+                        if r["meta"]["tournament_key"].startswith("0-"))
+    assert min(r["meta"]["created_at"] for r in records
+               if r["meta"]["tournament_key"].startswith("1-")) < last_of_first
+    assert done == [0, 1]

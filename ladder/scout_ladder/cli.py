@@ -37,6 +37,7 @@ from scout_arena.server.flags import (
 )
 from scout_arena.text import echo
 
+from .nodes_cli import add_nodes_command
 from .owner_cli import add_client_options, add_owner_commands
 from .status import add_status_flag
 
@@ -535,6 +536,7 @@ def add_ladder_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     bot.set_defaults(func=_guarded(cmd_bot))
 
     add_owner_commands(ladder_sub)
+    add_nodes_command(ladder_sub)
 
     recompute = with_db(ladder_sub.add_parser(
         "recompute", help="rebuild every rating from the match history and compare"))

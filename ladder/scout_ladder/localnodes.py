@@ -4,8 +4,10 @@ For the operator with one machine and many cores: each node is a ``scout-arena r
 --join`` child on its own free port of the ladder's host, with its own records directory; the
 node token goes to it in its environment (never on a command line others can read). A node
 that exits on its own is started again after a pause (the ladder voids what it was playing and
-seats its bots elsewhere meanwhile). On stop the nodes are stopped first, while the ladder can
-still hear their last reports, and the ladder then stops as usual.
+seats its bots elsewhere meanwhile). The nodes die with the ladder, even one killed with
+SIGKILL (`scout_arena.sandbox.lifeline`): orphans would re-attach to the next ladder. On stop
+the nodes are stopped first, while the ladder can still hear their last reports, and the
+ladder then stops as usual.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scout_arena.sandbox.lifeline import lifeline_env
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 log = logging.getLogger("scout_ladder.nodes")
@@ -92,9 +95,12 @@ class LocalNodes:
             cert, key = self.tls
             argv += ["--tls-cert", cert, "--tls-key", key, "--ladder-ca", cert]
         env = {**os.environ, "SCOUT_NODE_TOKEN": self.token,
-               "SCOUT_REFEREE_ADMIN_TOKEN": self.token}
+               "SCOUT_REFEREE_ADMIN_TOKEN": self.token, **lifeline_env()}
+        # stdin is the node's lifeline: the ladder never writes to it, and its death closes
+        # it (and signals the node): no node outlives a ladder killed with SIGKILL.
         node.process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=log_file, env=env)
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=log_file, env=env)
         log_file.close()
         node.starts += 1
         assert node.process.stdout is not None

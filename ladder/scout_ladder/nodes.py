@@ -8,10 +8,10 @@ match. A node whose stream ends, or whose heartbeats stop for ``heartbeat_timeou
 stopped or partitioned process keeps its TCP connection open), is *lost*: the ladder voids the
 matches it had there and seats their bots elsewhere (`NodeEvents.node_lost`).
 
-Placement (`NodeRegistry.place`): among the nodes with room whose load (matches / capacity) is
-within `BALANCE_SLACK` of the least loaded one, the node the table's bots most recently played
-on (their streams there are likely still open, PROTOCOL.md §3.8), then the one with the most
-room: load is spread first, and a bot's existing stream decides between near-equals.
+Placement (`NodeRegistry.place`): the least loaded node with room (matches / capacity), and
+only among equally loaded ones the node the table's bots most recently played on (their
+streams there are likely still open, PROTOCOL.md §3.8), then the one with the most room. Load
+is spread from the first match: a second node is a second core, idle no more (issue 30).
 Nothing here touches the database: the ladder does, through its repository.
 """
 
@@ -22,6 +22,7 @@ import gzip
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,8 +37,15 @@ Context = grpc.aio.ServicerContext[object, object]
 
 HELLO_TIMEOUT_S = 10.0
 REPLY_TIMEOUT_S = 5.0
-BALANCE_SLACK = 0.1
-"""Nodes whose load is this close to the least loaded one's count as equally loaded."""
+GAP_FACTOR = 3.0
+"""A node is lost after this many times its longest recent heartbeat gap (when that is
+longer than the configured timeout): a loaded node that heartbeats late but steadily stays."""
+MAX_STRETCH = 4.0
+"""The timeout grows to this many times the configured one at most: a hung node is still
+dropped, if later."""
+GAPS_KEPT = 30
+LOST_KEPT = 20
+"""Lost nodes the ladder keeps listing (the newest)."""
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 """Largest record a node may report, uncompressed (a 5-player record is far smaller)."""
 
@@ -61,7 +69,11 @@ class NodeSession:
     heartbeat: nodes_pb2.NodeHeartbeat = field(default_factory=nodes_pb2.NodeHeartbeat)
     alive: bool = True
     lost_reason: str = ""
+    lost_at: float | None = None
+    """Unix time the ladder lost it (None while attached)."""
     handler: asyncio.Task[object] | None = None
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    """Seconds between its recent heartbeats, as the ladder read them."""
     decisions_seen: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, decisions) of recent heartbeats, for a decisions/s figure."""
     can_host: bool = False
@@ -143,9 +155,20 @@ class NodeRegistry:
     stopping: bool = False
     """The ladder is stopping (set by `Ladder.stop`): a node's call cancelled now was cut by
     the ladder, not lost by the node."""
+    lost: deque[NodeSession] = field(default_factory=lambda: deque(maxlen=LOST_KEPT))
+    """The nodes lost lately, newest last: the operator sees them (state "lost", why, when)
+    where the attached ones are listed, not only in the log."""
 
     def live(self) -> list[NodeSession]:
         return [n for n in self.nodes.values() if n.alive]
+
+    def timeout_for(self, node: NodeSession) -> float:
+        """How long ``node`` may be silent: the configured timeout, stretched to `GAP_FACTOR`
+        times its longest recent heartbeat gap (a busy host's heartbeats come late), at most
+        `MAX_STRETCH` times the configured one."""
+        longest = max(node.gaps, default=0.0)
+        return min(self.heartbeat_timeout_s * MAX_STRETCH,
+                   max(self.heartbeat_timeout_s, GAP_FACTOR * longest))
 
     def free_capacity(self) -> int:
         return sum(max(0, n.free) for n in self.live())
@@ -158,12 +181,10 @@ class NodeRegistry:
                       if n.free > 0 and (accepts is None or accepts(n))]
         if not candidates:
             return None
-        least = min(n.load for n in candidates)
-        candidates = [n for n in candidates if n.load <= least + BALANCE_SLACK]
 
-        def preference(node: NodeSession) -> tuple[int, int, str]:
+        def preference(node: NodeSession) -> tuple[float, int, int, str]:
             familiar = sum(1 for b in bots if self.last_node.get(b) == node.address)
-            return familiar, node.free, node.address
+            return -node.load, familiar, node.free, node.address
 
         return max(candidates, key=preference)
 
@@ -282,6 +303,8 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
         node.fail_replies(f"node {node.name} was lost: {reason}")
         if was_alive or node.lost_reason != "the node attached again":
             log.warning("node %s (%s) lost: %s", node.name, node.address, reason)
+            node.lost_reason, node.lost_at = reason, time.time()
+            self.registry.lost.append(node)
             self.events.node_lost(node, reason)
 
     async def _read(self, node: NodeSession,
@@ -290,7 +313,9 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             async for message in incoming:
                 body = message.WhichOneof("body")
                 if body == "heartbeat":
-                    node.last_heartbeat = time.monotonic()
+                    now = time.monotonic()
+                    node.gaps.append(now - node.last_heartbeat)  # the first: since attach
+                    node.last_heartbeat = now
                     node.heartbeat = message.heartbeat
                     node.decisions_seen.append((node.last_heartbeat, message.heartbeat.decisions))
                     del node.decisions_seen[:-30]
@@ -331,11 +356,21 @@ class NodesServicer(nodes_pb2_grpc.NodesServicer):
             match_id=ended.match_id, rated=rated, note=note)))
 
     async def _watch(self, node: NodeSession) -> None:
+        """Drop the node once it is silent past `NodeRegistry.timeout_for`. When the ladder's
+        own loop was held up (the watchdog woke late), the heartbeats waiting to be read are
+        read first: the ladder's stall is not the node's silence."""
+        period = self.registry.heartbeat_s / 2
         while node.alive:
-            await asyncio.sleep(self.registry.heartbeat_s / 2)
-            silent = time.monotonic() - node.last_heartbeat
-            if silent > self.registry.heartbeat_timeout_s:
-                node.lost_reason = f"no heartbeat for {silent:.1f} s"
+            before = time.monotonic()
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            if now - before > period + self.registry.heartbeat_s:
+                continue  # the ladder stalled: look again once the reader has caught up
+            silent = now - node.last_heartbeat
+            timeout = self.registry.timeout_for(node)
+            if silent > timeout:
+                node.lost_reason = (f"no heartbeat for {silent:.1f} s (its timeout "
+                                    f"{timeout:.1f} s)")
                 node.outbox.put_nowait(None)
                 # A stopped node does not read: should the stream's end not go out, the
                 # handler is cancelled (the node is lost either way, in its finally).

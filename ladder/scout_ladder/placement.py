@@ -213,15 +213,24 @@ class NodePlacement:
                          "forfeits unless it comes back in time", name, match_id)
 
     def node_report(self) -> list[JSON]:
-        """The attached nodes and their load, for the web pages and the CLI."""
+        """The attached nodes and their load, then those lost lately (state "lost", with
+        ``lost_reason`` and ``lost_at``), for the web pages and the CLI."""
         now = time.monotonic()
-        return [{"node_id": n.node_id, "name": n.name, "address": n.address,
-                 "version": n.version, "capacity": n.capacity,
-                 "matches": len(n.matches), "running_matches": n.heartbeat.running_matches,
-                 "connected_bots": n.heartbeat.connected_bots,
-                 "decisions_per_s": round(n.decisions_per_s(), 1),
-                 "rss_mb": round(n.heartbeat.rss_bytes / 2**20, 1),
-                 "cpu_s": round(n.heartbeat.cpu_seconds, 1),
-                 "heartbeat_age_s": round(now - n.last_heartbeat, 2),
-                 "attached_at": n.attached_at}
-                for n in sorted(self.registry.live(), key=lambda n: n.address)]
+        attached: list[JSON] = [
+            {"node_id": n.node_id, "name": n.name, "address": n.address, "state": "attached",
+             "version": n.version, "capacity": n.capacity,
+             "matches": len(n.matches), "running_matches": n.heartbeat.running_matches,
+             "connected_bots": n.heartbeat.connected_bots,
+             "decisions_per_s": round(n.decisions_per_s(), 1),
+             "rss_mb": round(n.heartbeat.rss_bytes / 2**20, 1),
+             "cpu_s": round(n.heartbeat.cpu_seconds, 1),
+             "heartbeat_age_s": round(now - n.last_heartbeat, 2),
+             "heartbeat_timeout_s": round(self.registry.timeout_for(n), 2),
+             "attached_at": n.attached_at}
+            for n in sorted(self.registry.live(), key=lambda n: n.address)]
+        lost: list[JSON] = [
+            {"node_id": n.node_id, "name": n.name, "address": n.address, "state": "lost",
+             "version": n.version, "capacity": n.capacity, "matches": 0,
+             "attached_at": n.attached_at, "lost_at": n.lost_at, "lost_reason": n.lost_reason}
+            for n in reversed(self.registry.lost)]
+        return attached + lost

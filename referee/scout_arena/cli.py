@@ -281,6 +281,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from .sandbox.lifeline import hold_lifeline
     from .server import Referee, RefereeServer, serve_forever
     from .server.convert import ProtobufWire
     from .server.hardening import watch_gc_pauses
@@ -288,6 +289,7 @@ def cmd_referee_serve(args: argparse.Namespace) -> int:
     from .server.metrics import MetricsServer, serve_metrics
     from .server.node import NodeLink
 
+    hold_lifeline()  # a ladder's local node (SCOUT_LIFELINE set) stops when the ladder dies
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.admin_token is not None:

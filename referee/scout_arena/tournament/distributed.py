@@ -5,8 +5,9 @@ driver (which writes them, and the summary and standings, as a local run does).
 Two kinds of nodes:
 
 - ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.worker``),
-  each starting the bots once and playing chunk after chunk as it asks for the next. A worker
-  that dies gives its chunk's unfinished matches back to the queue for the others.
+  each starting the bots once and playing chunk after chunk as it asks for the next (before
+  the last matches of its chunk end: no seat idles at a chunk's end). A worker that dies gives
+  its chunks' unfinished matches back to the queue for the others.
 - ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
   that starts a referee and every bot on the node that runs it, plays the chunk and returns
   its finished records as JSON. A task whose worker or node dies is run again elsewhere
@@ -40,6 +41,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,6 +61,25 @@ MAX_CHUNK = 50
 LOG_TAIL_BYTES = 16_384
 STOP_GRACE_S = 15.0
 LINE_LIMIT = 1 << 24
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFault:
+    """Something a node did that cost matches, for the summary (summary.json ``faults``):
+    ``kind`` is "node_died" (a ``--nodes`` worker died in a chunk; its unfinished matches went
+    to the other nodes), "node_exited" (a worker ended with a non-zero status) or
+    "ray_chunk_failed" (a Ray task failed beyond its retries; its matches were not played)."""
+
+    kind: str
+    node: str
+    detail: str
+    chunk: int | None = None
+    matches: int = 0
+    """The matches it cost: given back to the queue, or left unplayed."""
+
+    def to_json(self) -> JSON:
+        return {"kind": self.kind, "node": self.node, "chunk": self.chunk,
+                "matches": self.matches, "detail": self.detail}
 
 
 class DistributedError(RuntimeError):
@@ -82,7 +103,8 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                            on_bots: Callable[[str, BotsReport], None] | None = None,
                            logs_dir: Path | None = None, chunk_size: int | None = None,
                            working_dir: Path | None = None, stop: asyncio.Event | None = None,
-                           max_retries: int = 3) -> None:
+                           max_retries: int = 3,
+                           on_fault: Callable[[NodeFault], None] | None = None) -> None:
     """Play ``items`` (scheduled matches of ``config``) on workers; give each finished
     record to ``on_record``, on this event loop, as it comes back.
 
@@ -107,6 +129,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     - ``stop``: set it to stop early: running matches are aborted, chunks not yet finished are
       dropped (Ray: cancelled). Finished records already given stay given.
     - ``max_retries``: Ray only, how often a chunk whose worker or node died is run again.
+    - ``on_fault(fault)``: told of each `NodeFault` as it happens.
 
     Raises `DistributedError` (after everything else was played) when some matches could not be
     played: every local worker died, or a Ray task failed beyond its retries."""
@@ -136,18 +159,20 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
         if nodes is not None:
             size = chunk_size or default_chunk_size(len(items), nodes, config.concurrency)
             problems = await _LocalWorkers(config, chunked(items, size), nodes, deliver, on_bots,
-                                           logs_dir, halt).run()
+                                           logs_dir, halt, on_fault).run()
         else:
             assert ray_address is not None
             problems = await _play_on_ray(config, items, ray_address, deliver, on_bots,
-                                          logs_dir, chunk_size, working_dir, halt, max_retries)
+                                          logs_dir, chunk_size, working_dir, halt, max_retries,
+                                          on_fault)
     finally:
         if watch is not None:
             watch.cancel()
     missing = wanted - delivered
     if missing and not halt.is_set():
         raise DistributedError(f"{len(missing)} of {len(wanted)} matches were not played: "
-                               + "; ".join(problems or ["no node played them"]))
+                               + "; ".join([p.detail for p in problems]
+                                           or ["no node played them"]))
 
 
 def _report_from_json(data: Mapping[str, Sequence[Iterable[object]]]
@@ -165,8 +190,10 @@ class _LocalWorkers:
     def __init__(self, config: TournamentConfig, chunks: list[list[ScheduledMatch]],
                  count: int, deliver: Callable[[MatchRecord], None],
                  on_bots: Callable[[str, BotsReport], None] | None, logs_dir: Path | None,
-                 stop: asyncio.Event) -> None:
+                 stop: asyncio.Event, on_fault: Callable[[NodeFault], None] | None = None
+                 ) -> None:
         self.config = config
+        self.on_fault = on_fault
         self.queue: deque[tuple[int, list[ScheduledMatch]]] = deque(enumerate(chunks))
         self.count = count
         self.deliver = deliver
@@ -175,9 +202,15 @@ class _LocalWorkers:
         self.stop = stop
         self.busy = 0
         self.changed = asyncio.Event()
-        self.problems: list[str] = []
+        self.problems: list[NodeFault] = []
 
-    async def run(self) -> list[str]:
+    def _fault(self, fault: NodeFault) -> None:
+        log.warning(fault.detail)
+        self.problems.append(fault)
+        if self.on_fault is not None:
+            self.on_fault(fault)
+
+    async def run(self) -> list[NodeFault]:
         with contextlib.ExitStack() as stack:
             logs = self.logs_dir
             if logs is None:
@@ -206,9 +239,11 @@ class _LocalWorkers:
             self.deliver(record)
         if "bots" in message and self.on_bots is not None:
             self.on_bots(name, _report_from_json(message["bots"]))
-        return "done" if "done" in message else None
+        return "done" if "done" in message else "more" if "more" in message else None
 
     async def _worker(self, name: str, logs: Path) -> None:
+        """One node: its first chunk, then the next whenever it asks for more (while it plays
+        the last matches of the one before) or has none left."""
         logs.mkdir(parents=True, exist_ok=True)
         with (logs / "node.stderr.log").open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
@@ -216,19 +251,23 @@ class _LocalWorkers:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True, limit=LINE_LIMIT)
         assert process.stdin is not None and process.stdout is not None
-        current: tuple[int, list[ScheduledMatch]] | None = None
+        held: dict[int, list[ScheduledMatch]] = {}
+        """Chunks sent to this node and not done."""
         returned: set[str] = set()
         alive = await _send(process, {"config": self.config.to_json()})
+
+        async def give(chunk: tuple[int, list[ScheduledMatch]]) -> bool:
+            held[chunk[0]] = chunk[1]
+            self.busy += 1
+            return await _send(process, {"chunk": chunk[0], "items": items_to_json(chunk[1])})
+
         try:
             while alive:
-                if current is None:
-                    current = await self._next_chunk()
-                    if current is None:
+                if not held:
+                    chunk = await self._next_chunk()
+                    if chunk is None:
                         break
-                    returned = set()
-                    self.busy += 1
-                    alive = await _send(process, {"chunk": current[0],
-                                                  "items": items_to_json(current[1])})
+                    alive = await give(chunk)
                     continue
                 line = await _first(process.stdout.readline(), self.stop.wait())
                 if not isinstance(line, bytes):
@@ -236,14 +275,17 @@ class _LocalWorkers:
                 if not line:
                     alive = False
                     break
-                if self._handle(name, json.loads(line), returned) == "done":
-                    current = None
+                message = json.loads(line)
+                said = self._handle(name, message, returned)
+                if said == "more" and self.queue and not self.stop.is_set():
+                    alive = await give(self.queue.popleft())
+                elif said == "done" and held.pop(int(message["done"]), None) is not None:
                     self.busy -= 1
                     self.changed.set()
         finally:
             await self._shut(name, process, returned, logs)
-            if current is not None:
-                self._give_back(name, process, current, returned)
+            for index, items in held.items():
+                self._give_back(name, process, (index, items), returned)
 
     def _give_back(self, name: str, process: asyncio.subprocess.Process,
                    chunk: tuple[int, list[ScheduledMatch]], returned: set[str]) -> None:
@@ -252,10 +294,10 @@ class _LocalWorkers:
         rest = [m for m in chunk[1] if m.key not in returned]
         if rest and not self.stop.is_set():
             self.queue.appendleft((chunk[0], rest))
-            problem = (f"{name} died (exit status {process.returncode}) in chunk {chunk[0]}; "
-                       f"its {len(rest)} unfinished matches go to the other nodes")
-            log.warning(problem)
-            self.problems.append(problem)
+            self._fault(NodeFault(
+                "node_died", name, f"{name} died (exit status {process.returncode}) in chunk "
+                f"{chunk[0]}; its {len(rest)} unfinished matches go to the other nodes",
+                chunk[0], len(rest)))
         self.changed.set()
 
     async def _shut(self, name: str, process: asyncio.subprocess.Process,
@@ -278,7 +320,8 @@ class _LocalWorkers:
             await process.wait()
         if process.returncode != 0 and not self.stop.is_set():
             where = f"; see {logs / 'node.stderr.log'}" if self.logs_dir is not None else ""
-            self.problems.append(f"{name} exited with status {process.returncode}{where}")
+            self._fault(NodeFault("node_exited", name,
+                                  f"{name} exited with status {process.returncode}{where}"))
 
 
 async def _send(process: asyncio.subprocess.Process, message: JSON) -> bool:
@@ -389,7 +432,8 @@ async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch]
                        on_bots: Callable[[str, BotsReport], None] | None,
                        logs_dir: Path | None, chunk_size: int | None,
                        working_dir: Path | None, stop: asyncio.Event,
-                       max_retries: int) -> list[str]:
+                       max_retries: int, on_fault: Callable[[NodeFault], None] | None
+                       ) -> list[NodeFault]:
     try:
         ray = _ray()
     except ImportError as exc:
@@ -402,7 +446,7 @@ async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch]
                                "itself; Ray is already initialised in this process (give "
                                "ray.init a runtime_env with the working_dir instead)")
     refs: dict[object, tuple[int, list[ScheduledMatch]]] = {}
-    problems: list[str] = []
+    problems: list[NodeFault] = []
     try:
         slots = int(ray.cluster_resources().get("CPU", 1))
         size = chunk_size or default_chunk_size(len(items), slots, config.concurrency)
@@ -421,9 +465,12 @@ async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch]
                 try:
                     result = await asyncio.to_thread(ray.get, ref)
                 except ray.exceptions.RayError as exc:
-                    problem = f"chunk {index} ({len(chunk)} matches) failed: {exc}"
-                    log.warning(problem)
-                    problems.append(problem)
+                    fault = NodeFault("ray_chunk_failed", "ray", f"chunk {index} ({len(chunk)} "
+                                      f"matches) failed: {exc}", index, len(chunk))
+                    log.warning(fault.detail)
+                    problems.append(fault)
+                    if on_fault is not None:
+                        on_fault(fault)
                     continue
                 node = str(result["node"])
                 if on_bots is not None:

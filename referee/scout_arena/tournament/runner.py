@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
+    from .distributed import NodeFault
+
 #: Which of two statuses of one bot on one node a distributed run reports (the worse one).
 _STATUS_RANK = {"starting": 0, "connected": 1, "crashed": 2, "never connected": 3,
                 "failed to start": 4}
@@ -73,6 +75,8 @@ class Tournament:
         self.interrupted = False
         self.error: str | None = None
         self._node_reports: dict[str, dict[str, tuple[str, list[str]]]] = {}
+        self.faults: list[NodeFault] = []
+        """What nodes did that cost matches (summary.json ``faults``)."""
         self.started = time.monotonic()
         self.play_seconds = 0.0
         self._leader_at = -LEADER_REFRESH_S
@@ -185,7 +189,8 @@ class Tournament:
                                        ray_address=self.ray_address, on_record=finished,
                                        on_bots=self._bots_report, logs_dir=self.logs_dir,
                                        chunk_size=self.chunk_size,
-                                       working_dir=self.ray_working_dir, stop=stop)
+                                       working_dir=self.ray_working_dir, stop=stop,
+                                       on_fault=self.faults.append)
         except DistributedError as exc:
             self.error = str(exc)
         finally:
@@ -280,4 +285,5 @@ class Tournament:
             head_to_head={a: {b: (None if math.isnan(v) else round(v, 4))
                               for b, v in row.items() if b != a}
                           for a, row in share.items()},
-            records=tuple(f"records/{r.match_id}.json" for r in records), error=self.error)
+            records=tuple(f"records/{r.match_id}.json" for r in records), error=self.error,
+            faults=tuple(f.to_json() for f in self.faults))

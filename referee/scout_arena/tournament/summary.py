@@ -73,6 +73,9 @@ class TournamentSummary:
     """Record paths relative to the tournament folder, in schedule order."""
     error: str | None = None
     """Why a distributed run could not play everything."""
+    faults: tuple[JSON, ...] = ()
+    """Node faults of a distributed run (`distributed.NodeFault`), in order: a run that lost
+    a node says so here, not only on the console."""
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -82,6 +85,7 @@ class TournamentSummary:
             "standings": [s.to_json() for s in self.standings],
             "head_to_head": {a: dict(row) for a, row in self.head_to_head.items()},
             "records": list(self.records),
+            "faults": list(self.faults),
         }
         if self.error is not None:
             out["error"] = self.error

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..record import MatchRecord
+from ..sandbox.lifeline import parent_death_preexec
 from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
 from .config import (
     DISQUALIFY_AFTER,
@@ -75,21 +76,16 @@ def new_bots(config: TournamentConfig) -> dict[str, BotProcess]:
     return {b.name: BotProcess(b, secrets.token_urlsafe(16)) for b in config.bots}
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A pre-exec function making the child die with SIGKILL when its parent dies (Linux
-    prctl PR_SET_PDEATHSIG); None where that is not available. libc is looked up here, in the
-    parent: the child only calls it."""
-    try:
-        import ctypes
+@dataclass(eq=False)
+class Feed:
+    """The matches of a `Venue.play_feed`, handed over as they come (`Venue.feed`)."""
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def set_signal() -> None:
-        prctl(1, signal.SIGKILL)
-
-    return set_signal
+    items: list[ScheduledMatch] = field(default_factory=list)
+    closed: bool = False
+    on_low: Callable[[], None] | None = None
+    """Told once, when fewer matches wait than may run at once, that more are welcome (again
+    after each `Venue.feed`)."""
+    asked: bool = False
 
 
 class Venue:
@@ -107,7 +103,7 @@ class Venue:
         self.config = config
         self.bots = bots
         self.logs_dir = logs_dir
-        self._preexec = _parent_death_signal() if die_with_parent else None
+        self._preexec = parent_death_preexec() if die_with_parent else None
         self.referee = RefereeFacade({b.spec.name: b.token for b in bots.values()},
                                      host="127.0.0.1", port=0, records_dir=records_dir,
                                      time_control=TimeControl(config.decision_ms,
@@ -206,7 +202,27 @@ class Venue:
         is set (matches still running then are aborted, and any that finished meanwhile is
         counted). Returns the finished records, each also given to ``on_record`` as it ends
         (aborted ones are not)."""
-        pending = list(items)
+        return await self.play_feed(Feed(list(items), closed=True), stop, on_record)
+
+    def feed(self, feed: Feed, items: Sequence[ScheduledMatch]) -> None:
+        """More matches for a `play_feed` under way (or to come)."""
+        feed.items.extend(items)
+        feed.asked = False
+        self._woken.set()
+
+    def close_feed(self, feed: Feed) -> None:
+        """No more matches: `play_feed` returns once those it has have ended."""
+        feed.closed = True
+        self._woken.set()
+
+    async def play_feed(self, feed: Feed, stop: asyncio.Event,
+                        on_record: Callable[[MatchRecord], None] | None = None,
+                        on_ended: Callable[[ScheduledMatch], None] | None = None
+                        ) -> list[MatchRecord]:
+        """`play`, of matches that keep coming (`feed`) until the feed is closed: a worker
+        given its next chunk before the last one ends keeps every seat busy across chunks.
+        ``on_ended``: told of every match that ends (finished or not)."""
+        pending = feed.items
         running: dict[str, ScheduledMatch] = {}
         finished: list[MatchRecord] = []
 
@@ -215,19 +231,27 @@ class Venue:
             records, self._ended[:] = self._ended[:], []
             for record in records:
                 scheduled = running.pop(record.match_id or "", None)
-                if scheduled is not None and self._finish(record, scheduled):
+                if scheduled is None:
+                    continue
+                if self._finish(record, scheduled):
                     finished.append(record)
                     if on_record is not None:
                         on_record(record)
+                if on_ended is not None:
+                    on_ended(scheduled)
 
-        while (pending or running) and not stop.is_set():
+        while (pending or running or not feed.closed) and not stop.is_set():
             while pending and len(running) < self.config.concurrency:
                 started = self._start_next(pending)
                 if started is None:
                     break
                 match_id, item = started
                 running[match_id] = item
-            if not running:
+            if (feed.on_low is not None and not feed.asked and not feed.closed
+                    and len(pending) < self.config.concurrency):
+                feed.asked = True
+                feed.on_low()
+            if not running and pending:
                 await asyncio.sleep(0.05)
                 continue
             if not self._ended:

@@ -11,7 +11,9 @@ stderr):
 - worker -> driver: ``{"ready": true, "bots": REPORT}`` once the bots are connected,
   ``{"record": record JSON}`` as each match of the chunk finishes, ``{"done": ID, "bots":
   REPORT}`` after the chunk's last one, and ``{"bots": REPORT}`` after the bots have stopped.
-  REPORT: ``{bot name: [status, [notes]]}``.
+  REPORT: ``{bot name: [status, [notes]]}``. ``{"more": true}`` when fewer matches wait than
+  it plays at once: the driver may send the next chunk then, so that no seat idles while a
+  chunk's last matches end and the next one makes its way (chunks then overlap).
 
 Bots are started so that they die with the worker (a killed worker leaves no bot behind).
 """
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..record import JSON, record_to_json
 from .config import ScheduledMatch, TournamentConfig
-from .venue import BotProcess, Venue, new_bots
+from .venue import BotProcess, Feed, Venue, new_bots
 
 
 def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
@@ -100,20 +102,46 @@ async def serve(logs_dir: Path) -> None:
     bots = new_bots(config)
     venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
     await venue.start()
+    feed = Feed(on_low=lambda: out.send({"more": True}))
+    left: dict[int, int] = {}
+    """Chunk id -> its matches not ended yet."""
+    chunk_of: dict[str, int] = {}
+
+    def ended(item: ScheduledMatch) -> None:
+        chunk = chunk_of.pop(item.key, None)
+        if chunk is not None:
+            left[chunk] -= 1
+            if not left[chunk]:
+                del left[chunk]
+                out.send({"done": chunk, "bots": bots_report(bots)})
+
+    async def take_chunks() -> None:
+        while line := await _line_or_stop(reader, stop):
+            message = json.loads(line)
+            items = items_from_json(message["items"])
+            chunk = int(message["chunk"])
+            for item in items:
+                chunk_of[item.key] = chunk
+            left[chunk] = len(items)
+            if not items:
+                del left[chunk]
+                out.send({"done": chunk, "bots": bots_report(bots)})
+            venue.feed(feed, items)
+        venue.close_feed(feed)
+
+    reader_task: asyncio.Task[None] | None = None
     try:
         await venue.connect(stop)
         out.send({"ready": True, "bots": bots_report(bots)})
-        while not stop.is_set():
-            line = await _line_or_stop(reader, stop)
-            if not line:
-                break
-            message = json.loads(line)
-            await venue.play(items_from_json(message["items"]), stop,
-                            lambda record: out.send({"record": record_to_json(record)}))
-            if stop.is_set():
-                break
-            out.send({"done": message["chunk"], "bots": bots_report(bots)})
+        reader_task = asyncio.create_task(take_chunks())
+        await venue.play_feed(feed, stop,
+                              lambda record: out.send({"record": record_to_json(record)}),
+                              ended)
     finally:
+        if reader_task is not None:
+            reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader_task
         await venue.close()
         out.send({"bots": bots_report(bots)})
 

@@ -43,13 +43,20 @@ def _int_param(request: Request, key: str) -> int | None:
         raise HTTPException(400, f"{key} must be an integer") from None
 
 
+def _iso(value: object) -> str | None:
+    when = (datetime.fromtimestamp(value, UTC)
+            if isinstance(value, int | float) and not isinstance(value, bool) else None)
+    return iso_time(when)
+
+
 def node_entry(node: JSON) -> JSON:
     """One node of ``nodes()`` as /api/nodes shows it: the fields as given, plus
-    ``attached_at_iso`` (``attached_at``, unix seconds, as ISO 8601 in UTC)."""
-    attached = node.get("attached_at")
-    when = (datetime.fromtimestamp(attached, UTC)
-            if isinstance(attached, int | float) and not isinstance(attached, bool) else None)
-    return {**node, "attached_at_iso": iso_time(when)}
+    ``attached_at_iso`` (``attached_at``, unix seconds, as ISO 8601 in UTC), and
+    ``lost_at_iso`` for a lost node (state "lost")."""
+    entry = {**node, "attached_at_iso": _iso(node.get("attached_at"))}
+    if "lost_at" in node:
+        entry["lost_at_iso"] = _iso(node["lost_at"])
+    return entry
 
 
 def create_app(source: WebSource, *, title: str | None = None,

@@ -506,15 +506,19 @@ function loadBar(used, capacity) {
 
 const NODE_COLUMNS = [
   ["name", "Node", (n) => el("span", { title: n.node_id }, n.name)],
+  ["state", "State", (n) => (n.state === "lost"
+    ? el("span", { class: "lost", title: n.lost_reason || "" },
+      `lost ${n.lost_at_iso ? new Date(n.lost_at_iso).toLocaleString() : ""}: ${n.lost_reason || "?"}`)
+    : n.state || "attached")],
   ["address", "Address", (n) => el("code", {}, n.address)],
   ["version", "Version", (n) => n.version || "–"],
-  ["load", "Matches / capacity", (n) => loadBar(n.matches, n.capacity)],
-  ["running_matches", "Running", (n) => n.running_matches],
-  ["connected_bots", "Bots", (n) => n.connected_bots],
-  ["decisions_per_s", "Decisions/s", (n) => fmt(n.decisions_per_s, 1)],
-  ["rss_mb", "RSS MB", (n) => fmt(n.rss_mb, 1)],
-  ["cpu_s", "CPU s", (n) => fmt(n.cpu_s, 1)],
-  ["heartbeat_age_s", "Last heartbeat", (n) => `${fmt(n.heartbeat_age_s, 1)} s ago`],
+  ["load", "Matches / capacity", (n) => (n.state === "lost" ? "–" : loadBar(n.matches, n.capacity))],
+  ["running_matches", "Running", (n) => n.running_matches ?? "–"],
+  ["connected_bots", "Bots", (n) => n.connected_bots ?? "–"],
+  ["decisions_per_s", "Decisions/s", (n) => (n.state === "lost" ? "–" : fmt(n.decisions_per_s, 1))],
+  ["rss_mb", "RSS MB", (n) => (n.state === "lost" ? "–" : fmt(n.rss_mb, 1))],
+  ["cpu_s", "CPU s", (n) => (n.state === "lost" ? "–" : fmt(n.cpu_s, 1))],
+  ["heartbeat_age_s", "Last heartbeat", (n) => (n.state === "lost" ? "–" : `${fmt(n.heartbeat_age_s, 1)} s ago`)],
   ["attached_at", "Attached", (n) => (n.attached_at_iso ? new Date(n.attached_at_iso).toLocaleString() : "–")],
 ];
 
@@ -534,9 +538,12 @@ async function nodesPage(token) {
       table.replaceChildren(el("caption", {}, "No referee node is attached."));
       return;
     }
-    const used = nodes.reduce((a, n) => a + n.matches, 0);
-    const capacity = nodes.reduce((a, n) => a + n.capacity, 0);
-    summary.replaceChildren(`${nodes.length} node${nodes.length > 1 ? "s" : ""}, `, loadBar(used, capacity), " matches in all.");
+    const attached = nodes.filter((n) => n.state !== "lost");
+    const used = attached.reduce((a, n) => a + n.matches, 0);
+    const capacity = attached.reduce((a, n) => a + n.capacity, 0);
+    const lost = nodes.length - attached.length;
+    summary.replaceChildren(`${attached.length} node${attached.length === 1 ? "" : "s"} attached, `, loadBar(used, capacity),
+      ` matches in all${lost ? `; ${lost} lost lately (below)` : ""}.`);
     table.replaceChildren(
       el("thead", {}, el("tr", {}, NODE_COLUMNS.map(([key, label]) => el("th", { "data-key": key }, label)))),
       el("tbody", {}, nodes.map((n) => el("tr", { "data-node": n.node_id },
