@@ -1,7 +1,8 @@
 """Engine benchmark: match throughput and per-call medians, on one core.
 
 Run as ``.venv/bin/python bench/engine.py --json bench/results/engine.json`` (``--quick`` for a
-short run). Everything runs in this one process; no multiprocessing.
+short run). Everything runs in this one process; no multiprocessing. ``--against REV`` measures
+only the throughput, of this tree and of REV side by side (see ``bench/engine_against.py``).
 
 Throughput: whole matches of uniformly random legal play on the engine (`random_playout`,
 so the deal, the rotation choices, every observation and the bots' own use of the observation's
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import platform
 import random
 import statistics
@@ -422,15 +424,44 @@ def report(console: Console, data: JSON) -> None:
     console.print(f"[dim]total benchmark time {data['elapsed_s']:.1f} s[/]")
 
 
+def child(players: int, matches: int) -> JSON:
+    """One throughput row for `engine_against` (this process's engine, found on PYTHONPATH)."""
+    import scout_rules
+    from scout_rules import moves
+
+    run_matches(players, list(range(5_000, 5_003)))
+    row = run_matches(players, list(range(1, matches + 1)))
+    row["engine_path"] = scout_rules.__file__
+    row["compiled"] = bool(getattr(moves, "COMPILED", False))
+    return row
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--quick", action="store_true", help="a short run (about 10 s)")
+    parser.add_argument("--against", metavar="REV",
+                        help="only the match throughput, side by side with a git revision")
+    parser.add_argument("--repeat", type=int, default=3, help="with --against: runs a side")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--players", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument("--matches", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.players, args.matches)))
+        return 0
     console = Console()
     started = time.perf_counter()
 
     matches = QUICK_MATCHES if args.quick else FULL_MATCHES
+    if args.against:
+        from engine_against import side_by_side
+
+        both = side_by_side(args.against, (3, 4, 5), matches, args.repeat, console)
+        both["elapsed_s"] = time.perf_counter() - started
+        if args.json:
+            write_json(args.json, both, console)
+        return 0
     throughput: list[JSON] = []
     for n in PLAYER_COUNTS:
         run_matches(n, list(range(5_000, 5_003)))  # warm-up

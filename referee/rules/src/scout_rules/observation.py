@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .actions import Action, PublicAction, Scout, ScoutAndShow, Show
-from .cards import Card, Hand, face_of
+from .cards import Card, Hand, faces_of
 from .moves import (
     NO_ACTIVE_SET,
     group_key,
@@ -48,7 +48,7 @@ class Observation:
 
     def _legal_shows(self, faces: tuple[int, ...]) -> list[Show]:
         active = self.active_set
-        return legal_shows(faces, group_key(tuple(map(face_of, active)))
+        return legal_shows(faces, group_key(faces_of(active))
                            if active else NO_ACTIVE_SET)
 
     def can_scout(self) -> bool:
