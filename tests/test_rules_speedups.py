@@ -15,13 +15,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import fields
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scout_rules import Card, Phase, State, moves
+from scout_rules import Card, Observation, Phase, State, moves
 from scout_rules.cards import _pure_faces_of, faces_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,3 +177,15 @@ def test_a_seeded_search_chooses_the_same_way_on_either_engine() -> None:
                           text=True, timeout=600, check=True)
     assert here.stdout == pure.stdout
     assert len(here.stdout.splitlines()) == 3
+
+
+def test_an_engine_built_observation_equals_one_built_field_by_field() -> None:
+    for players in (2, 5):
+        for state in positions(players, 3)[::7]:
+            seat = state.current_seat
+            assert seat is not None
+            made = state.observation(seat)
+            by_name = Observation(**{f.name: getattr(made, f.name) for f in fields(Observation)})
+            assert made == by_name and type(made) is Observation
+            assert made.hand == state.hand(seat) and made.history == tuple(state.history)
+            assert made.legal_actions() == state.legal_actions()

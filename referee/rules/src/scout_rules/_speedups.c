@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #define MAX_HAND 64
 #define SET_BIT 16
@@ -367,6 +368,85 @@ static PyObject *sp_faces_of(PyObject *self, PyObject *cards) {
     return out;
 }
 
+/* maker(cls, names)(*values): a new cls with its slots `names` set to `values` in order,
+ * without running __init__: for a frozen dataclass the engine builds with checked values. */
+#define MAX_SLOTS 32
+
+typedef struct {
+    PyTypeObject *cls;
+    Py_ssize_t count;
+    Py_ssize_t offsets[MAX_SLOTS];
+} Maker;
+
+static void maker_free(PyObject *capsule) {
+    Maker *maker = PyCapsule_GetPointer(capsule, "scout_rules.maker");
+    if (maker != NULL) {
+        Py_XDECREF(maker->cls);
+        PyMem_Free(maker);
+    }
+}
+
+static PyObject *make(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs) {
+    Maker *maker = PyCapsule_GetPointer(capsule, "scout_rules.maker");
+    if (maker == NULL) return NULL;
+    if (nargs != maker->count) {
+        PyErr_Format(PyExc_TypeError, "%s needs %zd values, got %zd", maker->cls->tp_name,
+                     maker->count, nargs);
+        return NULL;
+    }
+    PyObject *obj = maker->cls->tp_alloc(maker->cls, 0);
+    if (obj == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject **slot = (PyObject **)((char *)obj + maker->offsets[i]);
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slot, args[i]);
+    }
+    return obj;
+}
+
+static PyMethodDef make_def = {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL,
+                               "a new object with these slot values"};
+
+static PyObject *sp_maker(PyObject *self, PyObject *args) {
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    if (count > MAX_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "too many slots");
+        return NULL;
+    }
+    Maker *maker = PyMem_Calloc(1, sizeof(Maker));
+    if (maker == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *descr = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (descr == NULL) {
+            PyMem_Free(maker);
+            return NULL;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (ok) maker->offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!ok) {
+            PyMem_Free(maker);
+            PyErr_Format(PyExc_TypeError, "%R is not a slot", PyTuple_GET_ITEM(names, i));
+            return NULL;
+        }
+    }
+    Py_INCREF(cls);
+    maker->cls = (PyTypeObject *)cls;
+    maker->count = count;
+    PyObject *capsule = PyCapsule_New(maker, "scout_rules.maker", maker_free);
+    if (capsule == NULL) {
+        Py_DECREF(cls);
+        PyMem_Free(maker);
+        return NULL;
+    }
+    PyObject *fn = PyCFunction_New(&make_def, capsule);
+    Py_DECREF(capsule);
+    return fn;
+}
+
 static PyObject *sp_setup(PyObject *self, PyObject *args) {
     PyObject *show, *scout, *sas, *left, *right, *ls, *hs, *lsas, *hsas, *gk;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &show, &scout, &sas, &left, &right, &ls, &hs,
@@ -395,6 +475,9 @@ static PyMethodDef methods[] = {
      "pure-Python functions to hand oversized hands to."},
     {"group_key", sp_group_key, METH_O, "moves.group_key"},
     {"faces_of", sp_faces_of, METH_O, "cards.faces_of"},
+    {"maker", sp_maker, METH_VARARGS,
+     "maker(cls, slot_names): a function of the slots' values that builds a cls without "
+     "calling __init__"},
     {"legal_shows", (PyCFunction)(void (*)(void))sp_legal_shows, METH_FASTCALL,
      "moves.legal_shows"},
     {"has_show", (PyCFunction)(void (*)(void))sp_has_show, METH_FASTCALL, "moves.has_show"},

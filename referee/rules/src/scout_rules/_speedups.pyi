@@ -1,4 +1,5 @@
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from .actions import End, Scout, ScoutAndShow, Show
 from .cards import Card
@@ -14,3 +15,7 @@ def legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card], /
                           ) -> list[ScoutAndShow]: ...
 def has_scout_and_show(faces: Sequence[int], active: Sequence[Card], /) -> bool: ...
 def faces_of(cards: Sequence[Card], /) -> tuple[int, ...]: ...
+
+T = TypeVar("T")
+
+def maker(cls: type[T], slot_names: tuple[str, ...], /) -> Callable[..., T]: ...

@@ -29,7 +29,7 @@ from .moves import (
     legal_shows,
     scouted_card,
 )
-from .observation import Observation
+from .observation import Observation, new_observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position, validated_deals
 from .rounds import MAX_ROUND_ACTIONS, Phase, RoundEnd, RoundLog, RoundResult, rank_scores
 
@@ -164,25 +164,13 @@ class State:
         n = self.num_players
         if not 0 <= seat < n:
             raise MalformedAction(f"seat {seat} does not exist in a {n}-player match")
-        return Observation(
-            seat=seat,
-            num_players=n,
-            num_rounds=self.rules.rounds,
-            round_index=self.round_index,
-            starting_seat=self.starting_seat,
-            phase=self.phase,
-            hand=Hand(self.hands[seat]),
-            rotation_chosen=self.round_logs[-1].rotations[seat] is not None,
-            hand_sizes=tuple(map(len, self.hands)),
-            active_set=tuple(self.active),
-            active_owner=self.active_owner,
-            captured_counts=tuple(map(len, self.captured)),
-            scout_chips=tuple(self.scout_chips),
-            scout_show_tokens=tuple(self.scout_show_tokens),
-            scores=tuple(self.scores),
-            current_seat=self.current_seat,
-            history=tuple(self.history),
-        )
+        return new_observation(
+            seat, n, self.rules.rounds, self.round_index, self.starting_seat, self.phase,
+            Hand(self.hands[seat]), self.round_logs[-1].rotations[seat] is not None,
+            tuple(map(len, self.hands)), tuple(self.active), self.active_owner,
+            tuple(map(len, self.captured)), tuple(self.scout_chips),
+            tuple(self.scout_show_tokens), tuple(self.scores), self.current_seat,
+            tuple(self.history))
 
     # ----- move generation -----------------------------------------------------------------
 
