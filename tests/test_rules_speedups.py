@@ -15,8 +15,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import fields
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 

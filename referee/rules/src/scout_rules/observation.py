@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from .actions import Action, PublicAction, Scout, ScoutAndShow, Show
 from ._native import SPEEDUPS
+from .actions import Action, PublicAction, Scout, ScoutAndShow, Show
 from .cards import Card, Hand, faces_of
 from .moves import (
     NO_ACTIVE_SET,
