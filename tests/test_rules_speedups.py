@@ -23,7 +23,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scout_rules import Card, Observation, Phase, State, moves
-from scout_rules.cards import _pure_faces_of, faces_of
+from scout_rules.cards import (
+    SplitMix64,
+    _pure_faces_of,
+    _pure_shuffled_deck,
+    faces_of,
+    shuffled_deck,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("group_key", "legal_shows", "has_show", "legal_scout_and_shows", "has_scout_and_show")
@@ -189,3 +195,11 @@ def test_an_engine_built_observation_equals_one_built_field_by_field() -> None:
             assert made == by_name and type(made) is Observation
             assert made.hand == state.hand(seat) and made.history == tuple(state.history)
             assert made.legal_actions() == state.legal_actions()
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(st.integers(2, 5), st.integers(min_value=0, max_value=2**64 - 1))
+def test_the_compiled_shuffle_deals_what_the_reference_deals(players: int, seed: int) -> None:
+    ours, theirs = SplitMix64(seed), SplitMix64(seed)
+    assert shuffled_deck(players, ours) == _pure_shuffled_deck(players, theirs)
+    assert ours.getstate() == theirs.getstate()

@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <structmember.h>
 
 #define MAX_HAND 64
@@ -447,6 +448,71 @@ static PyObject *sp_maker(PyObject *self, PyObject *args) {
     return fn;
 }
 
+/* shuffled_cards(state, deck, cards) -> (hand-ordered cards, state): cards.shuffled_deck's
+ * Fisher-Yates and orientation draws from a SplitMix64 state; cards[face][other] is the Card. */
+static uint64_t splitmix(uint64_t *state) {
+    *state += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = *state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static PyObject *sp_shuffled_cards(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int lows[MAX_HAND], highs[MAX_HAND];
+    if (nargs != 3 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "shuffled_cards(state, deck, cards)");
+        return NULL;
+    }
+    uint64_t state = PyLong_AsUnsignedLongLong(args[0]);
+    if (state == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n = read_cards(args[1], lows, highs);
+    if (n == -1) return NULL;
+    if (n == -2) {
+        PyErr_SetString(PyExc_ValueError, "a deck is at most 63 (low, high) pairs");
+        return NULL;
+    }
+    for (Py_ssize_t i = n - 1; i > 0; i--) {
+        uint64_t bound = (uint64_t)i + 1, x;
+        uint64_t rest = (0 - bound) % bound; /* 2**64 % bound */
+        do {
+            x = splitmix(&state);
+        } while (rest != 0 && x >= (uint64_t)0 - rest);
+        Py_ssize_t j = (Py_ssize_t)(x % bound);
+        int lo = lows[i], hi = highs[i];
+        lows[i] = lows[j];
+        highs[i] = highs[j];
+        lows[j] = lo;
+        highs[j] = hi;
+    }
+    PyObject *table = args[2];
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int turned = (int)(splitmix(&state) >> 63);
+        int face = turned ? highs[i] : lows[i], other = turned ? lows[i] : highs[i];
+        PyObject *row = face >= 0 && face < PyTuple_GET_SIZE(table) ? PyTuple_GET_ITEM(table, face)
+                                                                    : NULL;
+        PyObject *card = row != NULL && PyTuple_Check(row) && other >= 0 &&
+                                 other < PyTuple_GET_SIZE(row)
+                             ? PyTuple_GET_ITEM(row, other)
+                             : NULL;
+        if (card == NULL) {
+            Py_DECREF(out);
+            PyErr_Format(PyExc_ValueError, "no card %d/%d in the table", face, other);
+            return NULL;
+        }
+        Py_INCREF(card);
+        PyList_SET_ITEM(out, i, card);
+    }
+    PyObject *end = PyLong_FromUnsignedLongLong(state);
+    if (end == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", out, end);
+}
+
 static PyObject *sp_setup(PyObject *self, PyObject *args) {
     PyObject *show, *scout, *sas, *left, *right, *ls, *hs, *lsas, *hsas, *gk;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &show, &scout, &sas, &left, &right, &ls, &hs,
@@ -475,6 +541,8 @@ static PyMethodDef methods[] = {
      "pure-Python functions to hand oversized hands to."},
     {"group_key", sp_group_key, METH_O, "moves.group_key"},
     {"faces_of", sp_faces_of, METH_O, "cards.faces_of"},
+    {"shuffled_cards", (PyCFunction)(void (*)(void))sp_shuffled_cards, METH_FASTCALL,
+     "shuffled_cards(state, deck, cards): cards.shuffled_deck's draws"},
     {"maker", sp_maker, METH_VARARGS,
      "maker(cls, slot_names): a function of the slots' values that builds a cls without "
      "calling __init__"},
