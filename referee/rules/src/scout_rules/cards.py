@@ -202,9 +202,10 @@ def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
     equal)."""
     if SPEEDUPS is None:
         return _pure_shuffled_deck(num_players, rng)
-    cards, state = SPEEDUPS.shuffled_cards(rng.getstate(), deck_for(num_players), CARDS)
-    rng.setstate(state)
-    return cards
+    drawn: tuple[list[Card], int] = SPEEDUPS.shuffled_cards(rng.getstate(),
+                                                            deck_for(num_players), CARDS)
+    rng.setstate(drawn[1])
+    return drawn[0]
 
 
 def deal_round_hands(deck: Sequence[Card], num_players: int, starting_seat: int) -> list[Hand]:
