@@ -9,6 +9,7 @@ and a seeded search are re-run in a process that uses the pure-Python engine onl
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import shutil
@@ -20,9 +21,24 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scout_rules import Card, Observation, Phase, State, moves
+from scout_rules import (
+    Action,
+    Card,
+    End,
+    IllegalAction,
+    MalformedAction,
+    Observation,
+    Phase,
+    Scout,
+    ScoutAndShow,
+    Show,
+    State,
+    moves,
+)
+from scout_rules._native import SPEEDUPS
 from scout_rules.cards import (
     SplitMix64,
     _pure_faces_of,
@@ -30,6 +46,7 @@ from scout_rules.cards import (
     faces_of,
     shuffled_deck,
 )
+from support.states import snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("group_key", "legal_shows", "has_show", "legal_scout_and_shows", "has_scout_and_show")
@@ -50,8 +67,8 @@ beats = st.one_of(st.just(moves.NO_ACTIVE_SET), st.integers(min_value=0, max_val
 
 
 def compiled(name: str) -> Callable[..., Any]:
-    assert moves.SPEEDUPS is not None, "the C extension is not built (run make)"
-    fn: Callable[..., Any] = getattr(moves.SPEEDUPS, name)
+    assert SPEEDUPS is not None, "the C extension is not built (run make)"
+    fn: Callable[..., Any] = getattr(SPEEDUPS, name)
     return fn
 
 
@@ -63,7 +80,7 @@ def test_the_compiled_generators_are_in_use_where_a_compiler_built_them() -> Non
     headers = Path(sysconfig.get_paths()["include"], "Python.h").exists()
     if shutil.which("cc") and headers and not os.environ.get("SCOUT_RULES_PURE"):
         assert moves.COMPILED
-        assert moves.legal_shows is moves.SPEEDUPS.legal_shows  # type: ignore[union-attr]
+        assert SPEEDUPS is not None and moves.legal_shows is SPEEDUPS.legal_shows
     else:
         assert not moves.COMPILED and moves.legal_shows is moves.REFERENCE["legal_shows"]
 
@@ -115,6 +132,7 @@ def test_compiled_generators_refuse_what_the_reference_refuses() -> None:
         assert len(errors) == 2, name
 
 
+@functools.cache
 def positions(players: int, seed: int) -> Sequence[State]:
     """Every decision of a random match (clones), for the twins to be compared on."""
     rng = random.Random(seed)
@@ -127,7 +145,7 @@ def positions(players: int, seed: int) -> Sequence[State]:
             continue
         out.append(state.clone())
         state.apply(rng.choice(state.legal_actions()))
-    return out
+    return tuple(out)
 
 
 def test_compiled_generators_equal_the_reference_at_every_decision_of_played_matches() -> None:
@@ -203,3 +221,42 @@ def test_the_compiled_shuffle_deals_what_the_reference_deals(players: int, seed:
     ours, theirs = SplitMix64(seed), SplitMix64(seed)
     assert shuffled_deck(players, ours) == _pure_shuffled_deck(players, theirs)
     assert ours.getstate() == theirs.getstate()
+
+
+ends = st.sampled_from([End.LEFT, End.RIGHT, 0, 1, 2, True, -1])
+flips = st.sampled_from([True, False, 0, 1, None])
+spots = st.one_of(st.integers(-2, 14), st.sampled_from([True, False, 1.0]))
+shows = st.builds(Show, spots, spots)
+scouts = st.builds(Scout, ends, flips, spots)
+any_actions = st.one_of(shows, scouts, st.builds(ScoutAndShow, scouts, shows),
+                        st.builds(ScoutAndShow, shows, scouts))
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 8), st.integers(0, 400),
+       st.one_of(any_actions, st.integers(0, 10**6)))
+def test_apply_accepts_exactly_what_check_accepts_and_plays_it_the_same_way(
+        players: int, seed: int, at: int, action_or_pick: Action | int) -> None:
+    played = positions(players, seed)
+    state = played[at % len(played)]
+    if isinstance(action_or_pick, int):
+        legal = state.legal_actions()
+        action_or_pick = legal[action_or_pick % len(legal)]
+    action = action_or_pick
+    checked, fast = state.clone(), state.clone()
+    try:
+        checked.check(action)
+    except (IllegalAction, MalformedAction) as error:
+        refused: type[Exception] | None = type(error)
+    else:
+        refused = None
+    assert not (refused and fast._plainly_legal(action))
+    if refused is None:
+        checked.apply(action)  # the action check just accepted: not checked again
+        fast.apply(action)  # checked by the fast path, or by check when it does not know
+        assert snapshot(fast) == snapshot(checked)
+    else:
+        before = snapshot(fast)
+        with pytest.raises(refused):
+            fast.apply(action)
+        assert snapshot(fast) == before

@@ -58,7 +58,7 @@ CARDS: tuple[tuple[Card, ...], ...] = tuple(tuple(Card(f, o) for o in range(11))
 are immutable), so dealing and turning cards build none."""
 
 
-def card(face: int, other: int) -> Card:
+def card_of(face: int, other: int) -> Card:
     """The card ``face``/``other`` (the shared one when both are 0-10)."""
     if 0 <= face <= 10 and 0 <= other <= 10:
         return CARDS[face][other]
