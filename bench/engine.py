@@ -424,18 +424,6 @@ def report(console: Console, data: JSON) -> None:
     console.print(f"[dim]total benchmark time {data['elapsed_s']:.1f} s[/]")
 
 
-def child(players: int, matches: int) -> JSON:
-    """One throughput row for `engine_against` (this process's engine, found on PYTHONPATH)."""
-    import scout_rules
-    from scout_rules import moves
-
-    run_matches(players, list(range(5_000, 5_003)))
-    row = run_matches(players, list(range(1, matches + 1)))
-    row["engine_path"] = scout_rules.__file__
-    row["compiled"] = bool(getattr(moves, "COMPILED", False))
-    return row
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
@@ -443,12 +431,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REV",
                         help="only the match throughput, side by side with a git revision")
     parser.add_argument("--repeat", type=int, default=3, help="with --against: runs a side")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("engine", "search"), help=argparse.SUPPRESS)
     parser.add_argument("--players", type=int, default=4, help=argparse.SUPPRESS)
     parser.add_argument("--matches", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.players, args.matches)))
+        from engine_against import child
+
+        print(json.dumps(child(args.child, args.players, args.matches)))
         return 0
     console = Console()
     started = time.perf_counter()
@@ -457,7 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.against:
         from engine_against import side_by_side
 
-        both = side_by_side(args.against, (3, 4, 5), matches, args.repeat, console)
+        positions = {n: 3 if args.quick else 12 for n in (3, 4, 5)}
+        both = side_by_side(args.against, (3, 4, 5), {"engine": matches, "search": positions},
+                            args.repeat, console)
         both["elapsed_s"] = time.perf_counter() - started
         if args.json:
             write_json(args.json, both, console)

@@ -1,10 +1,16 @@
-"""`bench/engine.py --against REV`: the match throughput of this tree and of REV, side by side.
+"""`bench/engine.py --against REV`: the rules engine of this tree and of REV, side by side.
 
 Each side runs in its own fresh process (``python bench/engine.py --child ...``) with
-``PYTHONPATH`` set to that side's ``referee/rules/src``, so the same benchmark code (this tree's
-`engine.random_playout`) drives each side's rules engine; REV is checked out in a temporary git
-worktree. Runs alternate between the sides, player count by player count, and the table gives
-each side's median actions per CPU second and their ratio: machine load moves both alike.
+``PYTHONPATH`` set to that side's ``referee/rules/src``, so the same benchmark code drives each
+side's rules engine; REV is checked out in a temporary git worktree. Runs alternate between the
+sides, player count by player count, and the tables give each side's medians and their ratio:
+machine load moves both alike. Two measures:
+
+- actions per CPU second of whole random matches (this tree's `engine.random_playout`: the
+  uniform-random-kind policy on observations, as ``bench/engine.py`` plays them);
+- the bundled search bot's iterations per CPU second (this tree's `scout_arena.search.mcts`,
+  200 iterations a decision, at positions a few random actions into a deal's first round), and
+  the action it chooses at each: the same on both sides when the engines agree move for move.
 """
 
 from __future__ import annotations
@@ -27,11 +33,70 @@ ROOT = Path(__file__).resolve().parent.parent
 THIS = "this tree"
 
 
-def run_child(source: Path, players: int, matches: int) -> JSON:
-    """One throughput run of ``matches`` matches in a fresh process on ``source``'s engine."""
+SEARCH_ITERATIONS = 200
+
+
+def child(kind: str, players: int, count: int) -> JSON:
+    """One measurement in this process, on the engine found first on ``sys.path``."""
+    import scout_rules
+    from scout_rules import moves
+
+    row = search_run(players, count) if kind == "search" else throughput_run(players, count)
+    row["engine_path"] = scout_rules.__file__
+    row["compiled"] = bool(getattr(moves, "COMPILED", False))
+    return row
+
+
+def throughput_run(players: int, matches: int) -> JSON:
+    from engine import run_matches
+
+    run_matches(players, list(range(5_000, 5_003)))
+    result: JSON = run_matches(players, list(range(1, matches + 1)))
+    return result
+
+
+def search_run(players: int, positions: int) -> JSON:
+    """`search` from ``positions`` positions (deal seeds 1, 2, ...), CPU time of the searches."""
+    import random
+    import time
+
+    from scout_arena.search.mcts import search
+    from scout_rules import InformationSet, State
+
+    chosen: list[str] = []
+    iterations = 0
+    cpu = 0
+    seed = 0
+    while len(chosen) < positions:
+        seed += 1
+        rng = random.Random(seed)
+        state = State.new(players, seed)
+        for seat in range(players):
+            state.choose_rotation(seat, rng.random() < 0.5)
+        for _ in range(rng.randrange(8)):
+            state.apply(rng.choice(state.legal_actions()))
+            if state.round_index or state.is_over:
+                break
+        actor = state.current_seat
+        if state.round_index or actor is None:
+            continue
+        info = InformationSet.from_observation(state.observation(actor))
+        c0 = time.process_time_ns()
+        result = search(info, random.Random(seed), iterations=SEARCH_ITERATIONS, deadline=None)
+        cpu += time.process_time_ns() - c0
+        assert result is not None
+        iterations += result.iterations
+        chosen.append(str(result.action))
+    return {"players": players, "positions": positions, "iterations": iterations,
+            "cpu_seconds": cpu / 1e9, "iterations_per_cpu_s": iterations / (cpu / 1e9),
+            "chosen": chosen}
+
+
+def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
+    """One run in a fresh process on ``source``'s engine."""
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(source / "referee/rules/src"))
-    out = subprocess.run([sys.executable, str(ROOT / "bench/engine.py"), "--child",
-                          "--players", str(players), "--matches", str(matches)],
+    out = subprocess.run([sys.executable, str(ROOT / "bench/engine.py"), "--child", kind,
+                          "--players", str(players), "--matches", str(count)],
                          env=env, check=True, capture_output=True, text=True, timeout=900)
     result: JSON = json.loads(out.stdout.strip().splitlines()[-1])
     expected = (source / "referee/rules/src/scout_rules").resolve()
@@ -47,44 +112,67 @@ def worktree(revision: str, into: Path) -> Path:
     return path
 
 
-def side_by_side(revision: str, player_counts: Sequence[int], matches: dict[int, int],
+MEASURES = {"engine": ("decisions_per_cpu_s", "actions per CPU second, random matches"),
+            "search": ("iterations_per_cpu_s", f"search iterations per CPU second "
+                                                f"({SEARCH_ITERATIONS} a decision)")}
+
+
+def side_by_side(revision: str, player_counts: Sequence[int], counts: dict[str, dict[int, int]],
                  repeat: int, console: Console) -> JSON:
-    """Alternate runs of this tree and ``revision``; medians and ratios per player count."""
+    """Alternate runs of this tree and ``revision``; medians and ratios per player count, for
+    each measure in ``counts`` (matches, or search positions, per player count)."""
     with tempfile.TemporaryDirectory(prefix="scout-engine-against-") as tmp:
         sides = {THIS: ROOT, revision: worktree(revision, Path(tmp))}
-        runs: dict[str, dict[int, list[JSON]]] = {s: {n: [] for n in player_counts}
-                                                  for s in sides}
+        runs: dict[str, dict[str, dict[int, list[JSON]]]] = {
+            kind: {s: {n: [] for n in player_counts} for s in sides} for kind in counts}
         try:
             for _ in range(repeat):
-                for n in player_counts:
-                    for name, source in sides.items():
-                        row = run_child(source, n, matches[n])
-                        runs[name][n].append(row)
-                        console.print(f"[dim]{name}, {n} players: "
-                                      f"{row['decisions_per_cpu_s']:,.0f} actions/CPU-s "
-                                      f"(compiled: {row['compiled']})[/]")
+                for kind, per_count in counts.items():
+                    field = MEASURES[kind][0]
+                    for n in player_counts:
+                        for name, source in sides.items():
+                            row = run_child(source, kind, n, per_count[n])
+                            runs[kind][name][n].append(row)
+                            console.print(f"[dim]{kind}, {name}, {n} players: "
+                                          f"{row[field]:,.0f} (compiled: {row['compiled']})[/]")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(sides[revision])], check=False, capture_output=True)
-    rows = []
-    table = Table(title=f"Actions per CPU second, random matches, this tree against {revision} "
-                        f"({repeat} alternating runs a side)")
-    for col in ("n", "matches", "this tree", "each run", revision, "each run", "ratio"):
-        table.add_column(col, justify="right")
-    for n in player_counts:
-        ours = [r["decisions_per_cpu_s"] for r in runs[THIS][n]]
-        theirs = [r["decisions_per_cpu_s"] for r in runs[revision][n]]
-        ratio = statistics.median(ours) / statistics.median(theirs)
-        rows.append({"players": n, "matches": matches[n], "this_tree": statistics.median(ours),
-                     "against": statistics.median(theirs), "ratio": ratio,
-                     "this_tree_runs": ours, "against_runs": theirs,
-                     "compiled": runs[THIS][n][0]["compiled"]})
-        table.add_row(str(n), str(matches[n]), f"{statistics.median(ours):,.0f}",
-                      " ".join(f"{x / 1000:.1f}k" for x in ours),
-                      f"{statistics.median(theirs):,.0f}",
-                      " ".join(f"{x / 1000:.1f}k" for x in theirs), f"{ratio:.2f}x")
-    console.print(table)
+    out: JSON = {"against": revision, "repeat": repeat, "runs": runs}
+    for kind in counts:
+        out[kind] = report(kind, revision, player_counts, counts[kind], runs[kind], repeat,
+                           console)
     console.print("[dim]an action is one applied action (rotation choices not counted); the "
                   "same benchmark code and seeds drive both engines, each in a fresh process "
-                  "with PYTHONHASHSEED=0; medians of the runs[/]")
-    return {"against": revision, "repeat": repeat, "rows": rows, "runs": runs}
+                  "with PYTHONHASHSEED=0; medians of the runs, CPU time of the process[/]")
+    return out
+
+
+def report(kind: str, revision: str, player_counts: Sequence[int], counts: dict[int, int],
+           runs: dict[str, dict[int, list[JSON]]], repeat: int, console: Console) -> list[JSON]:
+    field, what = MEASURES[kind]
+    rows = []
+    table = Table(title=f"{what[0].upper()}{what[1:]}: this tree against {revision} "
+                        f"({repeat} alternating runs a side)")
+    for col in ("n", "runs of", "this tree", "each run", revision, "each run", "ratio"):
+        table.add_column(col, justify="right")
+    if kind == "search":
+        table.add_column("same moves", justify="right")
+    for n in player_counts:
+        ours = [r[field] for r in runs[THIS][n]]
+        theirs = [r[field] for r in runs[revision][n]]
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        row: JSON = {"players": n, "count": counts[n], "this_tree": statistics.median(ours),
+                     "against": statistics.median(theirs), "ratio": ratio,
+                     "compiled": runs[THIS][n][0]["compiled"]}
+        cells = [str(n), str(counts[n]), f"{statistics.median(ours):,.0f}",
+                 " ".join(f"{x / 1000:.1f}k" for x in ours), f"{statistics.median(theirs):,.0f}",
+                 " ".join(f"{x / 1000:.1f}k" for x in theirs), f"{ratio:.2f}x"]
+        if kind == "search":
+            row["same_moves"] = all(r["chosen"] == runs[revision][n][0]["chosen"]
+                                    for side in runs.values() for r in side[n])
+            cells.append("yes" if row["same_moves"] else "NO")
+        rows.append(row)
+        table.add_row(*cells)
+    console.print(table)
+    return rows
