@@ -222,7 +222,7 @@ static PyObject *sp_group_key(PyObject *self, PyObject *faces) {
 
 static PyObject *sp_legal_shows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int buf[MAX_HAND];
-    static int starts[MAX_SHOWS], lengths[MAX_SHOWS];
+    int starts[MAX_SHOWS], lengths[MAX_SHOWS]; /* on the stack: re-entrant */
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "legal_shows(faces, beat)");
         return NULL;
@@ -288,7 +288,7 @@ static void insert_face(const int *faces, Py_ssize_t n, Py_ssize_t pos, int valu
 static PyObject *sp_legal_scout_and_shows(PyObject *self, PyObject *const *args,
                                           Py_ssize_t nargs) {
     int faces[MAX_HAND], afaces[MAX_HAND], aothers[MAX_HAND], grown[MAX_HAND + 1];
-    static int starts[MAX_SHOWS], lengths[MAX_SHOWS];
+    int starts[MAX_SHOWS], lengths[MAX_SHOWS]; /* on the stack: re-entrant */
     Py_ssize_t n, m;
     int status = read_sas_args(args, nargs, faces, &n, afaces, aothers, &m);
     if (status == -1) return NULL;
