@@ -1,8 +1,9 @@
 """Engine benchmark: match throughput and per-call medians, on one core.
 
 Run as ``.venv/bin/python bench/engine.py --json bench/results/engine.json`` (``--quick`` for a
-short run). Everything runs in this one process; no multiprocessing. ``--against REV`` measures
-only the throughput, of this tree and of REV side by side (see ``bench/engine_against.py``).
+short run). Everything runs in this one process; no multiprocessing. ``--against REV`` instead
+runs this tree's engine and REV's side by side, throughput and search speed, in child processes
+(see ``bench/engine_against.py``).
 
 Throughput: whole matches of uniformly random legal play on the engine (`random_playout`,
 so the deal, the rotation choices, every observation and the bots' own use of the observation's
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import random
 import statistics
@@ -36,9 +36,10 @@ from typing import Any
 
 import scout_arena
 from common import warn_busy_machine, write_json
+from engine_against import add_against_flags, against_main
 from rich.console import Console
 from rich.table import Table
-from scout_rules import Action, Observation, Phase, State
+from scout_rules import Action, Observation, Phase, State, moves
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 HOT_PATH_TARGET_NS = 20_000
@@ -428,32 +429,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--quick", action="store_true", help="a short run (about 10 s)")
-    parser.add_argument("--against", metavar="REV",
-                        help="only the match throughput, side by side with a git revision")
-    parser.add_argument("--repeat", type=int, default=3, help="with --against: runs a side")
-    parser.add_argument("--child", choices=("engine", "search"), help=argparse.SUPPRESS)
-    parser.add_argument("--players", type=int, default=4, help=argparse.SUPPRESS)
-    parser.add_argument("--matches", type=int, default=0, help=argparse.SUPPRESS)
+    add_against_flags(parser)
     args = parser.parse_args(argv)
-    if args.child:
-        from engine_against import child
-
-        print(json.dumps(child(args.child, args.players, args.matches)))
-        return 0
     console = Console()
     started = time.perf_counter()
 
     matches = QUICK_MATCHES if args.quick else FULL_MATCHES
-    if args.against:
-        from engine_against import side_by_side
-
-        positions = {n: 3 if args.quick else 12 for n in (3, 4, 5)}
-        both = side_by_side(args.against, (3, 4, 5), {"engine": matches, "search": positions},
-                            args.repeat, console)
-        both["elapsed_s"] = time.perf_counter() - started
-        if args.json:
-            write_json(args.json, both, console)
-        return 0
+    if args.against or args.child:
+        return against_main(args, matches, console)
     throughput: list[JSON] = []
     for n in PLAYER_COUNTS:
         run_matches(n, list(range(5_000, 5_003)))  # warm-up
@@ -478,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scout_arena_version": scout_arena.__version__,
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
+        "compiled_engine": moves.COMPILED,
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor(),

@@ -15,16 +15,19 @@ machine load moves both alike. Two measures:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common import write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -34,6 +37,32 @@ THIS = "this tree"
 
 
 SEARCH_ITERATIONS = 200
+SEARCH_POSITIONS, QUICK_SEARCH_POSITIONS = 12, 3  # per player count
+
+
+def add_against_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--against", metavar="REV", help="this tree's engine and REV's side by "
+                        "side (throughput and search speed) instead of the usual figures")
+    parser.add_argument("--repeat", type=int, default=3, help="with --against: runs a side")
+    parser.add_argument("--child", choices=tuple(MEASURES), help=argparse.SUPPRESS)
+    parser.add_argument("--players", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+
+
+def against_main(args: argparse.Namespace, matches: dict[int, int], console: Console) -> int:
+    """``--child``: one measurement, printed as JSON; ``--against``: the side-by-side run."""
+    if args.child:
+        print(json.dumps(child(args.child, args.players, args.count)))
+        return 0
+    started = time.perf_counter()
+    positions = QUICK_SEARCH_POSITIONS if args.quick else SEARCH_POSITIONS
+    data = side_by_side(args.against, (3, 4, 5),
+                        {"engine": matches, "search": dict.fromkeys((3, 4, 5), positions)},
+                        args.repeat, console)
+    data["elapsed_s"] = time.perf_counter() - started
+    if args.json:
+        write_json(args.json, data, console)
+    return 0
 
 
 def child(kind: str, players: int, count: int) -> JSON:
@@ -58,7 +87,6 @@ def throughput_run(players: int, matches: int) -> JSON:
 def search_run(players: int, positions: int) -> JSON:
     """`search` from ``positions`` positions (deal seeds 1, 2, ...), CPU time of the searches."""
     import random
-    import time
 
     from scout_arena.search.mcts import search
     from scout_rules import InformationSet, State
@@ -96,7 +124,7 @@ def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
     """One run in a fresh process on ``source``'s engine."""
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(source / "referee/rules/src"))
     out = subprocess.run([sys.executable, str(ROOT / "bench/engine.py"), "--child", kind,
-                          "--players", str(players), "--matches", str(count)],
+                          "--players", str(players), "--count", str(count)],
                          env=env, check=True, capture_output=True, text=True, timeout=900)
     result: JSON = json.loads(out.stdout.strip().splitlines()[-1])
     expected = (source / "referee/rules/src/scout_rules").resolve()
@@ -106,9 +134,15 @@ def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
 
 
 def worktree(revision: str, into: Path) -> Path:
+    """REV checked out under ``into``, its optional C extension built in place if it has one
+    (as ``pip install`` would build it), so that each side runs as it would be installed."""
     path = into / "against"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path),
                     revision], check=True, capture_output=True)
+    rules = path / "referee/rules"
+    if (rules / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=rules,
+                       check=False, capture_output=True)
     return path
 
 
@@ -156,6 +190,7 @@ def report(kind: str, revision: str, player_counts: Sequence[int], counts: dict[
                         f"({repeat} alternating runs a side)")
     for col in ("n", "runs of", "this tree", "each run", revision, "each run", "ratio"):
         table.add_column(col, justify="right")
+    table.add_column("compiled", justify="right")
     if kind == "search":
         table.add_column("same moves", justify="right")
     for n in player_counts:
@@ -164,15 +199,22 @@ def report(kind: str, revision: str, player_counts: Sequence[int], counts: dict[
         ratio = statistics.median(ours) / statistics.median(theirs)
         row: JSON = {"players": n, "count": counts[n], "this_tree": statistics.median(ours),
                      "against": statistics.median(theirs), "ratio": ratio,
-                     "compiled": runs[THIS][n][0]["compiled"]}
+                     "compiled": runs[THIS][n][0]["compiled"],
+                     "against_compiled": runs[revision][n][0]["compiled"]}
         cells = [str(n), str(counts[n]), f"{statistics.median(ours):,.0f}",
                  " ".join(f"{x / 1000:.1f}k" for x in ours), f"{statistics.median(theirs):,.0f}",
-                 " ".join(f"{x / 1000:.1f}k" for x in theirs), f"{ratio:.2f}x"]
+                 " ".join(f"{x / 1000:.1f}k" for x in theirs), f"{ratio:.2f}x",
+                 f"{yes_no(runs[THIS][n][0]['compiled'])}/"
+                 f"{yes_no(runs[revision][n][0]['compiled'])}"]
         if kind == "search":
             row["same_moves"] = all(r["chosen"] == runs[revision][n][0]["chosen"]
                                     for side in runs.values() for r in side[n])
-            cells.append("yes" if row["same_moves"] else "NO")
+            cells.append(yes_no(row["same_moves"]))
         rows.append(row)
         table.add_row(*cells)
     console.print(table)
     return rows
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
