@@ -31,6 +31,7 @@ TABLE_SIZE = 64
 _SHOWS: list[list[Show]] = [[Show(i, n) for n in range(TABLE_SIZE + 1)]
                             for i in range(TABLE_SIZE)]
 _SCOUT_LISTS: dict[tuple[int, int], tuple[Scout, ...]] = {}
+_new_tuple = tuple.__new__  # a named tuple from all its fields, without its Python __new__
 
 
 def _show(start: int, length: int) -> Show:
@@ -177,8 +178,10 @@ def _legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card]) -> list
             value = taken.other if flip else taken.face
             for pos in range(len(faces) + 1):
                 new_faces = [*faces[:pos], value, *faces[pos:]]
-                scout = Scout(end, flip, pos)
-                out.extend([ScoutAndShow(scout, show) for show in _legal_shows(new_faces, beat)])
+                shows = _legal_shows(new_faces, beat)
+                if shows:
+                    scout = _new_tuple(Scout, (end, flip, pos))
+                    out.extend([_new_tuple(ScoutAndShow, (scout, show)) for show in shows])
     return out
 
 
