@@ -79,7 +79,7 @@ def same(name: str, *args: object) -> None:
 def test_the_compiled_generators_are_in_use_where_a_compiler_built_them() -> None:
     headers = Path(sysconfig.get_paths()["include"], "Python.h").exists()
     if shutil.which("cc") and headers and not os.environ.get("SCOUT_RULES_PURE"):
-        assert moves.COMPILED
+        assert moves.COMPILED, "a compiler is here but the C extension is not built: run make"
         assert SPEEDUPS is not None and moves.legal_shows is SPEEDUPS.legal_shows
     else:
         assert not moves.COMPILED and moves.legal_shows is moves.REFERENCE["legal_shows"]
