@@ -1,7 +1,9 @@
 """Engine benchmark: match throughput and per-call medians, on one core.
 
 Run as ``.venv/bin/python bench/engine.py --json bench/results/engine.json`` (``--quick`` for a
-short run). Everything runs in this one process; no multiprocessing.
+short run). Everything runs in this one process; no multiprocessing. ``--against REV`` instead
+runs this tree's engine and REV's side by side, throughput and search speed, in child processes
+(see ``bench/engine_against.py``).
 
 Throughput: whole matches of uniformly random legal play on the engine (`random_playout`,
 so the deal, the rotation choices, every observation and the bots' own use of the observation's
@@ -34,9 +36,10 @@ from typing import Any
 
 import scout_arena
 from common import warn_busy_machine, write_json
+from engine_against import add_against_flags, against_main
 from rich.console import Console
 from rich.table import Table
-from scout_rules import Action, Observation, Phase, State
+from scout_rules import Action, Observation, Phase, State, moves
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 HOT_PATH_TARGET_NS = 20_000
@@ -426,11 +429,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
     parser.add_argument("--quick", action="store_true", help="a short run (about 10 s)")
+    add_against_flags(parser)
     args = parser.parse_args(argv)
     console = Console()
     started = time.perf_counter()
 
     matches = QUICK_MATCHES if args.quick else FULL_MATCHES
+    if args.against or args.child:
+        return against_main(args, matches, console)
     throughput: list[JSON] = []
     for n in PLAYER_COUNTS:
         run_matches(n, list(range(5_000, 5_003)))  # warm-up
@@ -455,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scout_arena_version": scout_arena.__version__,
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
+        "compiled_engine": moves.COMPILED,
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor(),

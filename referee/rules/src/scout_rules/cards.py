@@ -10,9 +10,11 @@ in ``docs/rules.md`` so that any language can reproduce it bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import NamedTuple
+
+from ._native import SPEEDUPS
 
 MASK64 = (1 << 64) - 1
 
@@ -41,6 +43,28 @@ face_of = itemgetter(0)
 """A card's face, as a function: ``map(face_of, cards)`` reads faces without a Python loop."""
 
 
+def _pure_faces_of(cards: Sequence[Card]) -> tuple[int, ...]:
+    return tuple(map(face_of, cards))
+
+
+faces_of: Callable[[Sequence[Card]], tuple[int, ...]] = (
+    _pure_faces_of if SPEEDUPS is None else SPEEDUPS.faces_of)
+"""The faces of some cards, in order (what `Hand.faces` gives)."""
+
+
+CARDS: tuple[tuple[Card, ...], ...] = tuple(tuple(Card(f, o) for o in range(11))
+                                            for f in range(11))
+"""``CARDS[face][other]``: every card of the deck either way up, made once and shared (cards
+are immutable), so dealing and turning cards build none."""
+
+
+def card_of(face: int, other: int) -> Card:
+    """The card ``face``/``other`` (the shared one when both are 0-10)."""
+    if 0 <= face <= 10 and 0 <= other <= 10:
+        return CARDS[face][other]
+    return Card(face, other)
+
+
 class Hand(tuple[Card, ...]):
     """A hand in its fixed order, leftmost card first. Immutable; positions are 0-based."""
 
@@ -48,7 +72,7 @@ class Hand(tuple[Card, ...]):
 
     @property
     def faces(self) -> tuple[int, ...]:
-        return tuple(map(face_of, self))
+        return faces_of(self)
 
     def rotated(self) -> Hand:
         """The whole hand turned 180 degrees: order reversed and every card turned."""
@@ -84,13 +108,23 @@ def player_count_rules(num_players: int) -> PlayerCountRules:
 
 def deck_for(num_players: int) -> tuple[tuple[int, int], ...]:
     """The cards used, as (low, high) pairs in canonical (lexicographic) order."""
-    player_count_rules(num_players)
+    try:
+        return _DECKS[num_players]
+    except KeyError:
+        player_count_rules(num_players)
+        raise
+
+
+def _deck(num_players: int) -> tuple[tuple[int, int], ...]:
     pairs = [(a, b) for a in range(1, 11) for b in range(a + 1, 11)]
     if num_players in (2, 4):
         pairs.remove((9, 10))
     elif num_players == 3:
         pairs = [p for p in pairs if p[1] != 10]
     return tuple(pairs)
+
+
+_DECKS = {n: _deck(n) for n in RULES_BY_PLAYERS}
 
 
 class SplitMix64:
@@ -132,7 +166,7 @@ _REJECTION_LIMITS = [0, *((1 << 64) - ((1 << 64) % bound) for bound in range(1, 
 """`SplitMix64.below`'s rejection limit for each bound a deck's shuffle draws with."""
 
 
-def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
+def _pure_shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
     """Shuffle order (Fisher-Yates from the top index down) then orientation (one draw per card).
 
     The draws are `SplitMix64.below` and `SplitMix64.next_u64` written out in the loops: a
@@ -158,9 +192,20 @@ def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
         state = (state + _GAMMA) & MASK64
         z = ((state ^ (state >> 30)) * _MIX1) & MASK64
         z = ((z ^ (z >> 27)) * _MIX2) & MASK64
-        oriented.append(Card(high, low) if (z ^ (z >> 31)) >> 63 else Card(low, high))
+        oriented.append(CARDS[high][low] if (z ^ (z >> 31)) >> 63 else CARDS[low][high])
     rng.setstate(state)
     return oriented
+
+
+def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
+    """`_pure_shuffled_deck`'s draws, in C when the extension is built (a test holds the two
+    equal)."""
+    if SPEEDUPS is None:
+        return _pure_shuffled_deck(num_players, rng)
+    drawn: tuple[list[Card], int] = SPEEDUPS.shuffled_cards(rng.getstate(),
+                                                            deck_for(num_players), CARDS)
+    rng.setstate(drawn[1])
+    return drawn[0]
 
 
 def deal_round_hands(deck: Sequence[Card], num_players: int, starting_seat: int) -> list[Hand]:

@@ -4,12 +4,19 @@ Everything here depends only on the acting player's own hand, the active set and
 own counters, so the same code serves the engine, the referee's decision requests and an
 observation's `legal_actions()`. Group strength is packed in one int, ``length << 5 | set << 4 |
 lowest``, so "beats" is a single integer comparison.
+
+The generators a search calls most (`group_key`, `legal_shows`, `has_show`,
+`legal_scout_and_shows`, `has_scout_and_show`) have C twins in the optional extension
+``_speedups`` (built by setup.py where a compiler is present; see `_native`). When it is there
+they replace the Python functions here, which stay the reference (`REFERENCE`); `COMPILED` says
+which are in use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from ._native import SPEEDUPS
 from .actions import End, Scout, ScoutAndShow, Show
 from .cards import Card, face_of
 from .errors import IllegalAction, MalformedAction
@@ -24,6 +31,7 @@ TABLE_SIZE = 64
 _SHOWS: list[list[Show]] = [[Show(i, n) for n in range(TABLE_SIZE + 1)]
                             for i in range(TABLE_SIZE)]
 _SCOUT_LISTS: dict[tuple[int, int], tuple[Scout, ...]] = {}
+_new_tuple = tuple.__new__  # a named tuple from all its fields, without its Python __new__
 
 
 def _show(start: int, length: int) -> Show:
@@ -32,7 +40,7 @@ def _show(start: int, length: int) -> Show:
     return Show(start, length)
 
 
-def group_key(faces: Sequence[int]) -> int:
+def _group_key(faces: Sequence[int]) -> int:
     """Strength of a valid group (a single card counts as a set), or -1 if not a set or run."""
     n = len(faces)
     if n == 0:
@@ -67,7 +75,7 @@ def describe_faces(faces: Sequence[int]) -> str:
     return f"{len(faces)}-card {kind} {values}"
 
 
-def legal_shows(faces: Sequence[int], beat: int) -> list[Show]:
+def _legal_shows(faces: Sequence[int], beat: int) -> list[Show]:
     """Every slice of the hand that is a set or run and whose strength exceeds ``beat``."""
     out: list[Show] = []
     append = out.append
@@ -105,7 +113,7 @@ def legal_shows(faces: Sequence[int], beat: int) -> list[Show]:
     return out
 
 
-def has_show(faces: Sequence[int], beat: int) -> bool:
+def _has_show(faces: Sequence[int], beat: int) -> bool:
     """Whether any Show beats ``beat``, stopping at the first one found."""
     n = len(faces)
     need = beat >> 5
@@ -159,32 +167,34 @@ def remaining_active(active: Sequence[Card], end: End) -> Sequence[Card]:
     return active[1:] if end == End.LEFT else active[:-1]
 
 
-def legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card]) -> list[ScoutAndShow]:
+def _legal_scout_and_shows(faces: Sequence[int], active: Sequence[Card]) -> list[ScoutAndShow]:
     """Every Scout & Show: each Scout followed by each Show of the new hand that beats the rest."""
     out: list[ScoutAndShow] = []
     for end in scout_ends(len(active)):
         rest = remaining_active(active, end)
-        beat = group_key(tuple(map(face_of, rest))) if rest else NO_ACTIVE_SET
+        beat = _group_key(tuple(map(face_of, rest))) if rest else NO_ACTIVE_SET
         taken = active[0] if end == End.LEFT else active[-1]
         for flip in (False, True):
             value = taken.other if flip else taken.face
             for pos in range(len(faces) + 1):
                 new_faces = [*faces[:pos], value, *faces[pos:]]
-                scout = Scout(end, flip, pos)
-                out.extend([ScoutAndShow(scout, show) for show in legal_shows(new_faces, beat)])
+                shows = _legal_shows(new_faces, beat)
+                if shows:
+                    scout = _new_tuple(Scout, (end, flip, pos))
+                    out.extend([_new_tuple(ScoutAndShow, (scout, show)) for show in shows])
     return out
 
 
-def has_scout_and_show(faces: Sequence[int], active: Sequence[Card]) -> bool:
+def _has_scout_and_show(faces: Sequence[int], active: Sequence[Card]) -> bool:
     for end in scout_ends(len(active)):
         rest = remaining_active(active, end)
         if not rest:
             return True
-        beat = group_key(tuple(map(face_of, rest)))
+        beat = _group_key(tuple(map(face_of, rest)))
         taken = active[0] if end == End.LEFT else active[-1]
         for value in (taken.face, taken.other):
             for pos in range(len(faces) + 1):
-                if has_show([*faces[:pos], value, *faces[pos:]], beat):
+                if _has_show([*faces[:pos], value, *faces[pos:]], beat):
                     return True
     return False
 
@@ -244,3 +254,34 @@ def check_scout_shape(scout: object, hand_size: int) -> Scout:
             f"insert position {pos} is outside 0-{hand_size} for a hand of {hand_size} cards"
         )
     return scout
+
+
+Generators = dict[str, Callable[..., object]]
+
+#: The pure-Python generators, named as in the API: the reference the C twins are held to.
+REFERENCE: Generators = {
+    "group_key": _group_key,
+    "legal_shows": _legal_shows,
+    "has_show": _has_show,
+    "legal_scout_and_shows": _legal_scout_and_shows,
+    "has_scout_and_show": _has_scout_and_show,
+}
+
+
+COMPILED = SPEEDUPS is not None
+"""Whether the C move generators are in use (see the module's docstring)."""
+
+group_key: Callable[[Sequence[int]], int] = _group_key
+legal_shows: Callable[[Sequence[int], int], list[Show]] = _legal_shows
+has_show: Callable[[Sequence[int], int], bool] = _has_show
+legal_scout_and_shows: Callable[[Sequence[int], Sequence[Card]], list[ScoutAndShow]] = (
+    _legal_scout_and_shows)
+has_scout_and_show: Callable[[Sequence[int], Sequence[Card]], bool] = _has_scout_and_show
+if SPEEDUPS is not None:
+    SPEEDUPS.setup(Show, Scout, ScoutAndShow, End.LEFT, End.RIGHT, _legal_shows, _has_show,
+                   _legal_scout_and_shows, _has_scout_and_show, _group_key)
+    group_key = SPEEDUPS.group_key
+    legal_shows = SPEEDUPS.legal_shows
+    has_show = SPEEDUPS.has_show
+    legal_scout_and_shows = SPEEDUPS.legal_scout_and_shows
+    has_scout_and_show = SPEEDUPS.has_scout_and_show

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from .actions import Action, ActionKind, End, PublicAction, Scout, ScoutAndShow, Show
-from .cards import Card, Hand, deal_match, face_of, player_count_rules
+from .cards import Card, Hand, card_of, deal_match, face_of, player_count_rules
 from .errors import IllegalAction, MalformedAction, OutOfTurn
 from .moves import (
     NO_ACTIVE_SET,
@@ -29,11 +29,18 @@ from .moves import (
     legal_shows,
     scouted_card,
 )
-from .observation import Observation
+from .observation import Observation, new_observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position, validated_deals
 from .rounds import MAX_ROUND_ACTIONS, Phase, RoundEnd, RoundLog, RoundResult, rank_scores
+from .snapshots import copy_state, position_of, state_at
 
 __all__ = ["State"]
+
+_LEFT, _RIGHT = End.LEFT, End.RIGHT
+_ENDS = (End.LEFT, End.RIGHT)
+_new_public = tuple.__new__
+"""Builds a `PublicAction` from all its fields without the named tuple's Python-level
+``__new__`` (the engine's own values, in field order)."""
 
 _MATCH_SLOTS = ("rules", "num_players", "seed", "deals", "last_round", "round_logs",
                 "round_results", "scores", "last_action", "_checked")
@@ -101,12 +108,12 @@ class State:
     @classmethod
     def _at(cls, p: Position) -> State:
         """`from_position` for a position known to be valid (an information set's fill)."""
-        return _state_at(cls.__new__(cls), p)
+        return state_at(cls.__new__(cls), p)
 
     def position(self) -> Position:
         """The round in play as a `Position` (`from_position` of it plays on exactly as this
         state does). Raises OutOfTurn once the match is over."""
-        return _position_of(self)
+        return position_of(self)
 
     def _start_round(self, round_index: int) -> None:
         n = self.num_players
@@ -164,25 +171,13 @@ class State:
         n = self.num_players
         if not 0 <= seat < n:
             raise MalformedAction(f"seat {seat} does not exist in a {n}-player match")
-        return Observation(
-            seat=seat,
-            num_players=n,
-            num_rounds=self.rules.rounds,
-            round_index=self.round_index,
-            starting_seat=self.starting_seat,
-            phase=self.phase,
-            hand=Hand(self.hands[seat]),
-            rotation_chosen=self.round_logs[-1].rotations[seat] is not None,
-            hand_sizes=tuple(map(len, self.hands)),
-            active_set=tuple(self.active),
-            active_owner=self.active_owner,
-            captured_counts=tuple(map(len, self.captured)),
-            scout_chips=tuple(self.scout_chips),
-            scout_show_tokens=tuple(self.scout_show_tokens),
-            scores=tuple(self.scores),
-            current_seat=self.current_seat,
-            history=tuple(self.history),
-        )
+        return new_observation(
+            seat, n, self.rules.rounds, self.round_index, self.starting_seat, self.phase,
+            Hand(self.hands[seat]), self.round_logs[-1].rotations[seat] is not None,
+            tuple(map(len, self.hands)), tuple(self.active), self.active_owner,
+            tuple(map(len, self.captured)), tuple(self.scout_chips),
+            tuple(self.scout_show_tokens), tuple(self.scores), self.current_seat,
+            tuple(self.history))
 
     # ----- move generation -----------------------------------------------------------------
 
@@ -287,9 +282,48 @@ class State:
             self.phase = Phase.PLAY
             self.current_seat = self.starting_seat
 
+    def _plainly_legal(self, action: Action) -> bool:
+        """True when ``action`` is a well-formed, legal action of the engine's own types (what
+        a search or the move generators hand in): `check`'s verdict in a few comparisons.
+        False means only "ask `check`", which accepts the rest or says what is wrong."""
+        seat = self.current_seat
+        if seat is None or self.phase is not Phase.PLAY:
+            return False
+        kind = type(action)
+        faces = self.faces[seat]
+        size = len(faces)
+        if kind is Show:
+            start, length = action  # type: ignore[misc]
+            return (type(start) is int and type(length) is int and length >= 1
+                    and start >= 0 and start + length <= size
+                    and group_key(faces[start:start + length]) > self.active_key)
+        if kind is Scout:
+            end, flip, at = action  # type: ignore[misc]
+            return ((end is _LEFT or end is _RIGHT) and (flip is True or flip is False)
+                    and type(at) is int and 0 <= at <= size and bool(self.active)
+                    and (self.num_players != 2 or self.scout_chips[seat] > 0))
+        if kind is ScoutAndShow:
+            scout, show = action  # type: ignore[misc]
+            if (type(scout) is not Scout or type(show) is not Show or self.num_players == 2
+                    or not self.scout_show_tokens[seat] or not self.active):
+                return False
+            end, flip, at = scout
+            start, length = show
+            if not ((end is _LEFT or end is _RIGHT) and (flip is True or flip is False)
+                    and type(at) is int and 0 <= at <= size and type(start) is int
+                    and type(length) is int and length >= 1 and start >= 0
+                    and start + length <= size + 1):
+                return False
+            taken = self.active[0] if end is _LEFT else self.active[-1]
+            grown = [*faces[:at], taken.other if flip else taken.face, *faces[at:]]
+            rest = self.active_faces[1:] if end is _LEFT else self.active_faces[:-1]
+            beat = group_key(rest) if rest else NO_ACTIVE_SET
+            return group_key(grown[start:start + length]) > beat
+        return False
+
     def apply(self, action: Action) -> None:
         """Check ``action`` for the seat to act and play it; on any error nothing changes."""
-        if action is None or action is not self._checked:
+        if (action is not self._checked or action is None) and not self._plainly_legal(action):
             self.check(action)
         self._checked = None
         seat = self.current_seat
@@ -301,8 +335,8 @@ class State:
             self._show(seat, action, None)
         elif isinstance(action, Scout):
             card = self._scout(seat, action)
-            self._publish(PublicAction(seat, ActionKind.SCOUT, (card,), end=End(action.end),
-                                       insert_at=action.insert_at))
+            self._publish(_new_public(PublicAction, (seat, ActionKind.SCOUT, (card,), None, None,
+                                                     _ENDS[action.end], action.insert_at, False)))
             if self.num_players == 2:
                 self.scout_chips[seat] -= 1
                 if not self.scout_chips[seat] and not has_show(self.faces[seat], self.active_key):
@@ -326,14 +360,13 @@ class State:
 
     def _scout(self, seat: int, scout: Scout) -> Card:
         """Move the card into the hand; returns it as it lay on the table (the public view)."""
-        card = scouted_card(self.active, scout)
-        on_table = self.active[0] if scout.end == End.LEFT else self.active[-1]
-        if scout.end == End.LEFT:
-            del self.active[0]
+        if scout.end == _LEFT:
+            on_table = self.active.pop(0)
             del self.active_faces[0]
         else:
-            self.active.pop()
+            on_table = self.active.pop()
             self.active_faces.pop()
+        card = card_of(on_table.other, on_table.face) if scout.flip else on_table
         self.active_key = group_key(self.active_faces) if self.active else NO_ACTIVE_SET
         self.hands[seat].insert(scout.insert_at, card)
         self.faces[seat].insert(scout.insert_at, card.face)
@@ -357,12 +390,13 @@ class State:
         self.last_shower = seat
         self.scouts_since_show = 0
         if scouted is None:
-            self._publish(PublicAction(seat, ActionKind.SHOW, tuple(played), start,
-                                       show.length))
+            self._publish(_new_public(PublicAction, (seat, ActionKind.SHOW, tuple(played), start,
+                                                     show.length, None, None, False)))
         else:
             card, scout = scouted
-            self._publish(PublicAction(seat, ActionKind.SCOUT_AND_SHOW, (card, *played), start,
-                                       show.length, End(scout.end), scout.insert_at))
+            self._publish(_new_public(PublicAction, (
+                seat, ActionKind.SCOUT_AND_SHOW, (card, *played), start, show.length,
+                _ENDS[scout.end], scout.insert_at, False)))
         if not hand:
             self._end_round(RoundEnd.HAND_EMPTIED, None)
             return
@@ -396,7 +430,7 @@ class State:
 
     def clone(self) -> State:
         """An independent deep copy (hands, logs and counters), for search and what-ifs."""
-        return _copy(self, State.__new__(State))
+        return copy_state(self, State.__new__(State))
 
     def cards_in_play(self) -> list[tuple[int, int]]:
         """Every card of this round wherever it is (hands, captured, active), as deck pairs."""
@@ -404,104 +438,3 @@ class State:
         out += [c.pair for cs in self.captured for c in cs]
         out += [c.pair for c in self.active]
         return out
-
-
-def _state_at(state: State, p: Position) -> State:
-    """Every slot of ``state`` set from ``p`` (already checked)."""
-    n = p.num_players
-    state.rules = player_count_rules(n)
-    state.num_players = n
-    state.seed = None
-    rotations: list[bool | None] = list(p.rotations) if p.rotations else [False] * n
-    dealt: tuple[Hand, ...] = ()
-    if p.phase is Phase.ROTATION:
-        dealt = tuple(Hand(h).rotated() if r else Hand(h)
-                      for h, r in zip(p.hands, rotations, strict=True))
-        if not p.rotations:
-            rotations = [None] * n
-    later = tuple(tuple(Hand(h) for h in deal) for deal in p.later_deals) if p.later_deals \
-        else ()
-    state.deals = ((),) * p.round_index + (dealt,) + later
-    state.last_round = p.round_index + len(later)
-    state.round_logs = [RoundLog(p.round_index, p.starting_seat, dealt, rotations, [])]
-    state.round_results = []
-    state.scores = list(p.scores)
-    state.last_action = p.history[-1] if p.history else None
-    state._checked = None
-    state.round_index = p.round_index
-    state.starting_seat = p.starting_seat
-    state.phase = p.phase
-    state.hands = [list(h) for h in p.hands]
-    state.faces = [list(map(face_of, h)) for h in p.hands]
-    state.active = list(p.active_set)
-    state.active_faces = [c.face for c in p.active_set]
-    state.active_key = group_key(state.active_faces) if p.active_set else NO_ACTIVE_SET
-    state.last_shower = p.active_owner
-    state.scouts_since_show = p.scouts_since_show
-    state.captured = [list(c) for c in p.captured]
-    state.scout_chips = list(p.scout_chips)
-    state.scout_show_tokens = list(p.scout_show_tokens)
-    state.current_seat = p.current_seat
-    state.history = list(p.history)
-    state.round_actions = p.round_actions
-    return state
-
-
-def _position_of(source: State) -> Position:
-    """`State.position`."""
-    if source.phase is Phase.MATCH_OVER:
-        raise OutOfTurn("the match is over: there is no round in play")
-    log = source.round_logs[-1]
-    return Position(
-        num_players=source.num_players,
-        round_index=source.round_index,
-        phase=source.phase,
-        hands=tuple(Hand(h) for h in source.hands),
-        captured=tuple(tuple(c) for c in source.captured),
-        scout_chips=tuple(source.scout_chips),
-        scout_show_tokens=tuple(source.scout_show_tokens),
-        scores=tuple(source.scores),
-        current_seat=source.current_seat,
-        active_set=tuple(source.active),
-        active_owner=source.active_owner,
-        scouts_since_show=source.scouts_since_show,
-        rotations=tuple(log.rotations),
-        history=tuple(source.history),
-        actions_played=source.round_actions,
-        later_deals=source.deals[source.round_index + 1:source.last_round + 1],
-    )
-
-
-def _copy(source: State, other: State) -> State:
-    """Every slot of ``other`` from ``source``: the immutable values shared, the lists copied."""
-    other.rules = source.rules
-    other.num_players = source.num_players
-    other.seed = source.seed
-    other.deals = source.deals
-    other.last_round = source.last_round
-    other.round_logs = [
-        RoundLog(log.round_index, log.starting_seat, log.dealt_hands, list(log.rotations),
-                 list(log.actions), log.result)
-        for log in source.round_logs
-    ]
-    other.round_results = list(source.round_results)
-    other.scores = list(source.scores)
-    other.last_action = source.last_action
-    other._checked = source._checked
-    other.round_index = source.round_index
-    other.starting_seat = source.starting_seat
-    other.phase = source.phase
-    other.hands = [list(h) for h in source.hands]
-    other.faces = [list(f) for f in source.faces]
-    other.active = list(source.active)
-    other.active_faces = list(source.active_faces)
-    other.active_key = source.active_key
-    other.last_shower = source.last_shower
-    other.scouts_since_show = source.scouts_since_show
-    other.captured = [list(c) for c in source.captured]
-    other.scout_chips = list(source.scout_chips)
-    other.scout_show_tokens = list(source.scout_show_tokens)
-    other.current_seat = source.current_seat
-    other.history = list(source.history)
-    other.round_actions = source.round_actions
-    return other
