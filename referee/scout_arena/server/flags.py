@@ -96,6 +96,8 @@ def add_metrics_access_flags(parser: argparse.ArgumentParser) -> None:
 
 def metrics_access(args: argparse.Namespace) -> MetricsAccess:
     """What `add_metrics_access_flags` read; ValueError when it does not hold together."""
+    from .metrics_http import MetricsAccess
+
     access = MetricsAccess(args.metrics_token,
                            Path(args.metrics_tls_cert) if args.metrics_tls_cert else None,
                            Path(args.metrics_tls_key) if args.metrics_tls_key else None)
