@@ -9,12 +9,13 @@ One kit is enough here: tests/test_kit_scripted.py puts every kit through the me
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from support.kits import require
-from test_ladder_endings import CLI, LadderRun, forfeits_of, run  # noqa: F401  (fixture)
-from test_ladder_processes import wait_for
+from test_ladder_endings import (  # noqa: F401  (run: the fixture)
+    LadderRun,
+    kill_and_restart_in_two_matches,
+    run,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -30,34 +31,7 @@ def test_go_kit_killed_and_restarted_resumes_every_match_it_plays_on_the_nodes(
     def start_kit() -> None:
         run.start_bot("slow", [*kit.command, "--think-ms", "150"], {"SCOUT_BOT_NAME": "slow"})
 
-    start_kit()
-    for name in ("r1", "r2"):
-        run.start_bot(name, [*CLI, "bot", "run", "random"])
-    playing: list[str] = []
-
-    def kit_plays_two() -> bool:
-        playing[:] = [m for m, bots in run.in_flight() if "slow" in bots]
-        return len(playing) == 2 and "match started" in run.bot_log("slow")
-
-    wait_for(kit_plays_two, 120, "the kit in two matches on the nodes")
-    time.sleep(1.0)  # both under way on their nodes
-    playing[:] = [m for m, bots in run.in_flight() if "slow" in bots]
-    assert playing
-    victim = run.bots["slow"]
-    victim.kill()
-    victim.wait()
-    before = len(run.bot_log("slow"))
-    start_kit()
-
-    def settled() -> bool:
-        return not {m for m, _ in run.in_flight()} & set(playing)
-
-    wait_for(settled, 180, "the matches of the killed kit settled")
-    after = run.bot_log("slow")[before:]
-    for match_id in playing:
-        summary = run.repo.get_match(match_id)
-        assert summary is not None and summary.status == "finished", (match_id, summary)
-        assert forfeits_of(run, match_id) == [], f"{match_id}: a seat forfeited\n{after}"
+    playing, after = kill_and_restart_in_two_matches(run, start_kit, "match started")
     resumed = [line for line in after.splitlines() if "match resumed" in line]
     for match_id in playing:
         assert any(f"match={match_id}" in line for line in resumed), f"{match_id}\n{after}"

@@ -137,6 +137,9 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
         wait_for(lambda: len(finished(repo)) >= len(kept) + 15, 400, "15 more after restart")
         wait_for(lambda: (c := repo.get_challenge(challenge.challenge_id)) is not None
                  and c.games_played >= 2, 300, "the challenge's games")
+        # The restart's reconnects lifted their probation; their next bad matches restore it.
+        wait_for(lambda: all((b := repo.get_bot(n)) is not None and b.probation_reason
+                             for n in FAULTY), 300, "the faulty bots on probation again")
     finally:
         for bot in bots:
             bot.send_signal(signal.SIGTERM)

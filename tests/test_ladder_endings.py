@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,20 +128,21 @@ def forfeits_of(run: LadderRun, match_id: str) -> list[str]:
     return [names[seat] for seat in record["forfeits"]]
 
 
-def test_a_bot_killed_and_restarted_resumes_every_match_it_plays_on_the_nodes(
-        run: LadderRun) -> None:
-    # 20 s of bank: the restart (a few seconds) times out no request of the slow bot's.
-    run.start("--nodes", "2", "--decision-ms", "2000", "--time-bank-ms", "20000")
-    slow_bot(run)
+def kill_and_restart_in_two_matches(run: LadderRun, start: Callable[[], None],
+                                    started_marker: str) -> tuple[list[str], str]:
+    """Start bot "slow" (``start``) beside two random bots, kill -9 it while it plays two
+    matches on the nodes, start it again, and wait for those matches to settle; they must
+    finish with no forfeit. Returns them and the restarted bot's log."""
+    start()
     for name in ("r1", "r2"):
         run.start_bot(name, [*CLI, "bot", "run", "random"])
     playing: list[str] = []
 
-    def slow_plays_two() -> bool:
+    def plays_two() -> bool:
         playing[:] = [m for m, bots in run.in_flight() if "slow" in bots]
-        return len(playing) == 2 and "match" in run.bot_log("slow")
+        return len(playing) == 2 and started_marker in run.bot_log("slow")
 
-    wait_for(slow_plays_two, 120, "the slow bot in two matches on the nodes")
+    wait_for(plays_two, 120, "the slow bot in two matches on the nodes")
     time.sleep(1.0)  # both under way on their nodes
     playing[:] = [m for m, bots in run.in_flight() if "slow" in bots]
     assert playing
@@ -149,7 +150,7 @@ def test_a_bot_killed_and_restarted_resumes_every_match_it_plays_on_the_nodes(
     victim.kill()
     victim.wait()
     before = len(run.bot_log("slow"))
-    slow_bot(run)
+    start()
 
     def settled() -> bool:
         return not {m for m, _ in run.in_flight()} & set(playing)
@@ -160,6 +161,15 @@ def test_a_bot_killed_and_restarted_resumes_every_match_it_plays_on_the_nodes(
         summary = run.repo.get_match(match_id)
         assert summary is not None and summary.status == "finished", (match_id, summary)
         assert forfeits_of(run, match_id) == [], f"{match_id}: a seat forfeited\n{after}"
+    return playing, after
+
+
+def test_a_bot_killed_and_restarted_resumes_every_match_it_plays_on_the_nodes(
+        run: LadderRun) -> None:
+    # 20 s of bank: the restart (a few seconds) times out no request of the slow bot's.
+    run.start("--nodes", "2", "--decision-ms", "2000", "--time-bank-ms", "20000")
+    playing, after = kill_and_restart_in_two_matches(run, lambda: slow_bot(run), "match")
+    for match_id in playing:
         assert f"match {match_id} is played on node" in after, after
     assert after.count("resumed (seat") >= 1, after
 
