@@ -13,6 +13,10 @@ processes gets more of a contended machine: compare CPU seconds per match, not o
 From the records: matches running at once on average (the concurrency reached), and start-up
 (from the command's start to its first match).
 
+Wall times on a shared machine vary by tens of percent from run to run, so ``vs local`` is
+the median of the per-round ratios of a mode's wall time to the local run's with as many
+matches at once (within a round the two ran back to back).
+
 ``--baseline DIR``: each ``--nodes`` mode also runs, in the same alternation, with the
 ``scout_arena`` of another checkout (``DIR/referee`` first on PYTHONPATH; make one with
 ``git worktree add --detach DIR REV``), as ``MODE @ baseline``.
@@ -147,6 +151,22 @@ def run(mode: str, games: int, baseline: Path | None = None) -> JSON:
                           for k in sorted(set(kinds.values()))}}
 
 
+def local_twin(mode: str) -> str | None:
+    """The local mode with as many matches at once as ``mode``, if it is a --nodes one."""
+    words = mode.removesuffix(BASELINE).split()
+    if words[0] != "--nodes":
+        return None
+    return f"local, {int(words[1]) * int(words[3])} at once"
+
+
+def ratio_to_local(runs: dict[str, list[JSON]], mode: str) -> float | None:
+    twin = local_twin(mode)
+    if twin is None or twin not in runs:
+        return None
+    return round(float(statistics.median(a["wall_s"] / b["wall_s"]
+                                         for a, b in zip(runs[mode], runs[twin], strict=True))), 2)
+
+
 def median_row(runs: list[JSON]) -> JSON:
     def med(key: str) -> float:
         return round(float(statistics.median(r[key] for r in runs)), 2)
@@ -181,23 +201,29 @@ def main() -> None:
             runs[mode].append(row)
             console.print(f"[dim]round {round_ + 1}: {mode}: {row['wall_s']} s wall, "
                           f"{row['cores_used']} cores, others {row['other_load_cores']}[/]")
-    rows = [median_row(r) for r in runs.values()]
+    rows = [{**median_row(r), "wall_vs_local": ratio_to_local(runs, mode)}
+            for mode, r in runs.items()]
     table = Table(title=f"--nodes against local: medians of {args.rounds} alternating runs, "
                         f"{rows[0]['matches']} greedy matches each, {CORES} cores")
-    for column in ("mode", "wall s", "matches/min", "start-up s", "at once", "CPU ms/match",
-                   "driver s", "workers s", "bots s", "cores used", "busiest", "other load"):
+    for column in ("mode", "wall s", "vs local", "matches/min", "start-up s", "at once",
+                   "CPU ms/match", "driver s", "workers s", "bots s", "cores used", "busiest",
+                   "other load"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for row in rows:
         cpu = row["cpu_s"]
-        table.add_row(row["mode"], f"{row['wall_s']:.1f}", f"{row['matches_per_min']:.0f}",
+        ratio = row["wall_vs_local"]
+        table.add_row(row["mode"], f"{row['wall_s']:.1f}",
+                      "" if ratio is None else f"{ratio:.2f}", f"{row['matches_per_min']:.0f}",
                       f"{row['startup_s']:.1f}", f"{row['matches_at_once']:.1f}",
                       f"{row['cpu_ms_per_match']:.0f}", f"{cpu.get('driver', 0):.1f}",
                       f"{cpu.get('worker', 0):.1f}", f"{cpu.get('bot', 0):.1f}",
                       f"{row['cores_used']:.2f}", f"{row['busiest_process_share']:.2f}",
                       f"{row['other_load_cores']:.2f}")
     console.print(table)
-    console.print("busiest: CPU of the busiest process over wall time (1.0 = one core "
-                  "saturated); other load: cores the rest of the machine used meanwhile")
+    console.print("vs local: median per-round ratio of wall time to the local run with as "
+                  "many matches at once; busiest: CPU of the busiest process over wall time "
+                  "(1.0 = one core saturated); other load: cores the rest of the machine used "
+                  "meanwhile")
     write_json(args.json, {"machine": platform.platform(), "cores": CORES,
                            "rounds": args.rounds, "games": args.games,
                            "baseline": None if args.baseline is None else str(args.baseline),
