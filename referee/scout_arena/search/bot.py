@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import scout_client as sdk
 from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
 
-from .mcts import SearchResult, reward, rollout, search
+from .mcts import SearchResult, rollout, search
 from .policy import greedy_action
 
 __all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
@@ -219,8 +219,7 @@ class SearchBot(sdk.Bot):
             for sign, view in views:
                 hands[seat] = view.hand
                 state = view.state(hands)
-                rollout(state)
-                margin += sign * reward(state, scores)[seat]
+                margin += sign * rollout(state, scores)[seat]
             samples += 1
         if samples == 0 or margin == 0:
             return heuristic

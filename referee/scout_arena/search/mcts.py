@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scout_rules import Action, InformationSet, State
+from scout_rules.playout import round_scores
 
 from .knowledge import ScoutReads, sample
 from .policy import candidates, greedy_action
@@ -46,15 +47,16 @@ class SearchResult:
     stats: tuple[tuple[Action, int, float], ...]  # action, visits, mean reward
 
 
-def reward(state: State, round_start_scores: Sequence[int]) -> list[float]:
-    """Each seat's reward for a finished round, in about [-1, 1]: its round score against the
-    others' (half against their mean, half against the best of them), over 10 points; in the
-    match's last round also +-0.5 for finishing first or not (a win is what counts there)."""
-    n = state.num_players
-    scores = state.scores
+def reward(scores: Sequence[int], round_index: int, round_start_scores: Sequence[int]
+           ) -> list[float]:
+    """Each seat's reward for round ``round_index`` ended with match ``scores``, in about
+    [-1, 1]: its round score against the others' (half against their mean, half against the
+    best of them), over 10 points; in the match's last round also +-0.5 for finishing first or
+    not (a win is what counts there)."""
+    n = len(scores)
     rs = [scores[s] - round_start_scores[s] for s in range(n)]
     total = sum(rs)
-    last = state.round_index + 1 >= player_rounds(n)
+    last = round_index + 1 >= player_rounds(n)
     out = []
     for s in range(n):
         others = [rs[o] for o in range(n) if o != s]
@@ -72,11 +74,11 @@ def player_rounds(num_players: int) -> int:
     return {2: 2, 3: 3, 4: 4, 5: 5}[num_players]
 
 
-def rollout(state: State) -> None:
-    """Play the round out with the greedy policy (in place)."""
-    apply = state.apply
-    while not state.is_over:
-        apply(greedy_action(state))
+def rollout(state: State, round_start_scores: Sequence[int]) -> list[float]:
+    """Every seat's `reward` once the round is played out by the greedy policy (``state`` is
+    used up; see `round_scores`)."""
+    index = state.round_index
+    return reward(round_scores(state), index, round_start_scores)
 
 
 def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
@@ -152,8 +154,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             state.apply(best_action)
             path.append((best, actor))
             node = best
-        rollout(state)
-        rewards = reward(state, start_scores)
+        rewards = rollout(state, start_scores)
         for child, actor in path:
             child.visits += 1
             child.total += rewards[actor]
