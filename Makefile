@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml proto/python/pyproject.toml referee/rules/pyproject.toml clients/python/pyproject.toml \
 		referee/rules/setup.py referee/rules/src/scout_rules/_speedups.c \
-		referee/rules/src/scout_rules/_playout.c referee/rules/src/scout_rules/_groups.h
+		referee/rules/src/scout_rules/_playout.c referee/rules/src/scout_rules/_groups.h \
+		referee/rules/src/scout_rules/_objects.h
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

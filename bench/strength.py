@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.table import Table
 from scout_arena.local import play_match
 from scout_arena.search import SearchBot
-from scout_client import Bot, GreedyBot, RandomBot
+from scout_client import Action, Bot, GreedyBot, Observation, RandomBot
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 #: Win-rate targets by opponent (the issues' figures).
@@ -51,7 +51,7 @@ SEED_BASE = 0x5EA2C4_0000
 JSON = dict[str, Any]
 
 
-Match = tuple[float, float, float, float, float, float]
+Match = tuple[float, float, float, float, float, float, float]
 
 
 def _value(text: str) -> int | float | bool:
@@ -76,14 +76,31 @@ def make(spec: str, seed: int) -> Bot:
     raise SystemExit(f"unknown bot spec {spec!r}")
 
 
+def _count_iterations(bot: Bot) -> list[int]:
+    """The iterations of each decision ``bot`` makes from now on (none for a bot that does
+    not search)."""
+    counts: list[int] = []
+    if isinstance(bot, SearchBot):
+        act = bot.act
+
+        def counted(observation: Observation) -> Action:
+            action = act(observation)
+            counts.append(bot.last_stats.iterations)
+            return action
+
+        bot.act = counted  # type: ignore[method-assign]
+    return counts
+
+
 def play_deal(num_players: int, deal: int, bot: str, opponent: str) -> list[Match]:
     """One deal at every seat position: per match (win share, strict win, shared-or-strict win,
-    rank, score difference, seconds)."""
+    rank, score difference, seconds, the candidate's mean search iterations a decision)."""
     seed = SEED_BASE + num_players * 1_000_003 + deal
     out: list[Match] = []
     for position in range(num_players):
         bots = [make(bot if s == position else opponent, deal * 10 + s)
                 for s in range(num_players)]
+        searched = _count_iterations(bots[position])
         started = time.perf_counter()
         state = play_match(bots, seed, match_id=f"strength-{num_players}-{deal}-{position}")
         seconds = time.perf_counter() - started
@@ -94,7 +111,7 @@ def play_deal(num_players: int, deal: int, bot: str, opponent: str) -> list[Matc
         others = [state.scores[s] for s in range(num_players) if s != position]
         diff = state.scores[position] - sum(others) / len(others)
         out.append((share, float(mine == 1 and firsts == 1), float(mine == 1), float(mine),
-                    diff, seconds))
+                    diff, seconds, statistics.fmean(searched) if searched else 0.0))
     return out
 
 
@@ -133,6 +150,7 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
     rank, rank_ci = interval(per_deal(3))
     diff, diff_ci = interval(per_deal(4))
     seconds = [m[5] for deal in rows for m in deal]
+    iterations = [m[6] for deal in rows for m in deal]
     target = TARGETS.get(opponent, {}).get(num_players)
     return {
         "players": num_players, "deals": deals, "matches": deals * num_players,
@@ -142,6 +160,7 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
         "mean_rank": round(rank, 3), "mean_rank_ci95": round(rank_ci, 3),
         "score_diff": round(diff, 2), "score_diff_ci95": round(diff_ci, 2),
         "seconds_per_match": round(statistics.fmean(seconds), 3), "wall_s": round(wall, 1),
+        "iterations_per_decision": round(statistics.fmean(iterations), 1),
     }
 
 
@@ -163,7 +182,7 @@ def main() -> None:
             for n in sorted(set(args.players or PLAYER_COUNTS))]
     table = Table(title=f"{args.bot} vs {args.opponent}, duplicate deals")
     for column in ("players", "matches", "win rate", "target", "mean rank", "score - others",
-                   "s/match", "wall s"):
+                   "iter/decision", "s/match", "wall s"):
         table.add_column(column, justify="right")
     for row in rows:
         ok = "white" if row["target"] is None else ("green" if row["meets_target"] else "red")
@@ -172,6 +191,7 @@ def main() -> None:
                       "-" if row["target"] is None else f"{row['target']:.0%}",
                       f"{row['mean_rank']:.2f} ± {row['mean_rank_ci95']:.2f}",
                       f"{row['score_diff']:+.1f} ± {row['score_diff_ci95']:.1f}",
+                      f"{row['iterations_per_decision']:.0f}",
                       f"{row['seconds_per_match']:.2f}", f"{row['wall_s']:.0f}")
     console.print(table)
     console.print("[dim]win rate: the candidate ranks first, a shared first counting 1/k; "

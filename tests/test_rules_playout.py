@@ -40,7 +40,7 @@ def reference(state: State, monkeypatch: pytest.MonkeyPatch) -> tuple[int, ...]:
         return playout.round_scores(state.clone())
 
 
-def test_the_compiled_playout_is_in_use_where_the_move_generators_are() -> None:
+def test_the_compiled_playout_and_candidates_are_in_use_where_the_move_generators_are() -> None:
     from scout_rules import moves
 
     assert playout.COMPILED == moves.COMPILED
@@ -91,3 +91,17 @@ def test_a_finished_match_scores_as_it_stands_and_a_rotation_is_refused() -> Non
     finished = position(2, 5, 10_000)
     assert finished.is_over
     assert playout.round_scores(finished) == tuple(finished.scores)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 2**32), st.integers(0, 60),
+       st.integers(0, 4), st.integers(0, 8))
+def test_the_compiled_candidates_equal_the_reference_in_order(
+        players: int, seed: int, steps: int, per_way: int, combos: int) -> None:
+    state = position(players, seed, steps)
+    if state.is_over:
+        return
+    expected = playout._candidates(state, per_way, combos)
+    assert playout.candidates(state, per_way, combos) == expected
+    assert expected and all(state.is_legal(action) for action in expected)
+    assert expected[0] == playout.greedy_action(state)

@@ -7,7 +7,7 @@ the package uses its pure-Python functions (``moves.COMPILED`` and ``playout.COM
 
 from setuptools import Extension, setup  # type: ignore[import-untyped]
 
-_HEADERS = ["src/scout_rules/_groups.h"]
+_HEADERS = ["src/scout_rules/_groups.h", "src/scout_rules/_objects.h"]
 
 setup(ext_modules=[
     Extension("scout_rules._speedups", ["src/scout_rules/_speedups.c"], depends=_HEADERS,

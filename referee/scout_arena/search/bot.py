@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import scout_client as sdk
 from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
+from scout_rules.playout import greedy_action
 
 from .mcts import SearchResult, rollout, search
-from .policy import greedy_action
 
 __all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
            "SearchStats", "time_budget_ms"]

@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scout_rules import Action, InformationSet, State
-from scout_rules.playout import round_scores
+from scout_rules.playout import candidates, greedy_action, round_scores
 
 from .knowledge import ScoutReads, sample
-from .policy import candidates, greedy_action
 
 __all__ = ["TreeNode", "SearchResult", "reward", "rollout", "search"]
 

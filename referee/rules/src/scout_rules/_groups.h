@@ -11,6 +11,28 @@
 #define MAX_HAND 64
 #define SET_BIT 16
 
+/* Reads a sequence of small ints into out; returns the length, -1 on error, -2 if too long. */
+static inline Py_ssize_t read_faces(PyObject *faces, int *out) {
+    PyObject *fast = PySequence_Fast(faces, "faces must be a sequence of ints");
+    if (fast == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n >= MAX_HAND) {
+        Py_DECREF(fast);
+        return -2;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(items[i]);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[i] = (int)v;
+    }
+    Py_DECREF(fast);
+    return n;
+}
+
 /* Reads Cards (face, other) into faces/others; same return convention as read_faces. */
 static inline Py_ssize_t read_cards(PyObject *cards, int *faces, int *others) {
     PyObject *fast = PySequence_Fast(cards, "an active set is a sequence of cards");

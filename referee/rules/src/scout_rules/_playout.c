@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include "_groups.h"
+#include "_objects.h"
 
 #define MAX_SEATS 5
 #define NO_ACTIVE_SET 0
@@ -62,38 +63,28 @@ static int fit(const int *faces, int n, int pos, int value) {
     return best;
 }
 
-static inline void taken_card(const Round *r, int end, int *face, int *other) {
-    int i = (end == LEFT || r->alen == 1) ? 0 : r->alen - 1;
-    *face = r->aface[i];
-    *other = r->aother[i];
-}
+typedef void (*Visit)(void *ctx, long pref, const Move *move);
 
-/* policy._scout_and_shows followed by max(): the best Scout & Show of at least min_length
- * cards, or 0 if there is none. */
-static int best_scout_and_show(const Round *r, const int *faces, int n, int min_length,
-                               Move *out) {
+/* policy.scout_and_shows: every Scout & Show of at least min_length cards with its preference,
+ * handed to visit in the Python generation order. */
+static void each_scout_and_show(const int *aface, const int *aother, int alen, const int *faces,
+                                int n, int min_length, Visit visit, void *ctx) {
     static const int steps[3] = {0, 1, -1};
     int starts[MAX_HAND * (MAX_HAND + 1)], lengths[MAX_HAND * (MAX_HAND + 1)];
-    long best = -1;
-    int ends = r->alen == 1 ? 1 : 2;
+    int ends = alen == 1 ? 1 : 2;
     for (int end = 0; end < ends; end++) {
-        int rest_len = r->alen - 1;
-        const int *rest = end == LEFT ? r->aface + 1 : r->aface;
-        long beat = rest_len ? key_of(rest, rest_len) : NO_ACTIVE_SET;
+        int rest_len = alen - 1;
+        long beat = rest_len ? key_of(end == LEFT ? aface + 1 : aface, rest_len) : NO_ACTIVE_SET;
         if ((beat >> 5) > n + 1) continue;
-        int tface, tother;
-        taken_card(r, end, &tface, &tother);
+        int taken = (end == LEFT || alen == 1) ? 0 : alen - 1;
         int count = shows_of(faces, n, beat, starts, lengths);
         for (int k = 0; k < count; k++) {
             if (lengths[k] < min_length) continue;
-            long pref = show_pref(key_of(faces + starts[k], lengths[k]));
-            if (pref > best) {
-                best = pref;
-                *out = (Move){SCOUT_AND_SHOW, starts[k], lengths[k], end, 0, n};
-            }
+            Move m = {SCOUT_AND_SHOW, starts[k], lengths[k], end, 0, n};
+            visit(ctx, show_pref(key_of(faces + starts[k], lengths[k])), &m);
         }
         for (int flip = 0; flip < 2; flip++) {
-            int value = flip ? tother : tface;
+            int value = flip ? aother[taken] : aface[taken];
             for (int pos = 0; pos <= n; pos++) {
                 int left = pos ? faces[pos - 1] - value : 9;
                 int right = pos < n ? faces[pos] - value : 9;
@@ -121,29 +112,40 @@ static int best_scout_and_show(const Round *r, const int *faces, int n, int min_
                         key = (long)length << 5 | (first < last ? first : last);
                     }
                     if (length >= min_length && key > beat) {
-                        long pref = (long)length << 6 | ((key & SET_BIT) ? 0 : 32) | (15 - (key & 15));
-                        if (pref > best) {
-                            best = pref;
-                            *out = (Move){SCOUT_AND_SHOW, start, length, end, flip, pos};
-                        }
+                        Move m = {SCOUT_AND_SHOW, start, length, end, flip, pos};
+                        visit(ctx, (long)length << 6 | ((key & SET_BIT) ? 0 : 32) | (15 - (key & 15)),
+                              &m);
                     }
                 }
             }
         }
     }
-    return best >= 0;
+}
+
+typedef struct {
+    long best;
+    int min_length;
+    Move move;
+} Best;
+
+/* max(): the first of the highest preference (of at least min_length cards). */
+static void keep_best(void *ctx, long pref, const Move *move) {
+    Best *b = ctx;
+    if (move->length >= b->min_length && pref > b->best) {
+        b->best = pref;
+        b->move = *move;
+    }
 }
 
 /* policy._best_scout */
-static Move best_scout(const Round *r, const int *faces, int n) {
+static Move best_scout(const int *aface, const int *aother, int alen, const int *faces, int n) {
     int best_score = 0;
     Move best = {SCOUT, 0, 0, LEFT, 0, 0};
-    int ends = r->alen == 1 ? 1 : 2;
+    int ends = alen == 1 ? 1 : 2;
     for (int end = 0; end < ends; end++) {
-        int tface, tother;
-        taken_card(r, end, &tface, &tother);
+        int taken = (end == LEFT || alen == 1) ? 0 : alen - 1;
         for (int flip = 0; flip < 2; flip++) {
-            int value = flip ? tother : tface;
+            int value = flip ? aother[taken] : aface[taken];
             int bonus = flip ? 0 : 1;
             if (2 + bonus > best_score) {
                 best_score = 2 + bonus;
@@ -186,11 +188,15 @@ static int greedy(const Round *r, Move *out) {
         return 1;
     }
     if (r->tokens[seat] && r->alen) {
-        int need = r->alen > 2 ? r->alen : 2;
-        if (best_scout_and_show(r, faces, n, need, out)) return 1;
+        Best b = {-1, r->alen > 2 ? r->alen : 2, {0}};
+        each_scout_and_show(r->aface, r->aother, r->alen, faces, n, b.min_length, keep_best, &b);
+        if (b.best >= 0) {
+            *out = b.move;
+            return 1;
+        }
     }
     if (!(r->alen && (r->n > 2 || r->chips[seat] > 0))) return 0;
-    *out = best_scout(r, faces, n);
+    *out = best_scout(r->aface, r->aother, r->alen, faces, n);
     return 1;
 }
 
@@ -359,7 +365,183 @@ static PyObject *pl_round_scores(PyObject *self, PyObject *const *args, Py_ssize
     return out;
 }
 
+
+/* ----- the candidate actions of a search (scout_rules.playout.candidates) ----- */
+
+typedef struct {
+    Move *moves;
+    long *prefs;
+    int count, size;
+} MoveList;
+
+static void append_move(void *ctx, long pref, const Move *move) {
+    MoveList *list = ctx;
+    if (list->count == list->size) {
+        int size = list->size ? list->size * 2 : 64;
+        Move *moves = PyMem_Realloc(list->moves, size * sizeof(Move));
+        if (moves != NULL) list->moves = moves;
+        long *prefs = PyMem_Realloc(list->prefs, size * sizeof(long));
+        if (prefs != NULL) list->prefs = prefs;
+        if (moves == NULL || prefs == NULL) return; /* dropped; reported by the caller */
+        list->size = size;
+    }
+    list->moves[list->count] = *move;
+    list->prefs[list->count++] = pref;
+}
+
+static int same_move(const Move *a, const Move *b) {
+    if (a->kind != b->kind) return 0;
+    if (a->kind != SCOUT && (a->start != b->start || a->length != b->length)) return 0;
+    if (a->kind != SHOW && (a->end != b->end || a->flip != b->flip || a->pos != b->pos)) return 0;
+    return 1;
+}
+
+static PyObject *move_obj(const Move *m) {
+    if (m->kind == SHOW) return show_obj(m->start, m->length);
+    if (m->kind == SCOUT) return scout_obj(m->end, m->flip, m->pos);
+    return sas_obj(m->end, m->flip, m->pos, m->start, m->length);
+}
+
+static int add(PyObject *out, const Move *m) {
+    PyObject *obj = move_obj(m);
+    return obj == NULL ? -1 : PyList_Append(out, obj);
+}
+
+/* Appends the k first of the highest prefs among moves[0:count] (a stable sort, descending,
+ * cut at k), skipping `first`. */
+static int add_top(PyObject *out, const Move *moves, const long *prefs, int count, int k,
+                   const Move *first) {
+    char taken[count > 0 ? count : 1];
+    memset(taken, 0, sizeof taken);
+    for (int round = 0; round < k && round < count; round++) {
+        int best = -1;
+        for (int i = 0; i < count; i++)
+            if (!taken[i] && (best < 0 || prefs[i] > prefs[best])) best = i;
+        taken[best] = 1;
+        if (!same_move(&moves[best], first) && add(out, &moves[best]) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *candidates(const int *faces, int n, const int *aface, const int *aother,
+                            int alen, int players, int token, int chips, int per_way,
+                            int max_combos) {
+    int starts[MAX_HAND * (MAX_HAND + 1)], lengths[MAX_HAND * (MAX_HAND + 1)];
+    long akey = alen ? key_of(aface, alen) : NO_ACTIVE_SET;
+    int shows = shows_of(faces, n, akey, starts, lengths);
+    MoveList combos = {NULL, NULL, 0, 0};
+    PyObject *out = NULL;
+    if (alen && token) each_scout_and_show(aface, aother, alen, faces, n, 2, append_move, &combos);
+    if (combos.count && (combos.moves == NULL || combos.count > combos.size)) goto no_memory;
+    int may_scout = alen && (players > 2 || chips > 0);
+    Move first;
+    if (shows) {
+        int best = 0;
+        long best_pref = show_pref(key_of(faces + starts[0], lengths[0]));
+        for (int k = 1; k < shows; k++) {
+            long pref = show_pref(key_of(faces + starts[k], lengths[k]));
+            if (pref > best_pref) {
+                best = k;
+                best_pref = pref;
+            }
+        }
+        first = (Move){SHOW, starts[best], lengths[best], 0, 0, 0};
+    } else {
+        Best b = {-1, alen > 2 ? alen : 2, {0}};
+        for (int i = 0; i < combos.count; i++) keep_best(&b, combos.prefs[i], &combos.moves[i]);
+        if (b.best >= 0) {
+            first = b.move;
+        } else if (may_scout) {
+            first = best_scout(aface, aother, alen, faces, n);
+        } else {
+            PyMem_Free(combos.moves);
+            PyMem_Free(combos.prefs);
+            Py_RETURN_NONE; /* no move the policy knows: the caller asks the engine */
+        }
+    }
+    out = PyList_New(0);
+    if (out == NULL || add(out, &first) < 0) goto fail;
+    for (int k = 0; k < shows; k++) {
+        Move m = {SHOW, starts[k], lengths[k], 0, 0, 0};
+        if (!same_move(&m, &first) && add(out, &m) < 0) goto fail;
+    }
+    if (may_scout) {
+        Move way[MAX_HAND + 1];
+        long score[MAX_HAND + 1];
+        int ends = alen == 1 ? 1 : 2;
+        for (int end = 0; end < ends; end++) {
+            int taken = (end == LEFT || alen == 1) ? 0 : alen - 1;
+            for (int flip = 0; flip < 2; flip++) {
+                int value = flip ? aother[taken] : aface[taken];
+                for (int pos = 0; pos <= n; pos++) {
+                    way[pos] = (Move){SCOUT, 0, 0, end, flip, pos};
+                    score[pos] = fit(faces, n, pos, value) * 2 + (flip ? 0 : 1);
+                }
+                if (add_top(out, way, score, n + 1, per_way, &first) < 0) goto fail;
+            }
+        }
+        if (players > 2 && combos.count &&
+            add_top(out, combos.moves, combos.prefs, combos.count, max_combos, &first) < 0)
+            goto fail;
+    }
+    PyMem_Free(combos.moves);
+    PyMem_Free(combos.prefs);
+    return out;
+no_memory:
+    PyErr_NoMemory();
+fail:
+    Py_XDECREF(out);
+    PyMem_Free(combos.moves);
+    PyMem_Free(combos.prefs);
+    return NULL;
+}
+
+static PyObject *pl_candidates(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "candidates(faces, active, players, token, chips, "
+                                         "scouts_per_way, max_combos)");
+        return NULL;
+    }
+    if (Show_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "scout_rules._playout.setup() was not called");
+        return NULL;
+    }
+    int faces[MAX_HAND], aface[MAX_HAND], aother[MAX_HAND];
+    Py_ssize_t n = read_faces(args[0], faces);
+    if (n == -1) return NULL;
+    Py_ssize_t alen = read_cards(args[1], aface, aother);
+    if (alen == -1) return NULL;
+    if (n < 0 || alen < 0 || n + 2 >= MAX_HAND) Py_RETURN_NONE;
+    long values[5];
+    for (int i = 0; i < 5; i++) {
+        values[i] = PyLong_AsLong(args[2 + i]);
+        if (values[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (values[3] < 0 || values[4] < 0) Py_RETURN_NONE;
+    return candidates(faces, (int)n, aface, aother, (int)alen, (int)values[0], (int)values[1],
+                      (int)values[2], (int)values[3], (int)values[4]);
+}
+
+static PyObject *pl_setup(PyObject *self, PyObject *args) {
+    PyObject *show, *scout, *sas, *left, *right;
+    if (!PyArg_ParseTuple(args, "OOOOO", &show, &scout, &sas, &left, &right)) return NULL;
+    if (Show_cls != NULL) Py_RETURN_NONE;
+    PyObject *all[] = {show, scout, sas, left, right};
+    for (int i = 0; i < 5; i++) Py_INCREF(all[i]);
+    Show_cls = show;
+    Scout_cls = scout;
+    SAS_cls = sas;
+    End_left = left;
+    End_right = right;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"setup", pl_setup, METH_VARARGS,
+     "setup(Show, Scout, ScoutAndShow, End.LEFT, End.RIGHT): the types to build"},
+    {"candidates", (PyCFunction)(void (*)(void))pl_candidates, METH_FASTCALL,
+     "candidates(faces, active, players, token, chips, scouts_per_way, max_combos): "
+     "playout.candidates; None when it must be asked of the Python function"},
     {"round_scores", (PyCFunction)(void (*)(void))pl_round_scores, METH_FASTCALL,
      "round_scores(n, hands, active, captured, chips, tokens, last_shower, scouts_since_show, "
      "current_seat, round_actions, max_actions): each seat's score for the round once the "

@@ -15,13 +15,9 @@
 #include <structmember.h>
 
 #include "_groups.h"
+#include "_objects.h"
 
-static PyObject *Show_cls, *Scout_cls, *SAS_cls, *End_left, *End_right;
 static PyObject *py_legal_shows, *py_has_show, *py_legal_sas, *py_has_sas, *py_group_key;
-static PyObject *shows_table[MAX_HAND + 1][MAX_HAND + 2];
-static PyObject *scouts_table[2][2][MAX_HAND + 2];
-/* sas_table[end][flip][pos] -> block of (MAX_HAND + 2) * (MAX_HAND + 2) entries, lazily. */
-static PyObject **sas_table[2][2][MAX_HAND + 2];
 
 static int ready(void) {
     if (Show_cls == NULL) {
@@ -29,73 +25,6 @@ static int ready(void) {
         return 0;
     }
     return 1;
-}
-
-/* Reads a sequence of small ints into out; returns the length, -1 on error, -2 if too long. */
-static Py_ssize_t read_faces(PyObject *faces, int *out) {
-    PyObject *fast = PySequence_Fast(faces, "faces must be a sequence of ints");
-    if (fast == NULL) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    if (n >= MAX_HAND) {
-        Py_DECREF(fast);
-        return -2;
-    }
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long v = PyLong_AsLong(items[i]);
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
-        out[i] = (int)v;
-    }
-    Py_DECREF(fast);
-    return n;
-}
-
-static PyObject *show_obj(Py_ssize_t start, Py_ssize_t length) {
-    PyObject *show = shows_table[start][length];
-    if (show == NULL) {
-        show = PyObject_CallFunction(Show_cls, "nn", start, length);
-        if (show == NULL) return NULL;
-        shows_table[start][length] = show;
-    }
-    return show;
-}
-
-static PyObject *scout_obj(int end, int flip, Py_ssize_t pos) {
-    PyObject *scout = scouts_table[end][flip][pos];
-    if (scout == NULL) {
-        PyObject *at = PyLong_FromSsize_t(pos);
-        if (at == NULL) return NULL;
-        scout = PyObject_CallFunctionObjArgs(Scout_cls, end ? End_right : End_left,
-                                             flip ? Py_True : Py_False, at, NULL);
-        Py_DECREF(at);
-        if (scout == NULL) return NULL;
-        scouts_table[end][flip][pos] = scout;
-    }
-    return scout;
-}
-
-static PyObject *sas_obj(int end, int flip, Py_ssize_t pos, Py_ssize_t start, Py_ssize_t length) {
-    PyObject **block = sas_table[end][flip][pos];
-    if (block == NULL) {
-        block = PyMem_Calloc((MAX_HAND + 2) * (MAX_HAND + 2), sizeof(PyObject *));
-        if (block == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        sas_table[end][flip][pos] = block;
-    }
-    PyObject **slot = &block[start * (MAX_HAND + 2) + length];
-    if (*slot == NULL) {
-        PyObject *scout = scout_obj(end, flip, pos);
-        if (scout == NULL) return NULL;
-        PyObject *show = show_obj(start, length);
-        if (show == NULL) return NULL;
-        *slot = PyObject_CallFunctionObjArgs(SAS_cls, scout, show, NULL);
-    }
-    return *slot;
 }
 
 static PyObject *fallback(PyObject *fn, PyObject *const *args, Py_ssize_t nargs) {

@@ -6,9 +6,11 @@ scout the card where it extends the longest group of the hand. It reads the `Sta
 lists directly (``faces``, ``active``, ``active_key``) and uses the engine's own move
 generation, so every action it returns is legal.
 
-`round_scores` plays the round in progress out with that policy for every seat. With the
-optional C core (``_playout``, built as ``_speedups`` is) the round is played on C arrays, about
-ten times as fast; without it, here through the engine, the reference the core is tested against.
+`round_scores` plays the round in progress out with that policy for every seat, and
+`candidates` is the short list of actions a search tries, the policy's choice first. Both have
+an optional C core (``_playout``, built as ``_speedups`` is): the round is played on C arrays
+without touching the state. The Python functions here are the reference the core is tested
+against, and what runs without a compiler.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from collections.abc import Sequence
 from ._native import PLAYOUT
 from .actions import Action, End, Scout, ScoutAndShow, Show
 from .cards import Card
-from .moves import NO_ACTIVE_SET, group_key, legal_shows
+from .moves import NO_ACTIVE_SET, group_key, legal_shows, scout_ends
 from .rounds import Phase
 from .state import State
 
-__all__ = ["COMPILED", "best_scout", "best_show", "fit", "greedy_action", "may_scout",
-           "round_scores", "scout_and_shows", "show_key"]
+__all__ = ["COMPILED", "best_scout", "best_show", "candidates", "fit", "greedy_action",
+           "may_scout", "round_scores", "scout_and_shows", "show_key"]
 
-#: Whether `round_scores` runs in C.
+#: Whether `round_scores` and `candidates` run in C.
 COMPILED = PLAYOUT is not None
+if PLAYOUT is not None:
+    PLAYOUT.setup(Show, Scout, ScoutAndShow, End.LEFT, End.RIGHT)
 
 _ENDS_ONE = (End.LEFT,)
 _ENDS_TWO = (End.LEFT, End.RIGHT)
@@ -213,3 +217,71 @@ def round_scores(state: State) -> tuple[int, ...]:
     while state.phase is Phase.PLAY and state.round_index == index:
         apply(greedy_action(state))
     return tuple(state.scores)
+
+
+def candidates(state: State, scouts_per_way: int = 2, max_combos: int = 4) -> list[Action]:
+    """The actions a search considers for the seat to act, `greedy_action`'s choice first:
+    every legal Show; for each end and way up, the ``scouts_per_way`` best insert positions;
+    the ``max_combos`` best Scout & Shows of two cards or more."""
+    seat = state.current_seat
+    assert seat is not None
+    if PLAYOUT is not None:
+        found: list[Action] | None = PLAYOUT.candidates(
+            state.faces[seat], state.active, state.num_players, state.scout_show_tokens[seat],
+            state.scout_chips[seat], scouts_per_way, max_combos)
+        if found is not None:
+            return found
+    return _candidates(state, scouts_per_way, max_combos)
+
+
+def _scouts(faces: list[int], active: list[Card]) -> list[tuple[int, Scout]]:
+    """Every Scout with its fit (longest group through the new card), not turned first."""
+    out: list[tuple[int, Scout]] = []
+    size = len(active)
+    for end in scout_ends(size):
+        taken = active[0] if end == End.LEFT or size == 1 else active[-1]
+        for flip in (False, True):
+            value = taken.other if flip else taken.face
+            for pos in range(len(faces) + 1):
+                out.append((fit(faces, pos, value) * 2 + (0 if flip else 1),
+                            Scout(end, flip, pos)))
+    return out
+
+
+def _candidates(state: State, scouts_per_way: int = 2, max_combos: int = 4) -> list[Action]:
+    """The actions the tree considers for the seat to act, the rollout policy's choice first:
+    every legal Show; for each end and way up, the ``scouts_per_way`` best insert positions;
+    the ``max_combos`` best Scout & Shows of two cards or more."""
+    seat = state.current_seat
+    assert seat is not None
+    faces = state.faces[seat]
+    active = state.active
+    shows = legal_shows(faces, state.active_key)
+    combos: list[tuple[int, ScoutAndShow]] = []
+    if active and state.scout_show_tokens[seat]:
+        combos = scout_and_shows(faces, active, 2)
+    first: Action
+    if shows:
+        first = best_show(faces, shows)
+    else:
+        need = max(2, len(active))
+        usable = [kc for kc in combos if kc[1].show.length >= need]
+        if usable:  # the same choice as greedy_action's
+            first = max(usable, key=lambda kc: kc[0])[1]
+        elif may_scout(state, seat):
+            first = best_scout(faces, active)
+        else:
+            return state.legal_actions()[:1]
+    out: list[Action] = [first]
+    out.extend(show for show in shows if show != first)
+    if may_scout(state, seat):
+        by_way: dict[tuple[End, bool], list[tuple[int, Scout]]] = {}
+        for item in _scouts(faces, active):
+            by_way.setdefault((item[1].end, item[1].flip), []).append(item)
+        for items in by_way.values():
+            items.sort(key=lambda kc: -kc[0])
+            out.extend(scout for _, scout in items[:scouts_per_way] if scout != first)
+        if state.num_players > 2 and combos:
+            combos.sort(key=lambda kc: -kc[0])
+            out.extend(combo for _, combo in combos[:max_combos] if combo != first)
+    return out
