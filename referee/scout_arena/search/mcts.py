@@ -55,22 +55,27 @@ def reward(scores: Sequence[int], round_index: int, round_start_scores: Sequence
     n = len(scores)
     rs = [scores[s] - round_start_scores[s] for s in range(n)]
     total = sum(rs)
-    last = round_index + 1 >= player_rounds(n)
+    best_rs = _best_others(rs)
+    last = round_index + 1 >= n  # rounds in a match: one per player
+    best_scores = _best_others(scores) if last else best_rs
     out = []
     for s in range(n):
-        others = [rs[o] for o in range(n) if o != s]
-        mean = (total - rs[s]) / (n - 1)
-        value = 0.05 * (rs[s] - mean) + 0.05 * (rs[s] - max(others))
+        mine = rs[s]
+        value = 0.05 * (mine - (total - mine) / (n - 1)) + 0.05 * (mine - best_rs[s])
         if last:
-            best_other = max(scores[o] for o in range(n) if o != s)
+            best_other = best_scores[s]
             value = 0.5 * value + (0.5 if scores[s] > best_other else
                                    (0.0 if scores[s] == best_other else -0.5))
         out.append(value)
     return out
 
 
-def player_rounds(num_players: int) -> int:
-    return {2: 2, 3: 3, 4: 4, 5: 5}[num_players]
+def _best_others(values: Sequence[int]) -> list[int]:
+    """For each seat, the highest value among the other seats'."""
+    top = max(values)
+    first = values.index(top)
+    second = max(v for i, v in enumerate(values) if i != first)
+    return [second if i == first else top for i in range(len(values))]
 
 
 def rollout(state: State, round_start_scores: Sequence[int]) -> list[float]:
