@@ -22,7 +22,7 @@ from scout_rules.playout import candidates, greedy_action, round_scores
 
 from .knowledge import ScoutReads, sample
 
-__all__ = ["TreeNode", "SearchResult", "reward", "rollout", "search"]
+__all__ = ["SearchResult", "TreeNode", "Width", "reward", "rollout", "search"]
 
 
 class TreeNode:
@@ -35,6 +35,17 @@ class TreeNode:
         self.visits = 0
         self.avail = 0
         self.total = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Width:
+    """How many Scouts (per end and way up) and Scout & Shows the tree tries at a node, at the
+    root and below it (`scout_rules.playout.candidates`); every legal Show is always tried."""
+
+    root_scouts: int = 3
+    root_combos: int = 6
+    scouts: int = 2
+    combos: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +101,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
            clock: Callable[[], float] = time.perf_counter,
            root_actions: Sequence[Action] | None = None,
            opponents_search: bool = True, sample_tries: int = 1,
-           min_iterations: int = 0, hard_deadline: float | None = None
+           min_iterations: int = 0, hard_deadline: float | None = None,
+           width: Width | None = None
            ) -> SearchResult | None:
     """Search from ``info`` until ``iterations`` are done or ``clock()`` passes
     ``deadline`` (whichever comes first; at least one must be given). None when not even one
@@ -101,13 +113,14 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
     so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
     ``sample_tries``: draws per determinization to find hands that agree with the opponents'
-    Scouts (see `knowledge.sample`)."""
+    Scouts (see `knowledge.sample`). ``width``: the actions tried at a node (`Width`)."""
     if iterations is None and deadline is None:
         raise ValueError("search needs an iteration count or a deadline")
     root = TreeNode()
     seat = info.seat
     start_scores = info.scores
     reads = ScoutReads.of(info) if sample_tries > 1 else None
+    shape = width or Width()
     done = 0
     fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
     while iterations is None or done < iterations:
@@ -120,7 +133,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
         state = (info.determinize(rng) if reads is None
                  else info.state(sample(info, reads, rng, sample_tries)))
         if fixed_root is None:
-            fixed_root = candidates(state, scouts_per_way=3, max_combos=6)
+            fixed_root = candidates(state, shape.root_scouts, shape.root_combos)
         node = root
         path: list[tuple[TreeNode, int]] = []
         while not state.is_over:
@@ -129,7 +142,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             if actor != seat and not opponents_search:
                 state.apply(greedy_action(state))
                 continue
-            actions = fixed_root if node is root else candidates(state)
+            actions = (fixed_root if node is root
+                       else candidates(state, shape.scouts, shape.combos))
             untried: Action | None = None
             best: TreeNode | None = None
             best_action: Action | None = None
