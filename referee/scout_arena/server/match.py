@@ -41,8 +41,8 @@ from .events import (
     ActionPlayed,
     Answer,
     DecisionRequested,
-    EndStatus,
     MatchEnded,
+    MatchEndStatus,
     MatchSnapshot,
     MatchStatus,
     MatchWire,
@@ -139,7 +139,7 @@ class MatchRunner:
         self._finishing = False
         self._begun = False
         self._abort_at_start = False
-        self.stopped_as = (EndStatus.ABORTED, ABORT_REASON)
+        self.stopped_as = (MatchEndStatus.ABORTED, ABORT_REASON)
         """How the seats are told the match ended when it is stopped before its end."""
         self._phase: asyncio.Future[list[bool] | None] | None = None
         """What `run` waits for: the end of the rotations or of the decisions in progress."""
@@ -299,7 +299,8 @@ class MatchRunner:
 
     # ----- the match loop -----------------------------------------------------------------
 
-    def cancel(self, reason: str = ABORT_REASON, status: EndStatus = EndStatus.ABORTED) -> bool:
+    def cancel(self, reason: str = ABORT_REASON,
+               status: MatchEndStatus = MatchEndStatus.ABORTED) -> bool:
         """Stop the match without a result: it is aborted and its record written; its seats
         get a MatchEnded with ``status`` and ``reason``. A task
         cancelled before its first step never runs its body (no record, its seats and its
@@ -347,8 +348,8 @@ class MatchRunner:
             raise
         except Exception:
             log.exception("match %s crashed", self.match_id)
-            self.stopped_as = (EndStatus.ABORTED, "the referee failed while playing it (a bug; "
-                               "see the referee's log)")
+            self.stopped_as = (MatchEndStatus.ABORTED, "the referee failed while playing it "
+                               "(a bug; see the referee's log)")
             self._stop_asking()
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
 
