@@ -364,3 +364,34 @@ def test_a_node_is_given_its_next_chunk_while_the_last_matches_of_one_still_play
     assert min(r["meta"]["created_at"] for r in records
                if r["meta"]["tournament_key"].startswith("1-")) < last_of_first
     assert done == [0, 1]
+
+
+def test_local_nodes_cut_chunks_smaller_as_the_schedule_runs_out() -> None:
+    """Issue 30: chunks of a fixed size left one node playing a long last chunk alone while
+    the others idled. Chunks are now cut as nodes ask, down to a node's concurrency at the
+    end; a chunk size given is kept."""
+    import asyncio
+
+    from scout_arena.tournament import BotSpec, TournamentConfig
+    from scout_arena.tournament.config import ScheduledMatch
+    from scout_arena.tournament.distributed import MAX_CHUNK, _LocalWorkers
+
+    config = TournamentConfig((BotSpec("a", "greedy"), BotSpec("b", "greedy")), concurrency=3)
+    items = [ScheduledMatch(f"k{i}", ("a", "b"), i) for i in range(300)]
+
+    def cut(chunk_size: int | None) -> list[list[ScheduledMatch]]:
+        workers = _LocalWorkers(config, items, chunk_size, 2, lambda r, d: None, None, None,
+                                asyncio.Event())
+        chunks = []
+        while workers._has_work():
+            index, chunk = workers._take()
+            assert index == len(chunks)
+            chunks.append(chunk)
+        return chunks
+
+    guided = cut(None)
+    sizes = [len(c) for c in guided]
+    assert [m for c in guided for m in c] == items
+    assert sizes[0] == MAX_CHUNK and sizes == sorted(sizes, reverse=True)
+    assert sizes[-2:] == [3, 3] or sizes[-1] < 3, sizes
+    assert [len(c) for c in cut(40)] == [40] * 7 + [20]

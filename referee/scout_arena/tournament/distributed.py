@@ -6,8 +6,10 @@ Two kinds of nodes:
 
 - ``nodes=N``: N worker processes on this machine (``python -m scout_arena.tournament.worker``),
   each starting the bots once and playing chunk after chunk as it asks for the next (before
-  the last matches of its chunk end: no seat idles at a chunk's end). A worker that dies gives
-  its chunks' unfinished matches back to the queue for the others.
+  the last matches of its chunk end: no seat idles at a chunk's end). Chunks are cut as nodes
+  ask, smaller as the schedule runs out (`guided_chunk_size`), so that no node is left playing
+  a long last chunk alone while the others idle. A worker that dies gives its chunks'
+  unfinished matches back to the queue for the others.
 - ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
   that starts a referee and every bot on the node that runs it, plays the chunk and returns
   its finished records as JSON. A task whose worker or node dies is run again elsewhere
@@ -45,14 +47,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..record import JSON, MatchRecord, record_from_json, record_to_json
+from ..record import (
+    JSON,
+    MatchRecord,
+    record_bytes,
+    record_from_json,
+    record_to_json,
+    write_record_bytes,
+)
 from .config import ScheduledMatch, TournamentConfig
 from .venue import BotProcess, Venue, new_bots
-from .worker import ItemsJSON, bots_report, items_from_json, items_to_json
+from .worker import RECORD_PREFIX, ItemsJSON, bots_report, items_from_json, items_to_json
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: Delivers a record, with its file's bytes when they came as they are to be written.
+Deliver = Callable[[MatchRecord, bytes | None], None]
 
 #: bot name -> (status, notes), what one node says of each bot.
 BotsReport = Mapping[str, tuple[str, Sequence[str]]]
@@ -93,6 +104,14 @@ def default_chunk_size(matches: int, slots: int, concurrency: int) -> int:
     return max(1, min(MAX_CHUNK, max(concurrency, per_slot)))
 
 
+def guided_chunk_size(left: int, nodes: int, concurrency: int) -> int:
+    """The next chunk of a ``--nodes`` run: half a node's share of the matches ``left``
+    (guided self-scheduling: big chunks first, then smaller ones as the end nears), not fewer
+    than a node runs at once, nor more than `MAX_CHUNK`. The last chunks are the size of a
+    node's concurrency, so all nodes finish within about one match of each other."""
+    return max(1, min(MAX_CHUNK, max(concurrency, math.ceil(left / (2 * max(1, nodes))))))
+
+
 def chunked(items: Sequence[ScheduledMatch], size: int) -> list[list[ScheduledMatch]]:
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
@@ -104,7 +123,8 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                            logs_dir: Path | None = None, chunk_size: int | None = None,
                            working_dir: Path | None = None, stop: asyncio.Event | None = None,
                            max_retries: int = 3,
-                           on_fault: Callable[[NodeFault], None] | None = None) -> None:
+                           on_fault: Callable[[NodeFault], None] | None = None,
+                           records_dir: Path | None = None) -> None:
     """Play ``items`` (scheduled matches of ``config``) on workers; give each finished
     record to ``on_record``, on this event loop, as it comes back.
 
@@ -123,13 +143,17 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
       node.
     - ``logs_dir``: the bots' stderr: ``--nodes`` writes ``logs_dir/<node>/<bot>.stderr.log``;
       Ray appends each task's last 16 KiB to ``logs_dir/<bot>.stderr.log``. None: not kept.
-    - ``chunk_size``: matches per chunk (default `default_chunk_size`).
+    - ``chunk_size``: matches per chunk (default: ``nodes``, `guided_chunk_size`; Ray,
+      `default_chunk_size`).
     - ``working_dir``: Ray only, a local folder shipped to every node as the tasks' working
       directory (default: the tasks run in this process's current directory, where it exists).
     - ``stop``: set it to stop early: running matches are aborted, chunks not yet finished are
       dropped (Ray: cancelled). Finished records already given stay given.
     - ``max_retries``: Ray only, how often a chunk whose worker or node died is run again.
     - ``on_fault(fault)``: told of each `NodeFault` as it happens.
+    - ``records_dir``: each record given to ``on_record`` is first written there, as
+      ``<match_id>.json``, with the bytes a node sent (not decoded and encoded again: the
+      driver of many nodes must not become their bottleneck).
 
     Raises `DistributedError` (after everything else was played) when some matches could not be
     played: every local worker died, or a Ray task failed beyond its retries."""
@@ -143,10 +167,13 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     delivered: set[str] = set()
     halt = asyncio.Event()  # the caller's stop, or on_record's True
 
-    def deliver(record: MatchRecord) -> None:
+    def deliver(record: MatchRecord, data: bytes | None) -> None:
         key = record.tournament_key
         if record.finished and key in wanted and key not in delivered:
             delivered.add(key)
+            if records_dir is not None:
+                write_record_bytes(record_bytes(record) if data is None else data,
+                                   records_dir / f"{record.match_id}.json")
             if on_record(record) is True:
                 halt.set()
 
@@ -157,8 +184,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
         watch.add_done_callback(lambda _: halt.set())
     try:
         if nodes is not None:
-            size = chunk_size or default_chunk_size(len(items), nodes, config.concurrency)
-            problems = await _LocalWorkers(config, chunked(items, size), nodes, deliver, on_bots,
+            problems = await _LocalWorkers(config, items, chunk_size, nodes, deliver, on_bots,
                                            logs_dir, halt, on_fault).run()
         else:
             assert ray_address is not None
@@ -185,16 +211,20 @@ def _report_from_json(data: Mapping[str, Sequence[Iterable[object]]]
 
 
 class _LocalWorkers:
-    """``nodes`` worker processes on this machine taking chunks from one queue."""
+    """``nodes`` worker processes on this machine taking chunks from one queue: chunks given
+    back by a node that died first, then new ones cut from the matches left."""
 
-    def __init__(self, config: TournamentConfig, chunks: list[list[ScheduledMatch]],
-                 count: int, deliver: Callable[[MatchRecord], None],
+    def __init__(self, config: TournamentConfig, items: Sequence[ScheduledMatch],
+                 chunk_size: int | None, count: int, deliver: Deliver,
                  on_bots: Callable[[str, BotsReport], None] | None, logs_dir: Path | None,
                  stop: asyncio.Event, on_fault: Callable[[NodeFault], None] | None = None
                  ) -> None:
         self.config = config
         self.on_fault = on_fault
-        self.queue: deque[tuple[int, list[ScheduledMatch]]] = deque(enumerate(chunks))
+        self.queue: deque[tuple[int, list[ScheduledMatch]]] = deque()
+        self.left: deque[ScheduledMatch] = deque(items)
+        self.chunk_size = chunk_size
+        self.chunks = 0
         self.count = count
         self.deliver = deliver
         self.on_bots = on_bots
@@ -219,27 +249,42 @@ class _LocalWorkers:
                                    for i in range(self.count)))
         return self.problems
 
+    def _has_work(self) -> bool:
+        return bool(self.queue or self.left)
+
+    def _take(self) -> tuple[int, list[ScheduledMatch]]:
+        if self.queue:
+            return self.queue.popleft()
+        size = self.chunk_size or guided_chunk_size(len(self.left), self.count,
+                                                    self.config.concurrency)
+        chunk = [self.left.popleft() for _ in range(min(size, len(self.left)))]
+        self.chunks += 1
+        return self.chunks - 1, chunk
+
     async def _next_chunk(self) -> tuple[int, list[ScheduledMatch]] | None:
         """The next chunk; while the queue is empty but another node is busy (and may give
         its chunk back), wait. None: nothing left, or stop."""
         while not self.stop.is_set():
-            if self.queue:
-                return self.queue.popleft()
+            if self._has_work():
+                return self._take()
             if self.busy == 0:
                 return None
             self.changed.clear()
             await _first(self.changed.wait(), self.stop.wait())
         return None
 
-    def _handle(self, name: str, message: JSON, returned: set[str]) -> str | None:
+    def _handle(self, name: str, line: bytes, returned: set[str]) -> JSON:
+        """Take what a node said (a record, a bots report); the message, for the rest."""
+        message: JSON = json.loads(line)
         if "record" in message:
             record = record_from_json(message["record"])
             if record.tournament_key is not None:
                 returned.add(record.tournament_key)
-            self.deliver(record)
+            data = line[len(RECORD_PREFIX):].rstrip()
+            self.deliver(record, data[:-1] + b"\n" if line.startswith(RECORD_PREFIX) else None)
         if "bots" in message and self.on_bots is not None:
             self.on_bots(name, _report_from_json(message["bots"]))
-        return "done" if "done" in message else "more" if "more" in message else None
+        return message
 
     async def _worker(self, name: str, logs: Path) -> None:
         """One node: its first chunk, then the next whenever it asks for more (while it plays
@@ -275,11 +320,10 @@ class _LocalWorkers:
                 if not line:
                     alive = False
                     break
-                message = json.loads(line)
-                said = self._handle(name, message, returned)
-                if said == "more" and self.queue and not self.stop.is_set():
-                    alive = await give(self.queue.popleft())
-                elif said == "done" and held.pop(int(message["done"]), None) is not None:
+                message = self._handle(name, line, returned)
+                if "more" in message and self._has_work() and not self.stop.is_set():
+                    alive = await give(self._take())
+                elif "done" in message and held.pop(int(message["done"]), None) is not None:
                     self.busy -= 1
                     self.changed.set()
         finally:
@@ -312,7 +356,7 @@ class _LocalWorkers:
         try:
             async with asyncio.timeout(STOP_GRACE_S):
                 while line := await process.stdout.readline():
-                    self._handle(name, json.loads(line), returned)
+                    self._handle(name, line, returned)
                 await process.wait()
         except (TimeoutError, ValueError):
             with contextlib.suppress(ProcessLookupError):
@@ -428,7 +472,7 @@ def _ray_init(ray: Any, address: str,  # Any: the untyped ray module (see _ray)
 
 
 async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch], address: str,
-                       deliver: Callable[[MatchRecord], None],
+                       deliver: Deliver,
                        on_bots: Callable[[str, BotsReport], None] | None,
                        logs_dir: Path | None, chunk_size: int | None,
                        working_dir: Path | None, stop: asyncio.Event,
@@ -478,7 +522,7 @@ async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch]
                 if logs_dir is not None:
                     _append_logs(logs_dir, node, index, result["logs"])
                 for data in result["records"]:
-                    deliver(record_from_json(data))
+                    deliver(record_from_json(data), None)
     finally:
         for ref in refs:
             with contextlib.suppress(Exception):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..record import MatchOutcome, MatchRecord, RecordError, dump_record, load_record
+from ..record import MatchOutcome, MatchRecord, RecordError, load_record
 from .config import (
     CONFIG_FILE,
     LEADER_REFRESH_S,
@@ -181,7 +181,6 @@ class Tournament:
                     key = record.tournament_key
                     if key is None or key in self.done:
                         return
-                    dump_record(record, self.records_dir / f"{record.match_id}.json")
                     self.done[key] = record
                     update()
 
@@ -190,7 +189,8 @@ class Tournament:
                                        on_bots=self._bots_report, logs_dir=self.logs_dir,
                                        chunk_size=self.chunk_size,
                                        working_dir=self.ray_working_dir, stop=stop,
-                                       on_fault=self.faults.append)
+                                       on_fault=self.faults.append,
+                                       records_dir=self.records_dir)
         except DistributedError as exc:
             self.error = str(exc)
         finally:

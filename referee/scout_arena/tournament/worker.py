@@ -30,9 +30,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..record import JSON, record_to_json
+from ..record import JSON, MatchRecord, record_bytes
 from .config import ScheduledMatch, TournamentConfig
 from .venue import BotProcess, Feed, Venue, new_bots
+
+#: How a record message starts; the record file's bytes follow it as they are (the driver
+#: writes them without decoding and encoding them again), then ``}``.
+RECORD_PREFIX = b'{"record":'
 
 
 def bots_report(bots: Mapping[str, BotProcess]) -> JSON:
@@ -61,7 +65,12 @@ class _Output:
         sys.stdout = sys.stderr
 
     def send(self, message: JSON) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        self.write((json.dumps(message, separators=(",", ":")) + "\n").encode())
+
+    def send_record(self, record: MatchRecord) -> None:
+        self.write(RECORD_PREFIX + record_bytes(record).rstrip() + b"}\n")
+
+    def write(self, data: bytes) -> None:
         with contextlib.suppress(BrokenPipeError):
             while data:
                 data = data[os.write(self._fd, data):]
@@ -134,9 +143,7 @@ async def serve(logs_dir: Path) -> None:
         await venue.connect(stop)
         out.send({"ready": True, "bots": bots_report(bots)})
         reader_task = asyncio.create_task(take_chunks())
-        await venue.play_feed(feed, stop,
-                              lambda record: out.send({"record": record_to_json(record)}),
-                              ended)
+        await venue.play_feed(feed, stop, out.send_record, ended)
     finally:
         if reader_task is not None:
             reader_task.cancel()
