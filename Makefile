@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: demo test lint typecheck pytest postgres browser bubblewrap screenshots bench proto clean
 
 $(STAMP): pyproject.toml proto/python/pyproject.toml referee/rules/pyproject.toml clients/python/pyproject.toml \
-		referee/rules/setup.py referee/rules/src/scout_rules/_speedups.c
+		referee/rules/setup.py referee/rules/src/scout_rules/_speedups.c \
+		referee/rules/src/scout_rules/_playout.c referee/rules/src/scout_rules/_groups.h \
+		referee/rules/src/scout_rules/_objects.h
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

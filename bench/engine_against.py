@@ -8,9 +8,10 @@ machine load moves both alike. Two measures:
 
 - actions per CPU second of whole random matches (this tree's `engine.random_playout`: the
   uniform-random-kind policy on observations, as ``bench/engine.py`` plays them);
-- the bundled search bot's iterations per CPU second (this tree's `scout_arena.search.mcts`,
-  200 iterations a decision, at positions a few random actions into a deal's first round), and
-  the action it chooses at each: the same on both sides when the engines agree move for move.
+- the bundled search bot's iterations per CPU second (each side's own `scout_arena.search.mcts`
+  and rollout policy on its own engine: ``PYTHONPATH`` also holds that side's ``referee`` and
+  SDK; 200 iterations a decision, at positions a few random actions into a deal's first round),
+  and the action it chooses at each: the same on both sides while the search plays the same.
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ def child(kind: str, players: int, count: int) -> JSON:
 
     row = search_run(players, count) if kind == "search" else throughput_run(players, count)
     row["engine_path"] = scout_rules.__file__
+    if kind == "search":
+        from scout_arena.search import mcts
+
+        row["search_path"] = mcts.__file__
     row["compiled"] = bool(getattr(moves, "COMPILED", False))
     return row
 
@@ -122,7 +127,8 @@ def search_run(players: int, positions: int) -> JSON:
 
 def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
     """One run in a fresh process on ``source``'s engine."""
-    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(source / "referee/rules/src"))
+    path = [source / "referee/rules/src", source / "referee", source / "clients/python"]
+    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=os.pathsep.join(map(str, path)))
     out = subprocess.run([sys.executable, str(ROOT / "bench/engine.py"), "--child", kind,
                           "--players", str(players), "--count", str(count)],
                          env=env, check=True, capture_output=True, text=True, timeout=900)
@@ -130,6 +136,9 @@ def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
     expected = (source / "referee/rules/src/scout_rules").resolve()
     if Path(result["engine_path"]).resolve().parent != expected:
         raise SystemExit(f"the child ran {result['engine_path']}, not {expected}")
+    searched = Path(result.get("search_path", source / "referee/scout_arena/search/mcts.py"))
+    if searched.resolve().parent != (source / "referee/scout_arena/search").resolve():
+        raise SystemExit(f"the child searched with {searched}, not {source}'s search")
     return result
 
 

@@ -1,22 +1,25 @@
-"""Strength benchmark: the search bot against greedy bots on duplicate deals, 2 to 5 players.
+"""Strength benchmark: one bot against a field of another on duplicate deals, 2 to 5 players.
 
 Run as ``.venv/bin/python bench/strength.py --json bench/results/strength.json``. Each deal (a
-match seed) is played once for every seat position of the search bot, greedy bots
-(`scout_client.GreedyBot`) in the other seats, in process (`scout_arena.local.play_match`), so
-every seat's cards are held by the search bot once and the luck of the deal mostly cancels.
-``--matches M`` (default 1000) is the number of matches per player count, rounded up to whole
-deals.
+match seed) is played once for every seat position of the candidate bot, the opponent bot in
+every other seat, in process (`scout_arena.local.play_match`), so every seat's cards are held
+by the candidate once and the luck of the deal mostly cancels. ``--matches M`` (default 1000)
+is the number of matches per player count, rounded up to whole deals.
 
-Per player count: the win rate (the search bot ranks first; a first place shared by k seats
+A bot is named as ``NAME[:KEY=VALUE,...]``: ``greedy``, ``random``, ``search`` (the default
+bundled bot, 200 ms a decision), ``search:iterations=200``, ``search:think_ms=400``; the keys are
+`SearchBot`'s keyword arguments. ``--bot`` defaults to ``search:iterations=100`` and
+``--opponent`` to ``greedy``. The targets are the issues': against greedy 65 / 65 / 60 / 50 %
+at 2 / 3 / 4 / 5 players (and 80 % at 4 for a default-strength bot), against
+``search:iterations=200`` 65 / 50 / 45 / 35 %.
+
+Per player count: the win rate (the candidate ranks first; a first place shared by k seats
 counts 1/k, as the tournament standings split shared firsts; the strict and shared-included
 rates are in the JSON too), the mean rank (1 = best, competition ranks: equal scores share a
-rank) and the mean score difference (the search bot's match score minus the mean of the greedy
+rank) and the mean score difference (the candidate's match score minus the mean of the other
 seats' in the same match). The 95 % intervals are normal intervals over the per-deal means, the
-matches of one deal being correlated: mean +- 1.96 sd / sqrt(deals). The target win rates are
-the issue's (65 % at 2 and 3 players, 60 % at 4, 50 % at 5).
-
-The search bot runs with ``--iterations N`` (default 100: reproducible, the same on any machine)
-or ``--think-ms MS``. ``--workers W`` plays the deals in W processes (default 1).
+matches of one deal being correlated: mean +- 1.96 sd / sqrt(deals). ``--workers W`` plays the
+deals in W processes (default 1); in time mode a busy machine gives a bot fewer iterations.
 """
 
 from __future__ import annotations
@@ -37,27 +40,67 @@ from rich.console import Console
 from rich.table import Table
 from scout_arena.local import play_match
 from scout_arena.search import SearchBot
-from scout_client import GreedyBot
+from scout_client import Action, Bot, GreedyBot, Observation, RandomBot
 
 PLAYER_COUNTS = (2, 3, 4, 5)
-TARGETS = {2: 0.65, 3: 0.65, 4: 0.60, 5: 0.50}
+#: Win-rate targets by opponent (the issues' figures).
+TARGETS = {"greedy": {2: 0.65, 3: 0.65, 4: 0.60, 5: 0.50},
+           "search:iterations=200": {2: 0.65, 3: 0.50, 4: 0.45, 5: 0.35}}
 SEED_BASE = 0x5EA2C4_0000
 
 JSON = dict[str, Any]
 
 
-Match = tuple[float, float, float, float, float, float]
+Match = tuple[float, float, float, float, float, float, float]
 
 
-def play_deal(num_players: int, deal: int, iterations: int | None, think_ms: int | None
-              ) -> list[Match]:
+def _value(text: str) -> int | float | bool:
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def make(spec: str, seed: int) -> Bot:
+    """The bot a spec names (``NAME[:KEY=VALUE,...]``), seeded with ``seed``."""
+    name, _, params = spec.partition(":")
+    kwargs = {k: _value(v) for k, v in (p.split("=", 1) for p in params.split(",") if p)}
+    if name == "greedy" and not kwargs:
+        return GreedyBot()
+    if name == "random" and not kwargs:
+        return RandomBot(seed)
+    if name == "search":
+        return SearchBot(seed, **kwargs)  # type: ignore[arg-type]
+    raise SystemExit(f"unknown bot spec {spec!r}")
+
+
+def _count_iterations(bot: Bot) -> list[int]:
+    """The iterations of each decision ``bot`` makes from now on (none for a bot that does
+    not search)."""
+    counts: list[int] = []
+    if isinstance(bot, SearchBot):
+        act = bot.act
+
+        def counted(observation: Observation) -> Action:
+            action = act(observation)
+            counts.append(bot.last_stats.iterations)
+            return action
+
+        bot.act = counted  # type: ignore[method-assign]
+    return counts
+
+
+def play_deal(num_players: int, deal: int, bot: str, opponent: str) -> list[Match]:
     """One deal at every seat position: per match (win share, strict win, shared-or-strict win,
-    rank, score difference, seconds)."""
+    rank, score difference, seconds, the candidate's mean search iterations a decision)."""
     seed = SEED_BASE + num_players * 1_000_003 + deal
     out: list[Match] = []
     for position in range(num_players):
-        search = SearchBot(seed=deal, iterations=iterations, think_ms=think_ms)
-        bots = [GreedyBot() if s != position else search for s in range(num_players)]
+        bots = [make(bot if s == position else opponent, deal * 10 + s)
+                for s in range(num_players)]
+        searched = _count_iterations(bots[position])
         started = time.perf_counter()
         state = play_match(bots, seed, match_id=f"strength-{num_players}-{deal}-{position}")
         seconds = time.perf_counter() - started
@@ -68,7 +111,7 @@ def play_deal(num_players: int, deal: int, iterations: int | None, think_ms: int
         others = [state.scores[s] for s in range(num_players) if s != position]
         diff = state.scores[position] - sum(others) / len(others)
         out.append((share, float(mine == 1 and firsts == 1), float(mine == 1), float(mine),
-                    diff, seconds))
+                    diff, seconds, statistics.fmean(searched) if searched else 0.0))
     return out
 
 
@@ -80,21 +123,21 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     return mean, 1.96 * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def measure(num_players: int, matches: int, iterations: int | None, think_ms: int | None,
-            workers: int, console: Console) -> JSON:
+def measure(num_players: int, matches: int, bot: str, opponent: str, workers: int,
+            console: Console, first_deal: int = 0) -> JSON:
     deals = max(2, math.ceil(matches / num_players))
     started = time.perf_counter()
     rows: list[list[Match]] = []
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            futures = [pool.submit(play_deal, num_players, d, iterations, think_ms)
-                       for d in range(deals)]
+            futures = [pool.submit(play_deal, num_players, d, bot, opponent)
+                       for d in range(first_deal, first_deal + deals)]
             rows = [list(f.result()) for f in futures]
     else:
-        for d in range(deals):
-            rows.append(list(play_deal(num_players, d, iterations, think_ms)))
-            if (d + 1) % max(1, deals // 10) == 0:
-                console.print(f"[dim]{num_players} players: {d + 1}/{deals} deals, "
+        for d in range(first_deal, first_deal + deals):
+            rows.append(list(play_deal(num_players, d, bot, opponent)))
+            if len(rows) % max(1, deals // 10) == 0:
+                console.print(f"[dim]{num_players} players: {len(rows)}/{deals} deals, "
                               f"{time.perf_counter() - started:.0f} s[/]")
     wall = time.perf_counter() - started
 
@@ -107,14 +150,18 @@ def measure(num_players: int, matches: int, iterations: int | None, think_ms: in
     rank, rank_ci = interval(per_deal(3))
     diff, diff_ci = interval(per_deal(4))
     seconds = [m[5] for deal in rows for m in deal]
+    iterations = [m[6] for deal in rows for m in deal]
+    target = TARGETS.get(opponent, {}).get(num_players)
     return {
         "players": num_players, "deals": deals, "matches": deals * num_players,
+        "first_deal": first_deal, "win_share_per_deal": per_deal(0),
         "win_rate": round(win, 4), "win_rate_ci95": round(win_ci, 4),
         "win_rate_strict": round(strict, 4), "win_rate_ties_as_wins": round(shared, 4),
-        "target": TARGETS[num_players], "meets_target": win >= TARGETS[num_players],
+        "target": target, "meets_target": None if target is None else win >= target,
         "mean_rank": round(rank, 3), "mean_rank_ci95": round(rank_ci, 3),
         "score_diff": round(diff, 2), "score_diff_ci95": round(diff_ci, 2),
         "seconds_per_match": round(statistics.fmean(seconds), 3), "wall_s": round(wall, 1),
+        "iterations_per_decision": round(statistics.fmean(iterations), 1),
     }
 
 
@@ -125,37 +172,38 @@ def main() -> None:
     parser.add_argument("--matches", type=int, default=1000, help="matches per player count")
     parser.add_argument("--players", type=int, action="append", choices=PLAYER_COUNTS,
                         help="player counts to measure (repeatable; default: 2 3 4 5)")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--iterations", type=int, help="search iterations per decision "
-                        "(default 100 unless --think-ms)")
-    budget.add_argument("--think-ms", type=int, help="search time per decision instead")
+    parser.add_argument("--bot", default="search:iterations=100",
+                        help="the candidate (default search:iterations=100)")
+    parser.add_argument("--opponent", default="greedy", help="every other seat (default greedy)")
     parser.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--first-deal", type=int, default=0,
+                        help="start at this deal (to add matches to an earlier run's sample; "
+                        "the JSON's win_share_per_deal pools)")
     args = parser.parse_args()
-    iterations = args.iterations if args.iterations or args.think_ms else 100
+    make(args.bot, 0), make(args.opponent, 0)  # a bad spec fails before any match
     console = Console(width=140)
-    setting = (f"{args.think_ms} ms per decision" if args.think_ms
-               else f"{iterations} iterations per decision")
-    rows = [measure(n, args.matches, iterations, args.think_ms, args.workers, console)
+    rows = [measure(n, args.matches, args.bot, args.opponent, args.workers, console,
+                    args.first_deal)
             for n in sorted(set(args.players or PLAYER_COUNTS))]
-    table = Table(title=f"search bot ({setting}) vs greedy, duplicate deals")
-    for column in ("players", "matches", "win rate", "target", "mean rank", "score - greedy",
-                   "s/match", "wall s"):
+    table = Table(title=f"{args.bot} vs {args.opponent}, duplicate deals")
+    for column in ("players", "matches", "win rate", "target", "mean rank", "score - others",
+                   "iter/decision", "s/match", "wall s"):
         table.add_column(column, justify="right")
     for row in rows:
-        ok = "green" if row["meets_target"] else "red"
+        ok = "white" if row["target"] is None else ("green" if row["meets_target"] else "red")
         table.add_row(str(row["players"]), str(row["matches"]),
                       f"[{ok}]{row['win_rate']:.1%} ± {row['win_rate_ci95']:.1%}[/]",
-                      f"{row['target']:.0%}",
+                      "-" if row["target"] is None else f"{row['target']:.0%}",
                       f"{row['mean_rank']:.2f} ± {row['mean_rank_ci95']:.2f}",
                       f"{row['score_diff']:+.1f} ± {row['score_diff_ci95']:.1f}",
+                      f"{row['iterations_per_decision']:.0f}",
                       f"{row['seconds_per_match']:.2f}", f"{row['wall_s']:.0f}")
     console.print(table)
-    console.print("[dim]win rate: the search bot ranks first, a shared first counting 1/k; "
+    console.print("[dim]win rate: the candidate ranks first, a shared first counting 1/k; "
                   "intervals are 95 % over per-deal means[/]")
     write_json(args.json, {"machine": platform.platform(), "python": sys.version.split()[0],
-                           "iterations": None if args.think_ms else iterations,
-                           "think_ms": args.think_ms, "workers": args.workers, "rows": rows},
-               console)
+                           "bot": args.bot, "opponent": args.opponent,
+                           "workers": args.workers, "rows": rows}, console)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ def cases(f: Files) -> list[tuple[str, list[str], int]]:
         ("play --bot unknown", ["play", "--bot", "nobody"], USAGE),
         ("play --record into a missing folder", ["play", "--quiet", "--record",
                                                  f"{f.missing}/match.json"], USAGE),
+        ("play --record a folder", ["play", "--quiet", "--record", str(f.root)], USAGE),
         ("play 3 bots for 4 seats", ["play", "--bot", "random", "--bot", "random", "--bot",
                                      "greedy"], USAGE),
         # replay

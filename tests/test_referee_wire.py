@@ -63,7 +63,12 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
     marked by_referee, actions no stream is sent kept by `played`), parse as the messages the
     plain converters build."""
     from scout_arena.server import convert
-    from scout_arena.server.events import ActionPlayed, AnswerJudged, DecisionRequested, Verdict
+    from scout_arena.server.events import (
+        ActionPlayed,
+        AnswerResult,
+        AnswerStatus,
+        DecisionRequested,
+    )
     from scout_rules import Phase, State
 
     state = State.new(4, 5)
@@ -99,7 +104,7 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
         assert sent.public_event.action.by_referee is by_referee
         history.append(sent.public_event.action)
     assert decisions > 50
-    judged = AnswerJudged("m-1", 7, Verdict.ILLEGAL, "no", strikes=2, time_bank_ms=300)
+    judged = AnswerResult("m-1", 7, AnswerStatus.ILLEGAL, "no", strikes=2, time_bank_ms=300)
     assert arena_pb2.RefereeMessage.FromString(wire.encode(judged)).answer_result == \
         arena_pb2.AnswerResult(match_id="m-1", request_id=7,
                                status=arena_pb2.ANSWER_STATUS_ILLEGAL, reason="no", strikes=2,
@@ -224,7 +229,7 @@ def test_every_match_ending_says_its_status_on_the_wire_finished_included() -> N
     client reads 0 as FINISHED too, but a new one need not guess); an aborted or voided one
     has no result, only its status and reason."""
     from scout_arena.server import convert
-    from scout_arena.server.events import EndStatus, MatchEnded
+    from scout_arena.server.events import MatchEnded, MatchEndStatus
 
     wire = convert.MatchWire()
     finished = MatchEnded("m-1", (3, -2), (1, 2), (), record_id="m-1")
@@ -234,8 +239,8 @@ def test_every_match_ending_says_its_status_on_the_wire_finished_included() -> N
     unset = arena_pb2.RefereeMessage(match_ended=arena_pb2.MatchEnded(
         match_id="m-1", totals=[3, -2], ranks=[1, 2], record_id="m-1"))
     assert len(data) == len(unset.SerializeToString()) + 2
-    for status, pb in ((EndStatus.ABORTED, arena_pb2.MATCH_END_STATUS_ABORTED),
-                       (EndStatus.VOIDED, arena_pb2.MATCH_END_STATUS_VOIDED)):
+    for status, pb in ((MatchEndStatus.ABORTED, arena_pb2.MATCH_END_STATUS_ABORTED),
+                       (MatchEndStatus.VOIDED, arena_pb2.MATCH_END_STATUS_VOIDED)):
         sent = arena_pb2.RefereeMessage.FromString(
             wire.encode(MatchEnded("m-2", status=status, reason="why"))).match_ended
         assert sent == arena_pb2.MatchEnded(match_id="m-2", status=pb, reason="why")

@@ -234,3 +234,43 @@ def test_the_unseen_pool_is_the_deck_less_what_the_seat_can_place() -> None:
     with pytest.raises(CardsDontAddUp):  # 33 unknown cards, 32 left to fill them
         InformationSet.from_observation(state.observation(2),
                                         excluded=[next(iter(info.unseen))])
+
+
+def test_a_fill_draws_the_unseen_cards_evenly_and_turns_every_card_either_way() -> None:
+    """`deal` is uniform: each unseen card is as likely in an unknown place as any other, and
+    each card, public or not, comes either way up half the time."""
+    rng = random.Random(4)
+    for seed in range(200):  # a position where another seat holds a scouted (public) card
+        state = State.new(4, seed)
+        for seat in range(4):
+            state.choose_rotation(seat, False)
+        for _ in range(12):
+            if state.phase is not Phase.PLAY:
+                break
+            state.apply(rng.choice(state.legal_actions()))
+        if state.phase is not Phase.PLAY or state.round_index:
+            continue
+        info = InformationSet.from_observation(state.observation(0))
+        public = [(s, i) for s, slots in enumerate(info.known) if s
+                  for i, c in enumerate(slots) if c is not None]
+        if public:
+            break
+    else:
+        raise AssertionError("no position with a public card in another hand")
+    seat, place = next((s, i) for s, slots in enumerate(info.known) if s
+                       for i, c in enumerate(slots) if c is None)
+    draws = 6000
+    fill_rng = random.Random(11)
+    seen: dict[tuple[int, int], int] = {}
+    up = turned = 0
+    for _ in range(draws):
+        hands = info.deal(fill_rng)
+        card = hands[seat][place]
+        seen[card.pair] = seen.get(card.pair, 0) + 1
+        up += card.face == card.pair[0]
+        s, i = public[0]
+        turned += hands[s][i] != info.known[s][i]
+    assert set(seen) == set(info.unseen)
+    expected = draws / len(info.unseen)
+    assert all(0.7 * expected < n < 1.3 * expected for n in seen.values()), seen
+    assert 0.45 < up / draws < 0.55 and 0.45 < turned / draws < 0.55

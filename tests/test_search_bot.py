@@ -24,11 +24,11 @@ from referee_support import (
 )
 from scout_arena.local import BUNDLED_BOTS, play_match
 from scout_arena.search import ScoutReads, SearchBot, sample, time_budget_ms
-from scout_arena.search.policy import greedy_action
 from scout_arena.server import convert as wire
 from scout_client import GreedyBot, Observation
 from scout_client import convert as sdk_wire
 from scout_rules import Action, Phase, State, deck_for
+from scout_rules.playout import greedy_action
 
 
 def sdk_observation(state: State, deadline_ms: int = 1000, match_id: str = "m") -> Observation:

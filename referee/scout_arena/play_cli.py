@@ -9,6 +9,7 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -86,6 +87,13 @@ def cmd_play(args: argparse.Namespace) -> int:
         return fail("--think-ms and --iterations are the search bot's options")
     if args.record and args.games > 1:
         return fail("--record writes one match: leave out --games, or --record")
+    if args.record:
+        folder = Path(args.record).resolve().parent
+        if not folder.is_dir():
+            return fail(f"--record {args.record[:100]!r}: folder {str(folder)[:100]!r} "
+                        "does not exist")
+        if Path(args.record).is_dir():
+            return fail(f"--record {args.record[:100]!r} is a folder, not a file")
     try:
         bots = [_make(spec, args.seed + seat, args) for seat, spec in enumerate(specs)]
     except BotSpecError as exc:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import scout_client as sdk
 from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
+from scout_rules.playout import greedy_action
 
-from .mcts import SearchResult, reward, rollout, search
-from .policy import greedy_action
+from .mcts import SearchResult, Width, rollout, search
 
 __all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
            "SearchStats", "time_budget_ms"]
@@ -59,6 +59,8 @@ class SearchBot(sdk.Bot):
     other seats choose in the tree too (default) rather than by the rollout policy.
     ``sample_tries``: draws per determinization to find opponents' hands that agree with their
     Scouts (a greedy-like player scouts only without a Show; 1, the default, assumes nothing).
+    ``root_scouts``, ``root_combos``, ``scouts``, ``combos``: the actions tried at a node
+    (`mcts.Width`).
     """
 
     name = "search"
@@ -68,7 +70,8 @@ class SearchBot(sdk.Bot):
                  iterations: int | None = None, exploration: float = 0.7,
                  safety_margin_ms: int = SAFETY_MARGIN_MS, rotation_samples: int = 24,
                  opponents_search: bool = True, sample_tries: int = 1,
-                 min_iterations: int = DEFAULT_MIN_ITERATIONS,
+                 min_iterations: int = DEFAULT_MIN_ITERATIONS, root_scouts: int = 3,
+                 root_combos: int = 6, scouts: int = 2, combos: int = 4,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if think_ms is None and iterations is None:
             think_ms = DEFAULT_THINK_MS
@@ -81,6 +84,7 @@ class SearchBot(sdk.Bot):
         self.opponents_search = opponents_search
         self.sample_tries = sample_tries
         self.min_iterations = min_iterations
+        self.width = Width(root_scouts, root_combos, scouts, combos)
         self.clock = clock
         self.last_stats = SearchStats(0, None, False)
         self.fallbacks = 0  # decisions answered by the greedy policy (an InvalidPosition)
@@ -168,7 +172,7 @@ class SearchBot(sdk.Bot):
                             sample_tries=self.sample_tries,
                             min_iterations=0 if self.iterations is not None
                             else self.min_iterations,
-                            hard_deadline=hard)
+                            hard_deadline=hard, width=self.width)
         if result is None:
             action = greedy_action(info.determinize(rng))
             self.last_stats = SearchStats(0, budget, False)
@@ -219,8 +223,7 @@ class SearchBot(sdk.Bot):
             for sign, view in views:
                 hands[seat] = view.hand
                 state = view.state(hands)
-                rollout(state)
-                margin += sign * reward(state, scores)[seat]
+                margin += sign * rollout(state, scores)[seat]
             samples += 1
         if samples == 0 or margin == 0:
             return heuristic

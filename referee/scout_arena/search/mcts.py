@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scout_rules import Action, InformationSet, State
+from scout_rules.playout import candidates, greedy_action, round_scores
 
 from .knowledge import ScoutReads, sample
-from .policy import candidates, greedy_action
 
-__all__ = ["TreeNode", "SearchResult", "reward", "rollout", "search"]
+__all__ = ["SearchResult", "TreeNode", "Width", "reward", "rollout", "search"]
 
 
 class TreeNode:
@@ -38,6 +38,17 @@ class TreeNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Width:
+    """How many Scouts (per end and way up) and Scout & Shows the tree tries at a node, at the
+    root and below it (`scout_rules.playout.candidates`); every legal Show is always tried."""
+
+    root_scouts: int = 3
+    root_combos: int = 6
+    scouts: int = 2
+    combos: int = 4
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResult:
     """The action chosen, how many iterations chose it, and each root action's statistics."""
 
@@ -46,37 +57,43 @@ class SearchResult:
     stats: tuple[tuple[Action, int, float], ...]  # action, visits, mean reward
 
 
-def reward(state: State, round_start_scores: Sequence[int]) -> list[float]:
-    """Each seat's reward for a finished round, in about [-1, 1]: its round score against the
-    others' (half against their mean, half against the best of them), over 10 points; in the
-    match's last round also +-0.5 for finishing first or not (a win is what counts there)."""
-    n = state.num_players
-    scores = state.scores
+def reward(scores: Sequence[int], round_index: int, round_start_scores: Sequence[int]
+           ) -> list[float]:
+    """Each seat's reward for round ``round_index`` ended with match ``scores``, in about
+    [-1, 1]: its round score against the others' (half against their mean, half against the
+    best of them), over 10 points; in the match's last round also +-0.5 for finishing first or
+    not (a win is what counts there)."""
+    n = len(scores)
     rs = [scores[s] - round_start_scores[s] for s in range(n)]
     total = sum(rs)
-    last = state.round_index + 1 >= player_rounds(n)
+    best_rs = _best_others(rs)
+    last = round_index + 1 >= n  # rounds in a match: one per player
+    best_scores = _best_others(scores) if last else best_rs
     out = []
     for s in range(n):
-        others = [rs[o] for o in range(n) if o != s]
-        mean = (total - rs[s]) / (n - 1)
-        value = 0.05 * (rs[s] - mean) + 0.05 * (rs[s] - max(others))
+        mine = rs[s]
+        value = 0.05 * (mine - (total - mine) / (n - 1)) + 0.05 * (mine - best_rs[s])
         if last:
-            best_other = max(scores[o] for o in range(n) if o != s)
+            best_other = best_scores[s]
             value = 0.5 * value + (0.5 if scores[s] > best_other else
                                    (0.0 if scores[s] == best_other else -0.5))
         out.append(value)
     return out
 
 
-def player_rounds(num_players: int) -> int:
-    return {2: 2, 3: 3, 4: 4, 5: 5}[num_players]
+def _best_others(values: Sequence[int]) -> list[int]:
+    """For each seat, the highest value among the other seats'."""
+    top = max(values)
+    first = values.index(top)
+    second = max(v for i, v in enumerate(values) if i != first)
+    return [second if i == first else top for i in range(len(values))]
 
 
-def rollout(state: State) -> None:
-    """Play the round out with the greedy policy (in place)."""
-    apply = state.apply
-    while not state.is_over:
-        apply(greedy_action(state))
+def rollout(state: State, round_start_scores: Sequence[int]) -> list[float]:
+    """Every seat's `reward` once the round is played out by the greedy policy (``state`` is
+    used up; see `round_scores`)."""
+    index = state.round_index
+    return reward(round_scores(state), index, round_start_scores)
 
 
 def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
@@ -84,7 +101,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
            clock: Callable[[], float] = time.perf_counter,
            root_actions: Sequence[Action] | None = None,
            opponents_search: bool = True, sample_tries: int = 1,
-           min_iterations: int = 0, hard_deadline: float | None = None
+           min_iterations: int = 0, hard_deadline: float | None = None,
+           width: Width | None = None
            ) -> SearchResult | None:
     """Search from ``info`` until ``iterations`` are done or ``clock()`` passes
     ``deadline`` (whichever comes first; at least one must be given). None when not even one
@@ -95,13 +113,14 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
     so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
     ``sample_tries``: draws per determinization to find hands that agree with the opponents'
-    Scouts (see `knowledge.sample`)."""
+    Scouts (see `knowledge.sample`). ``width``: the actions tried at a node (`Width`)."""
     if iterations is None and deadline is None:
         raise ValueError("search needs an iteration count or a deadline")
     root = TreeNode()
     seat = info.seat
     start_scores = info.scores
     reads = ScoutReads.of(info) if sample_tries > 1 else None
+    shape = width or Width()
     done = 0
     fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
     while iterations is None or done < iterations:
@@ -114,7 +133,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
         state = (info.determinize(rng) if reads is None
                  else info.state(sample(info, reads, rng, sample_tries)))
         if fixed_root is None:
-            fixed_root = candidates(state, scouts_per_way=3, max_combos=6)
+            fixed_root = candidates(state, shape.root_scouts, shape.root_combos)
         node = root
         path: list[tuple[TreeNode, int]] = []
         while not state.is_over:
@@ -123,7 +142,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             if actor != seat and not opponents_search:
                 state.apply(greedy_action(state))
                 continue
-            actions = fixed_root if node is root else candidates(state)
+            actions = (fixed_root if node is root
+                       else candidates(state, shape.scouts, shape.combos))
             untried: Action | None = None
             best: TreeNode | None = None
             best_action: Action | None = None
@@ -152,8 +172,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             state.apply(best_action)
             path.append((best, actor))
             node = best
-        rollout(state)
-        rewards = reward(state, start_scores)
+        rewards = rollout(state, start_scores)
         for child, actor in path:
             child.visits += 1
             child.total += rewards[actor]

@@ -20,13 +20,13 @@ from typing import Protocol, cast
 import grpc
 from google.protobuf.message import DecodeError
 from scout.v1 import arena_pb2, arena_pb2_grpc
+from scout_rules.protocol import PROTOCOL_VERSION
 
 from .calls import EOF, ArenaContext, bearer_token
 from .connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, payload
 from .convert import (
     MAX_BUNDLE_BYTES,
     MAX_BUNDLE_MESSAGES,
-    PROTOCOL_VERSION,
     bundle_bytes,
     read_answers,
 )

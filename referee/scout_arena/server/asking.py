@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scout_rules import IllegalAction, MalformedAction, OutOfTurn
 
 from .clock import TimeControl
-from .events import Answer, MatchWire, Request, Verdict
+from .events import Answer, AnswerStatus, MatchWire, Request
 from .metrics import RefereeMetrics
 from .seat import FORFEIT, OpenRequest, Seat, SeatRequest
 from .table import Table
@@ -84,8 +84,8 @@ class Asking:
                     seat.illegal += 1
                     match.strike(seat, "malformed_action" if malformed else "illegal_action",
                                 f"request {request.request_id}: {exc}")
-                    self.table.judge(seat, request.request_id,
-                               Verdict.MALFORMED if malformed else Verdict.ILLEGAL, str(exc))
+                    status = AnswerStatus.MALFORMED if malformed else AnswerStatus.ILLEGAL
+                    self.table.judge(seat, request.request_id, status, str(exc))
                     if seat.forfeited:
                         self._answered(seat, request)
                         return
@@ -93,7 +93,7 @@ class Asking:
                 taken = seat.clock.answered(received_at, loop_lag)
                 self.metrics.answered_request(request.kind, taken, self.decision_s)
                 seat.open = None
-                self.table.judge(seat, request.request_id, Verdict.ACCEPTED)
+                self.table.judge(seat, request.request_id, AnswerStatus.ACCEPTED)
                 self._answered(seat, request)
                 return
             remaining = seat.time_left()
@@ -107,12 +107,12 @@ class Asking:
             seat.open = None
             match.strike(seat, "timeout", f"no acceptable answer to request "
                         f"{request.request_id} within {decision_ms} ms and the bank")
-            self.table.judge(seat, request.request_id, Verdict.TIMED_OUT,
+            self.table.judge(seat, request.request_id, AnswerStatus.TIMED_OUT,
                        "time ran out (decision time and bank); the referee played the "
                        "fallback")
             self._answered(seat, request)
         except Exception as exc:  # the match ends on it (`run` logs it)
-            match.crash(exc)
+            match.play.crash(exc)
 
     @staticmethod
     def _answered(seat: Seat, request: SeatRequest) -> None:

@@ -4,6 +4,9 @@ A match emits these (requests to a seat, verdicts on answers, what the whole tab
 spectators see); bots' answers arrive as `RotationAnswer`/`ActionAnswer`. Only
 `scout_arena.server.convert` turns them into scout.v1 messages and back, behind the `Wire`
 port below, so the match logic can be read, tested and changed without protobuf in sight.
+The connection messages and statuses that are plain values on both sides (a Welcome, a
+MatchEnded, an answer's status...) are the rules package's (`scout_rules.protocol`), shared with
+the SDK, and offered here with the rest.
 """
 
 from __future__ import annotations
@@ -13,8 +16,47 @@ from enum import Enum
 from typing import ClassVar, Protocol
 
 from scout_rules import Action, Card, Hand, Observation, PublicAction, RoundResult
+from scout_rules.protocol import (
+    AnswerResult,
+    AnswerStatus,
+    Assignment,
+    Goodbye,
+    GoodbyeReason,
+    MatchEnded,
+    MatchEndStatus,
+    Probation,
+    Welcome,
+)
 
 from .clock import TimeControl
+
+__all__ = [
+    "ActionAnswer",
+    "ActionPlayed",
+    "Answer",
+    "AnswerResult",
+    "AnswerStatus",
+    "Assignment",
+    "BotEvent",
+    "DecisionRequested",
+    "Goodbye",
+    "GoodbyeReason",
+    "MatchEndStatus",
+    "MatchEnded",
+    "MatchSnapshot",
+    "MatchStarted",
+    "MatchStatus",
+    "MatchWire",
+    "Probation",
+    "Request",
+    "RotationAnswer",
+    "RotationRequested",
+    "RoundEnded",
+    "RoundStarted",
+    "SpectatorEvent",
+    "Welcome",
+    "Wire",
+]
 
 
 class MatchStatus(Enum):
@@ -23,77 +65,7 @@ class MatchStatus(Enum):
     ABORTED = "aborted"
 
 
-class EndStatus(Enum):
-    """How a match ended for its seats (``MatchEnded.status``, PROTOCOL.md §3.5)."""
-
-    FINISHED = "finished"
-    """Played to its end: it has a result and a record."""
-    ABORTED = "aborted"
-    """Stopped by the referee before its end (a shutdown that outlasted the drain)."""
-    VOIDED = "voided"
-    """Voided by the ladder (its node was lost, or the ladder cancelled it)."""
-
-
-class GoodbyeReason(Enum):
-    """Why the referee ends a bot's stream on purpose (PROTOCOL.md §10.1)."""
-
-    SHUTDOWN = "shutdown"
-    """Restarting or being drained: come back after ``retry_after_ms``."""
-    FINISHED = "finished"
-    """The event this referee served is over: do not come back."""
-
-
-class Verdict(Enum):
-    """What became of an answer (or of a request nobody answered in time)."""
-
-    ACCEPTED = "accepted"
-    ILLEGAL = "illegal"
-    MALFORMED = "malformed"
-    STALE = "stale"
-    UNKNOWN_MATCH = "unknown_match"
-    TIMED_OUT = "timed_out"
-
-
 # ----- to one bot ----------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Welcome:
-    """A stream is accepted; ``resumed`` when the bot still holds seats in running matches."""
-
-    bot_name: str
-    session_id: str
-    resumed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Goodbye:
-    """The last message of a stream the referee ends on purpose."""
-
-    reason: GoodbyeReason
-    message: str = ""
-    reconnect: bool = False
-    retry_after_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Assigned:
-    """Play ``match_id`` on the referee node at ``address``, with ``ticket`` as the bearer
-    token of a stream there (PROTOCOL.md §3.8): sent by a ladder with nodes."""
-
-    match_id: str
-    address: str
-    ticket: str
-    tls: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ProbationNotice:
-    """The ladder put the bot on probation (``active``) or lifted it (PROTOCOL.md §3.9)."""
-
-    active: bool
-    reason: str
-    lifted_by_reconnect: bool = True
-
 
 @dataclass(frozen=True, slots=True)
 class MatchStarted:
@@ -138,18 +110,6 @@ class DecisionRequested:
     time_bank_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerJudged:
-    """The verdict on one answer, or a timeout; with the seat's strikes and bank after it."""
-
-    match_id: str
-    request_id: int
-    verdict: Verdict
-    reason: str = ""
-    strikes: int = 0
-    time_bank_ms: int = 0
-
-
 # ----- to the whole table (and spectators) ---------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -171,20 +131,6 @@ class RoundEnded:
     totals: tuple[int, ...]
     dealt_hands: tuple[Hand, ...]
     rotations: tuple[bool | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class MatchEnded:
-    """How a match ended: the result of a finished one, its record stored under
-    ``record_id``; an aborted or voided one has no result, only a ``reason``."""
-
-    match_id: str
-    totals: tuple[int, ...] = ()
-    ranks: tuple[int, ...] = ()
-    forfeited_seats: tuple[int, ...] = ()
-    record_id: str = ""
-    status: EndStatus = EndStatus.FINISHED
-    reason: str = ""
 
 
 # ----- to spectators only --------------------------------------------------------------------
@@ -239,8 +185,8 @@ class ActionAnswer:
     unreadable: str = ""
 
 
-BotEvent = (Welcome | Goodbye | Assigned | ProbationNotice | MatchStarted | RotationRequested
-            | DecisionRequested | AnswerJudged | ActionPlayed | RoundEnded | MatchEnded)
+BotEvent = (Welcome | Goodbye | Assignment | Probation | MatchStarted | RotationRequested
+            | DecisionRequested | AnswerResult | ActionPlayed | RoundEnded | MatchEnded)
 """Everything a bot's stream carries."""
 
 SpectatorEvent = MatchSnapshot | RoundStarted | ActionPlayed | RoundEnded | MatchEnded

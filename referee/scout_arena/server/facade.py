@@ -22,13 +22,13 @@ from .clock import DEFAULT_TIME_CONTROL, TimeControl
 from .connections import Authenticator, tokens_equal
 from .convert import ProtobufWire
 from .events import (
-    Assigned,
+    Assignment,
     BotEvent,
-    EndStatus,
     Goodbye,
     GoodbyeReason,
     MatchEnded,
-    ProbationNotice,
+    MatchEndStatus,
+    Probation,
 )
 from .health import Check
 from .lifecycle import RefereeServer, exit_dead, wait_stopped_or_dead
@@ -220,19 +220,19 @@ pass match turns may take (`turns`; docs/deploy.md, "Under load")."""
                         tls: bool = False) -> bool:
         """Tell a connected bot to play ``match_id`` on the node at ``address`` with
         ``ticket``; False when the bot has no live stream here."""
-        return self._tell(bot, Assigned(match_id, address, ticket, tls))
+        return self._tell(bot, Assignment(match_id, address, ticket, tls))
 
     def send_voided(self, bot: str, match_id: str, reason: str) -> bool:
         """Tell a connected bot that the ladder voided ``match_id`` (played on a node that is
         lost, or never begun): MatchEnded VOIDED on its stream here. False when the bot has no
         live stream here."""
-        return self._tell(bot, MatchEnded(match_id, status=EndStatus.VOIDED, reason=reason))
+        return self._tell(bot, MatchEnded(match_id, status=MatchEndStatus.VOIDED, reason=reason))
 
     def send_probation(self, bot: str, active: bool, reason: str,
                        lifted_by_reconnect: bool = True) -> bool:
         """Tell a connected bot it is on probation (``active``) or no longer; False when the
         bot has no live stream here."""
-        return self._tell(bot, ProbationNotice(active, reason, lifted_by_reconnect))
+        return self._tell(bot, Probation(active, reason, lifted_by_reconnect))
 
     def _tell(self, bot: str, event: BotEvent) -> bool:
         entry = self._referee.bots.get(bot)

@@ -33,7 +33,7 @@ from .errors import (
     UnknownBot,
     has_control_characters,
 )
-from .events import EndStatus, Goodbye, MatchStatus, Wire
+from .events import Goodbye, MatchEndStatus, MatchStatus, Wire
 from .looplag import LoopLag
 from .match import MatchRunner
 from .metrics import RefereeMetrics
@@ -203,7 +203,7 @@ class Referee:
         if self.assigned.cancel(match_id, reason):
             return True
         match = self.matches.running.get(match_id)
-        status = EndStatus.VOIDED if voided else EndStatus.ABORTED
+        status = MatchEndStatus.VOIDED if voided else MatchEndStatus.ABORTED
         if match is None or not match.cancel(reason, status):
             return False
         log.info("match %s cancelled: %s", match_id, reason)

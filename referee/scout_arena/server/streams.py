@@ -14,8 +14,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from scout_rules.protocol import PROTOCOL_VERSION
+
 from .connections import BotConnection, BotEntry, BotRegistry
-from .events import Answer, AnswerJudged, Goodbye, Verdict, Welcome, Wire
+from .events import Answer, AnswerResult, AnswerStatus, Goodbye, Welcome, Wire
 from .looplag import LoopLag
 from .metrics import RefereeMetrics
 from .seat import Delivered, SeatRequest
@@ -62,7 +64,8 @@ class Streams:
         were resumed."""
         bot = connection.bot
         resumed = bool(bot.seats)
-        connection.send(self.wire.encode(Welcome(bot.name, connection.session_id, resumed)))
+        welcome = Welcome(PROTOCOL_VERSION, bot.name, connection.session_id, resumed)
+        connection.send(self.wire.encode(welcome))
         old = bot.connection
         if old is not None and old is not connection:
             old.superseded = True
@@ -120,13 +123,13 @@ class Streams:
         match_id, request_id = answer.match_id, answer.request_id
         seat = connection.bot.seats.get(match_id)
         if seat is None:
-            connection.send(self.wire.encode(AnswerJudged(
-                match_id, request_id, Verdict.UNKNOWN_MATCH,
+            connection.send(self.wire.encode(AnswerResult(
+                match_id, request_id, AnswerStatus.UNKNOWN_MATCH,
                 f"you are not playing a match with id {match_id!r}")))
             return
         request = seat.open
         if request is None or request.request_id != request_id or request.kind != answer.kind:
-            seat.match.table.judge(seat, request_id, Verdict.STALE,
+            seat.match.table.judge(seat, request_id, AnswerStatus.STALE,
                              stale_reason(request_id, answer.kind, request))
             return
         seat.deliver(Delivered(answer, time.monotonic() if received_at is None else received_at,

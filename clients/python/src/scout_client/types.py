@@ -6,8 +6,9 @@ one place that maps them to and from the wire. Sequences are tuples so every val
 and can be compared with `==` (e.g. `action in observation.legal_shows`).
 
 Cards, actions and the public history are the rules package's own (`scout_rules`): one model
-of the game for the referee, the engine and bots. `Observation` is in `observation`; this module
-adds the other messages and offers every type from one place.
+of the game for the referee, the engine and bots; so are the connection messages and statuses
+the referee builds from the same definitions (`scout_rules.protocol`). `Observation` is in
+`observation`; this module adds the other messages and offers every type from one place.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ from scout_rules import (
     Scout,
     ScoutAndShow,
     Show,
+)
+from scout_rules.protocol import (
+    PROTOCOL_VERSION,
+    AnswerResult,
+    AnswerStatus,
+    Assignment,
+    Goodbye,
+    GoodbyeReason,
+    MatchEnded,
+    MatchEndStatus,
+    Probation,
+    Welcome,
 )
 
 from .observation import Observation
@@ -66,21 +79,6 @@ __all__ = [
     "Welcome",
 ]
 
-PROTOCOL_VERSION = 1
-"""The protocol version this SDK speaks (sent in Hello)."""
-
-
-class AnswerStatus(Enum):
-    """How the referee judged an answer (see the protocol contract, AnswerResult)."""
-
-    UNSPECIFIED = "unspecified"
-    ACCEPTED = "accepted"
-    ILLEGAL = "illegal"
-    MALFORMED = "malformed"
-    STALE = "stale"
-    UNKNOWN_MATCH = "unknown_match"
-    TIMED_OUT = "timed_out"
-
 
 class RoundEndReason(Enum):
     """Why a round ended."""
@@ -102,27 +100,6 @@ class ErrorCode(Enum):
     RATE_LIMITED = "rate_limited"
 
 
-class GoodbyeReason(Enum):
-    """Why the referee closes a stream on purpose (see the protocol contract, §10.1)."""
-
-    UNSPECIFIED = "unspecified"
-    SHUTDOWN = "shutdown"
-    """The referee is restarting or being drained; come back after `retry_after_ms`."""
-    FINISHED = "finished"
-    """The tournament or event this referee served is over."""
-
-
-class MatchEndStatus(Enum):
-    """How a match ended for the bot (`MatchEnded.status`, PROTOCOL.md §3.5)."""
-
-    FINISHED = "finished"
-    """Played to its end (forfeits included): totals, ranks and a record."""
-    ABORTED = "aborted"
-    """Stopped by the referee before its end (a shutdown that outlasted its drain): no result."""
-    VOIDED = "voided"
-    """Voided by the ladder (its referee node was lost, or it never began): no result."""
-
-
 # --- what the referee sends ---------------------------------------------------------------------
 
 
@@ -132,16 +109,6 @@ class TimeControl:
 
     decision_ms: int
     time_bank_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Welcome:
-    """The referee accepted the connection. `bot_name` is the authoritative name of the token."""
-
-    protocol_version: int
-    bot_name: str
-    session_id: str
-    resumed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,24 +152,6 @@ class RotationRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerResult:
-    """What became of an answer. ILLEGAL and MALFORMED cost a strike but leave the request
-    open; TIMED_OUT means the referee played the fallback."""
-
-    match_id: str
-    request_id: int
-    status: AnswerStatus
-    reason: str = ""
-    strikes: int = 0
-    time_bank_ms: int = 0
-
-    @property
-    def rejected(self) -> bool:
-        """True for ILLEGAL and MALFORMED: a strike, and the request stays open."""
-        return self.status in (AnswerStatus.ILLEGAL, AnswerStatus.MALFORMED)
-
-
-@dataclass(frozen=True, slots=True)
 class PublicEvent:
     """An action by any seat (one's own included), as every seat sees it."""
 
@@ -227,65 +176,11 @@ class RoundEnded:
 
 
 @dataclass(frozen=True, slots=True)
-class MatchEnded:
-    """A match ended. Only a FINISHED one has a result: ranks are 1-based (1 is best) and
-    forfeits rank last. An ABORTED or VOIDED one has none, and `reason` says why."""
-
-    match_id: str
-    totals: tuple[int, ...] = ()
-    ranks: tuple[int, ...] = ()
-    forfeited_seats: tuple[int, ...] = ()
-    record_id: str = ""
-    status: MatchEndStatus = MatchEndStatus.FINISHED
-    reason: str = ""
-
-    @property
-    def finished(self) -> bool:
-        """Whether the match was played to its end (it has a result)."""
-        return self.status is MatchEndStatus.FINISHED
-
-
-@dataclass(frozen=True, slots=True)
 class ProtocolError:
     """A problem with a message that belongs to no request (e.g. a missing Hello)."""
 
     code: ErrorCode
     message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Goodbye:
-    """The referee is ending the stream on purpose; the last message before the stream ends.
-    With `reconnect` the SDK comes back after `retry_after_ms` (a planned restart, not a fault);
-    without it `run_bot` returns. `message` is for people and logs."""
-
-    reason: GoodbyeReason = GoodbyeReason.UNSPECIFIED
-    message: str = ""
-    reconnect: bool = False
-    retry_after_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """Play `match_id` on the referee node at `address` (a ladder with nodes, PROTOCOL.md
-    §3.8): the SDK opens a stream there with `ticket` as its bearer token, unless it has one
-    open, and plays the match on it like any other."""
-
-    match_id: str
-    address: str
-    ticket: str
-    tls: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Probation:
-    """The ladder put the bot on probation (`active`: it schedules no match for it) or lifted
-    it (PROTOCOL.md §3.9). With `lifted_by_reconnect`, a new stream (the bot restarted after
-    a fix) lifts it; otherwise only its owner or the operator can."""
-
-    active: bool
-    reason: str = ""
-    lifted_by_reconnect: bool = False
 
 
 MatchMessage: TypeAlias = (

@@ -167,12 +167,16 @@ _REJECTION_LIMITS = [0, *((1 << 64) - ((1 << 64) % bound) for bound in range(1, 
 
 
 def _pure_shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
+    return _pure_shuffled_cards(deck_for(num_players), rng)
+
+
+def _pure_shuffled_cards(pairs: Sequence[tuple[int, int]], rng: SplitMix64) -> list[Card]:
     """Shuffle order (Fisher-Yates from the top index down) then orientation (one draw per card).
 
     The draws are `SplitMix64.below` and `SplitMix64.next_u64` written out in the loops: a
     referee deals every match it starts, and the calls were most of a deal's cost. A test pins
     the deals to the generator's methods."""
-    cards = list(deck_for(num_players))
+    cards = list(pairs)
     state = rng.getstate()
     limits = _REJECTION_LIMITS
     for i in range(len(cards) - 1, 0, -1):
@@ -200,10 +204,15 @@ def _pure_shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
 def shuffled_deck(num_players: int, rng: SplitMix64) -> list[Card]:
     """`_pure_shuffled_deck`'s draws, in C when the extension is built (a test holds the two
     equal)."""
+    return shuffled_cards(deck_for(num_players), rng)
+
+
+def shuffled_cards(pairs: Sequence[tuple[int, int]], rng: SplitMix64) -> list[Card]:
+    """Any cards (as (low, high) pairs) shuffled and turned as a deck is: a deal's draws, also
+    what a determinization draws the unseen cards with."""
     if SPEEDUPS is None:
-        return _pure_shuffled_deck(num_players, rng)
-    drawn: tuple[list[Card], int] = SPEEDUPS.shuffled_cards(rng.getstate(),
-                                                            deck_for(num_players), CARDS)
+        return _pure_shuffled_cards(pairs, rng)
+    drawn: tuple[list[Card], int] = SPEEDUPS.shuffled_cards(rng.getstate(), pairs, CARDS)
     rng.setstate(drawn[1])
     return drawn[0]
 

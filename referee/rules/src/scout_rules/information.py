@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .actions import ActionKind, End, PublicAction
-from .cards import Card, deck_for, player_count_rules
+from .cards import Card, SplitMix64, card_of, deck_for, player_count_rules, shuffled_cards
 from .errors import BadShape, CardsDontAddUp, InconsistentTable
 from .observation import Observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position
@@ -39,6 +39,7 @@ class _Replay:
     scouts_since_show: int
     unseen: tuple[Pair, ...]
     unknown: int
+    public: int  # cards in the other hands whose place is known
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,10 @@ class InformationSet:
     def deal(self, rng: random.Random) -> tuple[tuple[Card, ...], ...]:
         """Every seat's hand in one consistent fill: this seat's as it is, each public card in
         its place turned a random way, each unknown position a card drawn from `unseen`
-        without replacement, either way up."""
+        without replacement, either way up (drawn as a deck is shuffled, seeded from ``rng``)."""
         r = self._replay
-        pool = rng.sample(r.unseen, r.unknown)
-        rand = rng.random
+        pool = shuffled_cards(r.unseen, SplitMix64(rng.getrandbits(64)))
+        turns = rng.getrandbits(r.public) if r.public else 0
         hands: list[tuple[Card, ...]] = []
         k = 0
         for s, slots in enumerate(r.known):
@@ -137,13 +138,11 @@ class InformationSet:
             hand: list[Card] = []
             for slot in slots:
                 if slot is None:
-                    low, high = pool[k]
+                    hand.append(pool[k])
                     k += 1
-                    hand.append(Card(high, low) if rand() < 0.5 else Card(low, high))
-                elif rand() < 0.5:
-                    hand.append(slot)
                 else:
-                    hand.append(Card(slot.other, slot.face))
+                    hand.append(slot if turns & 1 else card_of(slot.other, slot.face))
+                    turns >>= 1
             hands.append(tuple(hand))
         return tuple(hands)
 
@@ -270,9 +269,12 @@ def _replay(info: InformationSet) -> _Replay:
     unseen = tuple(p for p in deck_for(n) if p not in placed)
     unknown = sum(1 for s, h in enumerate(known) if s != info.seat
                   for slot in h if slot is None)
+    public = sum(1 for s, h in enumerate(known) if s != info.seat
+                 for slot in h if slot is not None)
     if unknown > len(unseen):
         raise CardsDontAddUp(f"{unknown} cards in other hands are unknown but only "
                              f"{len(unseen)} of the deck are unseen")
     return _Replay(known=tuple(map(tuple, known)), captured=tuple(map(tuple, captured)),
                    active=tuple(active), owner=owner if active else None,
-                   scouts_since_show=scouts, unseen=unseen, unknown=unknown)
+                   scouts_since_show=scouts, unseen=unseen, unknown=unknown,
+                   public=public)

@@ -24,7 +24,6 @@ from .fast import (
     varint,
 )
 from .objects import (
-    PROTOCOL_VERSION,
     action_from_pb,
     action_to_pb,
     cards_to_pb,
@@ -51,7 +50,6 @@ from .objects import (
 __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_BUNDLE_MESSAGES",
-    "PROTOCOL_VERSION",
     "MatchWire",
     "ProtobufWire",
     "action_from_pb",

@@ -31,28 +31,26 @@ from ..clock import TimeControl
 from ..errors import InvalidTimeControl
 from ..events import (
     ActionPlayed,
-    AnswerJudged,
-    Assigned,
+    AnswerResult,
+    AnswerStatus,
+    Assignment,
     BotEvent,
     DecisionRequested,
-    EndStatus,
     Goodbye,
     GoodbyeReason,
     MatchEnded,
+    MatchEndStatus,
     MatchSnapshot,
     MatchStarted,
     MatchStatus,
-    ProbationNotice,
+    Probation,
     RotationRequested,
     RoundEnded,
     RoundStarted,
     SpectatorEvent,
-    Verdict,
     Welcome,
 )
 from .cache import BoundedCache
-
-PROTOCOL_VERSION = 1
 
 END_TO_PB = {End.LEFT: game_pb2.END_LEFT, End.RIGHT: game_pb2.END_RIGHT}
 _END_FROM_PB = {game_pb2.END_LEFT: End.LEFT, game_pb2.END_RIGHT: End.RIGHT}
@@ -242,17 +240,19 @@ def time_control_from_pb(request: matches_pb2.CreateMatchRequest | nodes_pb2.Ass
 
 # ----- events to bots ---------------------------------------------------------------------
 
-_VERDICT_TO_PB: dict[Verdict, arena_pb2.AnswerStatus.ValueType] = {
-    Verdict.ACCEPTED: arena_pb2.ANSWER_STATUS_ACCEPTED,
-    Verdict.ILLEGAL: arena_pb2.ANSWER_STATUS_ILLEGAL,
-    Verdict.MALFORMED: arena_pb2.ANSWER_STATUS_MALFORMED,
-    Verdict.STALE: arena_pb2.ANSWER_STATUS_STALE,
-    Verdict.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
-    Verdict.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
+_VERDICT_TO_PB: dict[AnswerStatus, arena_pb2.AnswerStatus.ValueType] = {
+    AnswerStatus.UNSPECIFIED: arena_pb2.ANSWER_STATUS_UNSPECIFIED,
+    AnswerStatus.ACCEPTED: arena_pb2.ANSWER_STATUS_ACCEPTED,
+    AnswerStatus.ILLEGAL: arena_pb2.ANSWER_STATUS_ILLEGAL,
+    AnswerStatus.MALFORMED: arena_pb2.ANSWER_STATUS_MALFORMED,
+    AnswerStatus.STALE: arena_pb2.ANSWER_STATUS_STALE,
+    AnswerStatus.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
+    AnswerStatus.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
 }
 
 
 _GOODBYE_TO_PB = {
+    GoodbyeReason.UNSPECIFIED: arena_pb2.GOODBYE_REASON_UNSPECIFIED,
     GoodbyeReason.SHUTDOWN: arena_pb2.GOODBYE_REASON_SHUTDOWN,
     GoodbyeReason.FINISHED: arena_pb2.GOODBYE_REASON_FINISHED,
 }
@@ -268,10 +268,10 @@ def round_ended_event(event: RoundEnded) -> arena_pb2.RoundEnded:
                        event.rotations)
 
 
-_END_STATUS_TO_PB: dict[EndStatus, arena_pb2.MatchEndStatus.ValueType] = {
-    EndStatus.FINISHED: arena_pb2.MATCH_END_STATUS_FINISHED,
-    EndStatus.ABORTED: arena_pb2.MATCH_END_STATUS_ABORTED,
-    EndStatus.VOIDED: arena_pb2.MATCH_END_STATUS_VOIDED,
+_END_STATUS_TO_PB: dict[MatchEndStatus, arena_pb2.MatchEndStatus.ValueType] = {
+    MatchEndStatus.FINISHED: arena_pb2.MATCH_END_STATUS_FINISHED,
+    MatchEndStatus.ABORTED: arena_pb2.MATCH_END_STATUS_ABORTED,
+    MatchEndStatus.VOIDED: arena_pb2.MATCH_END_STATUS_VOIDED,
 }
 
 
@@ -283,10 +283,10 @@ def match_ended(event: MatchEnded) -> arena_pb2.MatchEnded:
 
 def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
     """The RefereeMessage of any event a bot is sent, built from the event alone."""
-    if isinstance(event, AnswerJudged):
+    if isinstance(event, AnswerResult):
         return arena_pb2.RefereeMessage(answer_result=arena_pb2.AnswerResult(
             match_id=event.match_id, request_id=event.request_id,
-            status=_VERDICT_TO_PB[event.verdict], reason=event.reason, strikes=event.strikes,
+            status=_VERDICT_TO_PB[event.status], reason=event.reason, strikes=event.strikes,
             time_bank_ms=event.time_bank_ms))
     if isinstance(event, ActionPlayed):
         return arena_pb2.RefereeMessage(public_event=public_event(event))
@@ -309,13 +309,13 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
             resumed=event.resumed, time_bank_ms=event.time_bank_ms, strikes=event.strikes))
     if isinstance(event, Welcome):
         return arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(
-            protocol_version=PROTOCOL_VERSION, bot_name=event.bot_name,
+            protocol_version=event.protocol_version, bot_name=event.bot_name,
             session_id=event.session_id, resumed=event.resumed))
-    if isinstance(event, Assigned):
+    if isinstance(event, Assignment):
         return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
             match_id=event.match_id, address=event.address, ticket=event.ticket,
             tls=event.tls))
-    if isinstance(event, ProbationNotice):
+    if isinstance(event, Probation):
         return arena_pb2.RefereeMessage(probation=arena_pb2.Probation(
             active=event.active, reason=event.reason,
             lifted_by_reconnect=event.lifted_by_reconnect))

@@ -1,20 +1,36 @@
-"""The fast greedy-ish policy of the rollouts, and the candidate actions the tree searches.
+"""Greedy playouts of a round: the policy a search plays its rollouts with, and the playout.
 
-Both read the engine `State`'s public lists directly (``faces``, ``active``, ``active_key``)
-and use the engine's own move generation, so every action they return is legal. The rollout
-policy is the bundled GreedyBot's idea made cheap: show the longest group (the weakest on
+The policy is the bundled GreedyBot's idea made cheap: show the longest group (the weakest on
 ties), else a Scout & Show of at least two cards and at least as many as the active set, else
-scout the card where it extends the longest group of the hand.
+scout the card where it extends the longest group of the hand. It reads the `State`'s public
+lists directly (``faces``, ``active``, ``active_key``) and uses the engine's own move
+generation, so every action it returns is legal.
+
+`round_scores` plays the round in progress out with that policy for every seat, and
+`candidates` is the short list of actions a search tries, the policy's choice first. Both have
+an optional C core (``_playout``, built as ``_speedups`` is): the round is played on C arrays
+without touching the state. The Python functions here are the reference the core is tested
+against, and what runs without a compiler.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scout_rules import Action, Card, End, Scout, ScoutAndShow, Show, State
-from scout_rules.moves import NO_ACTIVE_SET, group_key, legal_shows
+from ._native import PLAYOUT
+from .actions import Action, End, Scout, ScoutAndShow, Show
+from .cards import Card
+from .moves import NO_ACTIVE_SET, group_key, legal_shows, scout_ends
+from .rounds import Phase
+from .state import State
 
-__all__ = ["candidates", "fit", "greedy_action", "show_key"]
+__all__ = ["COMPILED", "best_scout", "best_show", "candidates", "fit", "greedy_action",
+           "may_scout", "round_scores", "scout_and_shows", "show_key"]
+
+#: Whether `round_scores` and `candidates` run in C.
+COMPILED = PLAYOUT is not None
+if PLAYOUT is not None:
+    PLAYOUT.setup(Show, Scout, ScoutAndShow, End.LEFT, End.RIGHT)
 
 _ENDS_ONE = (End.LEFT,)
 _ENDS_TWO = (End.LEFT, End.RIGHT)
@@ -52,7 +68,7 @@ def fit(faces: Sequence[int], pos: int, value: int) -> int:
     return best
 
 
-def _best_show(faces: Sequence[int], shows: Sequence[Show]) -> Show:
+def best_show(faces: Sequence[int], shows: Sequence[Show]) -> Show:
     best = shows[0]
     best_key = show_key(faces, best)
     for show in shows[1:]:
@@ -98,7 +114,7 @@ def _groups_through(faces: Sequence[int], pos: int, value: int
     return out
 
 
-def _scout_and_shows(faces: Sequence[int], active: Sequence[Card],
+def scout_and_shows(faces: Sequence[int], active: Sequence[Card],
                      min_length: int) -> list[tuple[int, ScoutAndShow]]:
     """Scout & Shows of at least ``min_length`` (two or more) cards, each with its `show_key`:
     the longest group through the scouted card wherever it joins one, or a group of the hand
@@ -130,22 +146,7 @@ def _scout_and_shows(faces: Sequence[int], active: Sequence[Card],
     return out
 
 
-def _scouts(faces: Sequence[int], active: Sequence[Card]
-            ) -> list[tuple[int, Scout]]:
-    """Every Scout with its fit (longest group through the new card), not turned first."""
-    out: list[tuple[int, Scout]] = []
-    size = len(active)
-    for end in _ends(active):
-        taken = active[0] if end == End.LEFT or size == 1 else active[-1]
-        for flip in (False, True):
-            value = taken.other if flip else taken.face
-            for pos in range(len(faces) + 1):
-                out.append((fit(faces, pos, value) * 2 + (0 if flip else 1),
-                            Scout(end, flip, pos)))
-    return out
-
-
-def _may_scout(state: State, seat: int) -> bool:
+def may_scout(state: State, seat: int) -> bool:
     return bool(state.active) and (state.num_players > 2 or state.scout_chips[seat] > 0)
 
 
@@ -156,18 +157,18 @@ def greedy_action(state: State) -> Action:
     faces = state.faces[seat]
     shows = legal_shows(faces, state.active_key)
     if shows:
-        return _best_show(faces, shows)
+        return best_show(faces, shows)
     active = state.active
     if state.scout_show_tokens[seat] and active:
-        combos = _scout_and_shows(faces, active, max(2, len(active)))
+        combos = scout_and_shows(faces, active, max(2, len(active)))
         if combos:
             return max(combos, key=lambda kc: kc[0])[1]
-    if not _may_scout(state, seat):
+    if not may_scout(state, seat):
         return state.legal_actions()[0]  # unreachable in a running round; kept for safety
-    return _best_scout(faces, active)
+    return best_scout(faces, active)
 
 
-def _best_scout(faces: Sequence[int], active: Sequence[Card]) -> Scout:
+def best_scout(faces: Sequence[int], active: Sequence[Card]) -> Scout:
     """The Scout `_scouts` ranks first, without building every candidate: a position can
     join the card to a group only if a neighbour is within one of its value."""
     n = len(faces)
@@ -191,7 +192,63 @@ def _best_scout(faces: Sequence[int], active: Sequence[Card]) -> Scout:
     return Scout(*best)
 
 
+def round_scores(state: State) -> tuple[int, ...]:
+    """Every seat's match score once the round in progress is played out by `greedy_action`
+    for every seat (the scores as they are if the match is over).
+
+    ``state`` is used up: it may be left anywhere in the round (the C core does not touch it,
+    the Python playout plays it on); clone it first to keep it."""
+    if state.phase is Phase.MATCH_OVER:
+        return tuple(state.scores)
+    if state.phase is not Phase.PLAY:
+        raise ValueError("a round is played out only once every seat has chosen its rotation")
+    if PLAYOUT is not None:
+        last = state.last_shower
+        seat = state.current_seat
+        assert seat is not None
+        scores = PLAYOUT.round_scores(
+            state.num_players, state.hands, state.active, [len(c) for c in state.captured],
+            state.scout_chips, state.scout_show_tokens, -1 if last is None else last,
+            state.scouts_since_show, seat, state.round_actions, state.max_round_actions)
+        if scores is not None:
+            return tuple(a + b for a, b in zip(state.scores, scores, strict=True))
+    index = state.round_index
+    apply = state.apply
+    while state.phase is Phase.PLAY and state.round_index == index:
+        apply(greedy_action(state))
+    return tuple(state.scores)
+
+
 def candidates(state: State, scouts_per_way: int = 2, max_combos: int = 4) -> list[Action]:
+    """The actions a search considers for the seat to act, `greedy_action`'s choice first:
+    every legal Show; for each end and way up, the ``scouts_per_way`` best insert positions;
+    the ``max_combos`` best Scout & Shows of two cards or more."""
+    seat = state.current_seat
+    assert seat is not None
+    if PLAYOUT is not None:
+        found: list[Action] | None = PLAYOUT.candidates(
+            state.faces[seat], state.active, state.num_players, state.scout_show_tokens[seat],
+            state.scout_chips[seat], scouts_per_way, max_combos)
+        if found is not None:
+            return found
+    return _candidates(state, scouts_per_way, max_combos)
+
+
+def _scouts(faces: list[int], active: list[Card]) -> list[tuple[int, Scout]]:
+    """Every Scout with its fit (longest group through the new card), not turned first."""
+    out: list[tuple[int, Scout]] = []
+    size = len(active)
+    for end in scout_ends(size):
+        taken = active[0] if end == End.LEFT or size == 1 else active[-1]
+        for flip in (False, True):
+            value = taken.other if flip else taken.face
+            for pos in range(len(faces) + 1):
+                out.append((fit(faces, pos, value) * 2 + (0 if flip else 1),
+                            Scout(end, flip, pos)))
+    return out
+
+
+def _candidates(state: State, scouts_per_way: int = 2, max_combos: int = 4) -> list[Action]:
     """The actions the tree considers for the seat to act, the rollout policy's choice first:
     every legal Show; for each end and way up, the ``scouts_per_way`` best insert positions;
     the ``max_combos`` best Scout & Shows of two cards or more."""
@@ -202,22 +259,22 @@ def candidates(state: State, scouts_per_way: int = 2, max_combos: int = 4) -> li
     shows = legal_shows(faces, state.active_key)
     combos: list[tuple[int, ScoutAndShow]] = []
     if active and state.scout_show_tokens[seat]:
-        combos = _scout_and_shows(faces, active, 2)
+        combos = scout_and_shows(faces, active, 2)
     first: Action
     if shows:
-        first = _best_show(faces, shows)
+        first = best_show(faces, shows)
     else:
         need = max(2, len(active))
         usable = [kc for kc in combos if kc[1].show.length >= need]
         if usable:  # the same choice as greedy_action's
             first = max(usable, key=lambda kc: kc[0])[1]
-        elif _may_scout(state, seat):
-            first = _best_scout(faces, active)
+        elif may_scout(state, seat):
+            first = best_scout(faces, active)
         else:
             return state.legal_actions()[:1]
     out: list[Action] = [first]
     out.extend(show for show in shows if show != first)
-    if _may_scout(state, seat):
+    if may_scout(state, seat):
         by_way: dict[tuple[End, bool], list[tuple[int, Scout]]] = {}
         for item in _scouts(faces, active):
             by_way.setdefault((item[1].end, item[1].flip), []).append(item)
