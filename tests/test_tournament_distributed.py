@@ -382,7 +382,7 @@ def test_local_nodes_cut_chunks_smaller_as_the_schedule_runs_out() -> None:
     def cut(chunk_size: int | None) -> list[list[ScheduledMatch]]:
         workers = _LocalWorkers(config, items, chunk_size, 2, lambda r, d: None, None, None,
                                 asyncio.Event())
-        chunks = []
+        chunks: list[list[ScheduledMatch]] = []
         while workers._has_work():
             index, chunk = workers._take()
             assert index == len(chunks)
