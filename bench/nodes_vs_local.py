@@ -12,6 +12,10 @@ meanwhile (other load steals cores, and shares them by runnable processes, so a 
 processes gets more of a contended machine: compare CPU seconds per match, not only wall time).
 From the records: matches running at once on average (the concurrency reached), and start-up
 (from the command's start to its first match).
+
+``--baseline DIR``: each ``--nodes`` mode also runs, in the same alternation, with the
+``scout_arena`` of another checkout (``DIR/referee`` first on PYTHONPATH; make one with
+``git worktree add --detach DIR REV``), as ``MODE @ baseline``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ MODES: dict[str, list[str]] = {
     "--nodes 2 x 2 at once": ["--nodes", "2", "--concurrency", "2"],
     "--nodes 1 x 2 at once": ["--nodes", "1", "--concurrency", "2"],
 }
+BASELINE = " @ baseline"
 
 
 def _stat(pid: int | str) -> tuple[int, float] | None:
@@ -53,6 +58,11 @@ def _stat(pid: int | str) -> tuple[int, float] | None:
         return None
     fields = text[text.rfind(")") + 2:].split()
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
+
+
+#: A process seen as one kind, then another, is the later one: a bot's first sample may be of
+#: its parent forked, before its exec; an exiting process's command line may read empty.
+_RANK = {"": 0, "other": 1, "driver": 2, "worker": 3, "bot": 4}
 
 
 def _kind(pid: int) -> str:
@@ -75,18 +85,24 @@ def _machine_busy() -> float:
     return (sum(fields) - fields[3] - fields[4]) / TICK
 
 
-def run(mode: str, games: int) -> JSON:
+def run(mode: str, games: int, baseline: Path | None = None) -> JSON:
     out = Path(tempfile.mkdtemp(prefix="bench-nodes-"))
+    env = dict(os.environ)
+    if baseline is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(baseline / "referee"),
+                                             *filter(None, [env.get("PYTHONPATH")])])
     command = [sys.executable, "-m", "scout_arena.cli", "tournament", "--players", "4",
                "--games", str(games), "--seed", "7", "--decision-ms", "5000",
                "--time-bank-ms", "30000", "--no-progress", "--out", str(out / "t"),
-               *[arg for i in range(4) for arg in ("--bot", f"greedy{i}=greedy")], *MODES[mode]]
+               *[arg for i in range(4) for arg in ("--bot", f"greedy{i}=greedy")],
+               *MODES[mode.removesuffix(BASELINE)]]
     cpu: dict[int, float] = {}
     kinds: dict[int, str] = {}
     busy_before = _machine_busy()
     started_at = time.time()
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)
     while process.poll() is None:
         parents: dict[int, list[int]] = {}
         for name in os.listdir("/proc"):
@@ -97,8 +113,8 @@ def run(mode: str, games: int) -> JSON:
         tree = [process.pid]
         while tree:
             pid = tree.pop()
-            if pid not in kinds or kinds[pid] in ("", "driver", "worker"):
-                kinds[pid] = _kind(pid) or kinds.get(pid, "")  # a child before its exec
+            if kinds.get(pid) != "bot":
+                kinds[pid] = max(_kind(pid), kinds.get(pid, ""), key=_RANK.__getitem__)
                 if (stat := _stat(pid)) is not None:
                     cpu[pid] = stat[1]
             tree.extend(parents.get(pid, []))
@@ -151,13 +167,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--games", type=int, default=30, help="4 x G matches per run")
     parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also run the --nodes modes with the scout_arena of checkout DIR")
     args = parser.parse_args()
+    if args.baseline is not None:
+        args.modes += [m + BASELINE for m in args.modes if m.startswith("--nodes")]
     console = Console(width=160)
     runs: dict[str, list[JSON]] = {mode: [] for mode in args.modes}
     for round_ in range(args.rounds):
         order = args.modes if round_ % 2 == 0 else args.modes[::-1]
         for mode in order:
-            row = run(mode, args.games)
+            row = run(mode, args.games, args.baseline if mode.endswith(BASELINE) else None)
             runs[mode].append(row)
             console.print(f"[dim]round {round_ + 1}: {mode}: {row['wall_s']} s wall, "
                           f"{row['cores_used']} cores, others {row['other_load_cores']}[/]")
@@ -179,7 +199,9 @@ def main() -> None:
     console.print("busiest: CPU of the busiest process over wall time (1.0 = one core "
                   "saturated); other load: cores the rest of the machine used meanwhile")
     write_json(args.json, {"machine": platform.platform(), "cores": CORES,
-                           "rounds": args.rounds, "games": args.games, "medians": rows,
+                           "rounds": args.rounds, "games": args.games,
+                           "baseline": None if args.baseline is None else str(args.baseline),
+                           "medians": rows,
                            "runs": runs}, console)
 
 

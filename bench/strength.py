@@ -124,20 +124,20 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
 
 
 def measure(num_players: int, matches: int, bot: str, opponent: str, workers: int,
-            console: Console) -> JSON:
+            console: Console, first_deal: int = 0) -> JSON:
     deals = max(2, math.ceil(matches / num_players))
     started = time.perf_counter()
     rows: list[list[Match]] = []
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             futures = [pool.submit(play_deal, num_players, d, bot, opponent)
-                       for d in range(deals)]
+                       for d in range(first_deal, first_deal + deals)]
             rows = [list(f.result()) for f in futures]
     else:
-        for d in range(deals):
+        for d in range(first_deal, first_deal + deals):
             rows.append(list(play_deal(num_players, d, bot, opponent)))
-            if (d + 1) % max(1, deals // 10) == 0:
-                console.print(f"[dim]{num_players} players: {d + 1}/{deals} deals, "
+            if len(rows) % max(1, deals // 10) == 0:
+                console.print(f"[dim]{num_players} players: {len(rows)}/{deals} deals, "
                               f"{time.perf_counter() - started:.0f} s[/]")
     wall = time.perf_counter() - started
 
@@ -154,6 +154,7 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
     target = TARGETS.get(opponent, {}).get(num_players)
     return {
         "players": num_players, "deals": deals, "matches": deals * num_players,
+        "first_deal": first_deal, "win_share_per_deal": per_deal(0),
         "win_rate": round(win, 4), "win_rate_ci95": round(win_ci, 4),
         "win_rate_strict": round(strict, 4), "win_rate_ties_as_wins": round(shared, 4),
         "target": target, "meets_target": None if target is None else win >= target,
@@ -175,10 +176,14 @@ def main() -> None:
                         help="the candidate (default search:iterations=100)")
     parser.add_argument("--opponent", default="greedy", help="every other seat (default greedy)")
     parser.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--first-deal", type=int, default=0,
+                        help="start at this deal (to add matches to an earlier run's sample; "
+                        "the JSON's win_share_per_deal pools)")
     args = parser.parse_args()
     make(args.bot, 0), make(args.opponent, 0)  # a bad spec fails before any match
     console = Console(width=140)
-    rows = [measure(n, args.matches, args.bot, args.opponent, args.workers, console)
+    rows = [measure(n, args.matches, args.bot, args.opponent, args.workers, console,
+                    args.first_deal)
             for n in sorted(set(args.players or PLAYER_COUNTS))]
     table = Table(title=f"{args.bot} vs {args.opponent}, duplicate deals")
     for column in ("players", "matches", "win rate", "target", "mean rank", "score - others",

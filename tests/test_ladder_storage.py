@@ -37,6 +37,7 @@ from scout_ladder import (
     hash_token,
 )
 from scout_ladder.models import Base
+from scout_ladder.repository import ratings as rating_queries
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Engine
 
@@ -359,15 +360,15 @@ def test_finish_match_is_all_or_nothing(
         error = InvalidInputError
     else:
         calls = []
-        real = Repository._upsert_rating
+        real = rating_queries._upsert_rating
 
-        def flaky(self: Repository, *args: Any) -> Any:
+        def flaky(*args: Any) -> Any:
             calls.append(args)
             if len(calls) == 2:
                 raise RuntimeError("the database went away")
-            return real(self, *args)
+            return real(*args)
 
-        monkeypatch.setattr(Repository, "_upsert_rating", flaky)
+        monkeypatch.setattr(rating_queries, "_upsert_rating", flaky)
         error = RuntimeError
     with pytest.raises(error):
         repository.finish_match("m2", record("m2"), results(["a", "b"], [2, 1]), updates)

@@ -26,7 +26,7 @@ from scout_arena.server.hardening.cqdrain import (
     _pending_bytes,
     drain_completion_notifications,
 )
-from scout_arena.server.match import MatchRunner
+from scout_arena.server.play import MatchPlay
 from scout_arena.server.seat import Seat
 from scout_arena.server.turns import TurnGate
 from support.rawbot import RawBot, legal_answer
@@ -249,14 +249,14 @@ async def crash_one_of_two(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, b
         try:
             doomed = referee.create_match(["bot0", "bot1"], seed=7)
             healthy = referee.create_match(["bot1", "bot0"], seed=8)
-            accept = MatchRunner._accept_action
+            accept = MatchPlay._accept_action
 
-            def failing(self: MatchRunner, answer: Any) -> Any:
-                if self is doomed:
+            def failing(self: MatchPlay, answer: Any) -> Any:
+                if self.match_id == doomed.match_id:
                     raise RuntimeError("a bug in a turn")
                 return accept(self, answer)
 
-            monkeypatch.setattr(MatchRunner, "_accept_action", failing)
+            monkeypatch.setattr(MatchPlay, "_accept_action", failing)
             assert doomed.task is not None and healthy.task is not None
             doomed_task = doomed.task
 

@@ -65,7 +65,7 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
     from scout_arena.server import convert
     from scout_arena.server.events import (
         ActionPlayed,
-        AnswerJudged,
+        AnswerResult,
         AnswerStatus,
         DecisionRequested,
     )
@@ -104,7 +104,7 @@ def test_a_match_wire_serializes_each_event_as_the_message_built_whole() -> None
         assert sent.public_event.action.by_referee is by_referee
         history.append(sent.public_event.action)
     assert decisions > 50
-    judged = AnswerJudged("m-1", 7, AnswerStatus.ILLEGAL, "no", strikes=2, time_bank_ms=300)
+    judged = AnswerResult("m-1", 7, AnswerStatus.ILLEGAL, "no", strikes=2, time_bank_ms=300)
     assert arena_pb2.RefereeMessage.FromString(wire.encode(judged)).answer_result == \
         arena_pb2.AnswerResult(match_id="m-1", request_id=7,
                                status=arena_pb2.ANSWER_STATUS_ILLEGAL, reason="no", strikes=2,

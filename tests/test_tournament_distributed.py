@@ -285,6 +285,46 @@ def test_a_ray_worker_node_killed_mid_run_loses_nothing_and_records_nothing_twic
     shutil.rmtree(out)
 
 
+def _chunks_playing(cluster: Any) -> list[int]:
+    """Ray worker processes playing a chunk whose bots have started, on any live node."""
+    found = []
+    for node in cluster.nodes:
+        if node.alive():
+            for pid, cmd in node.processes():
+                if cmd.startswith("ray::ray_chunk") and _children(pid, "bot"):
+                    found.append(pid)
+    return found
+
+
+@pytest.mark.timeout(900)
+def test_a_ray_chunk_whose_worker_died_and_was_retried_is_listed_in_the_faults(
+        cluster: Any, bot_dir: Path, local_run: Path, tmp_path: Path) -> None:
+    """Issue 30: a Ray task that Ray ran again after its worker died, and that then
+    succeeded, left no trace in summary.json. Its chunk is now a ray_chunk_retried fault with
+    the attempt it finished on and what became of the attempt before."""
+    out = tmp_path / "t"
+    process = subprocess.Popen([*CLI, *FIELD, "--ray", cluster.address, "--chunk-size", "3",
+                                "--out", str(out)], cwd=bot_dir, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: bool(_chunks_playing(cluster)), 400, "a chunk playing")
+        for pid in _chunks_playing(cluster)[:1]:  # its bots are still connecting
+            os.kill(pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    _assert_same_as_local(out, local_run)
+    faults = _summary(out)["faults"]
+    retried = [f for f in faults if f["kind"] == "ray_chunk_retried"]
+    assert len(retried) == 1 and len(faults) == 1, (faults, stderr)
+    assert retried[0]["attempts"] == 2 and retried[0]["matches"] == 3, retried
+    assert "attempt 1 on 127.0.0." in retried[0]["detail"], retried
+    assert "its worker process" in retried[0]["detail"], retried
+    _assert_no_bot_left(bot_dir)
+
+
 def _sprt(args: list[str], out: Path) -> dict[str, Any]:
     """`scout-arena sprt` greedy against random on the real distributed path; its summary."""
     done = subprocess.run([sys.executable, "-m", "scout_arena.cli", "sprt", "--new", "greedy",

@@ -12,7 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 ParserT = TypeVar("ParserT", bound=argparse.ArgumentParser)
 TIMEOUT_S = 10.0
@@ -34,7 +34,7 @@ def _when(value: object) -> str:
     return "?"
 
 
-def format_node(node: dict[str, Any]) -> str:
+def format_node(node: dict[str, object]) -> str:
     head = f"{node.get('name', '?')}  {node.get('address', '?')}  {node.get('state', '?')}"
     if node.get("state") == "lost":
         return f"{head} at {_when(node.get('lost_at'))}: {node.get('lost_reason') or '?'}"

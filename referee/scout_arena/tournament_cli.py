@@ -159,8 +159,8 @@ def add_tournament_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPars
                       help="play on a Ray cluster (default: RAY_ADDRESS or the local one); "
                       "needs scout-arena[ray]")
     tour.add_argument("--chunk-size", type=int, metavar="M",
-                      help="matches per chunk of --nodes/--ray (default: about two chunks "
-                      "per node, at most 50 matches)")
+                      help="matches per chunk of --nodes/--ray (default: smaller as the "
+                      "schedule runs out for --nodes, about two per CPU for --ray; at most 50)")
     tour.add_argument("--ray-working-dir", metavar="DIR",
                       help="ship DIR to every Ray node; bot commands run inside it")
     tour.set_defaults(func=cmd_tournament)

@@ -1,8 +1,9 @@
 """Challenges: an owner asks for a number of matches of a bot against chosen opponents, and
 the matchmaker serves the open ones, oldest first, until they are played or cancelled.
 
-A game of a challenge is counted by :meth:`~.matches.MatchStore.finish_match`, in the same
-transaction as its result, so that a repeated finish can never count it twice.
+A game of a challenge is counted (:func:`count_challenge_game`) by
+:meth:`~.matches.MatchStore.finish_match`, in the same transaction as its result, so that a
+repeated finish can never count it twice.
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ def _challenge_for_update(session: Session, challenge_id: int) -> Challenge:
     if challenge is None:
         raise UnknownChallengeError(challenge_id)
     return challenge
+
+
+def count_challenge_game(session: Session, challenge_id: int) -> None:
+    """One more game of a challenge, in the transaction that finishes the match; the
+    challenge is done once its games are played (unless it was cancelled)."""
+    challenge = session.scalars(
+        select(Challenge).where(Challenge.id == challenge_id).with_for_update()
+    ).one()
+    challenge.games_played += 1
+    if challenge.status == "open" and challenge.games_played >= challenge.games_requested:
+        challenge.status = "done"
+    session.flush()
 
 
 def _challenge_infos(session: Session, challenges: Sequence[Challenge]) -> list[ChallengeInfo]:

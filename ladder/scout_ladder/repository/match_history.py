@@ -36,16 +36,14 @@ def _bot_result(match: Match, seat: MatchSeat) -> BotResult:
 
 def _finished_match(summary: MatchSummary) -> FinishedMatch:
     # A finished match has a rank in every seat (finish_match checks it).
-    ranks = tuple(seat.rank for seat in summary.seats if seat.rank is not None)
-    assert summary.finished_at is not None and len(ranks) == len(summary.seats)
+    assert summary.finished_at is not None
+    assert all(seat.rank is not None for seat in summary.seats)
     return FinishedMatch(
         match_id=summary.match_id,
         table_size=summary.table_size,
         rated=summary.rated,
         challenge_id=summary.challenge_id,
         finished_at=summary.finished_at,
-        bots=tuple(seat.bot for seat in summary.seats),
-        ranks=ranks,
         seats=summary.seats,
     )
 

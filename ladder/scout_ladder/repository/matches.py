@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -39,11 +36,10 @@ from scout_ladder.models import (
     Challenge,
     Match,
     MatchSeat,
-    Rating,
-    RatingHistory,
 )
 
-from .common import FETCH_BATCH, bot_by_name, check_rating, match_summaries
+from .challenges import count_challenge_game
+from .common import FETCH_BATCH, bot_by_name, match_summaries
 from .database import Database
 from .errors import (
     BotRetiredError,
@@ -53,6 +49,7 @@ from .errors import (
     UnknownChallengeError,
     UnknownMatchError,
 )
+from .ratings import rate_match
 from .results import MatchSummary, SeatResult
 
 
@@ -214,28 +211,9 @@ class MatchStore(Database):
             session.flush()
 
             bot_ids = {bot_name: seat.bot_id for seat, bot_name in seated.values()}
-            for bot_name in sorted(rating_updates):
-                mu, sigma = rating_updates[bot_name]
-                bot_id = bot_ids.get(bot_name)
-                if bot_id is None:
-                    bot_by_name(session, bot_name)  # raises UnknownBotError for a stranger
-                    raise InvalidInputError(f"{bot_name} did not play {match_id}")
-                check_rating(bot_name, mu, sigma)
-                session.execute(self._upsert_rating(bot_id, mu, sigma, now))
-                session.execute(
-                    insert(RatingHistory).values(
-                        bot_id=bot_id, match_id=match_id, mu=mu, sigma=sigma, created_at=now
-                    )
-                )
+            rate_match(session, self._backend, match_id, bot_ids, rating_updates, now)
             if match.challenge_id is not None:
-                challenge = session.scalars(
-                    select(Challenge).where(Challenge.id == match.challenge_id).with_for_update()
-                ).one()
-                challenge.games_played += 1
-                if (challenge.status == "open"
-                        and challenge.games_played >= challenge.games_requested):
-                    challenge.status = "done"
-                session.flush()
+                count_challenge_game(session, match.challenge_id)
             return match_summaries(session, [match])[0]
 
     @staticmethod
@@ -265,23 +243,6 @@ class MatchStore(Database):
             if result.timeouts < 0 or result.illegal_actions < 0:
                 raise InvalidInputError("timeouts and illegal actions are counts")
         return seated
-
-    def _upsert_rating(
-        self, bot_id: int, mu: float, sigma: float, now: datetime
-    ) -> pg_dialect.Insert | sqlite_dialect.Insert:
-        """INSERT ... ON CONFLICT: atomic even when two finishes create a bot's first rating."""
-        values = {"bot_id": bot_id, "mu": mu, "sigma": sigma, "games": 1, "updated_at": now}
-        insert = pg_dialect.insert if self._backend == "postgresql" else sqlite_dialect.insert
-        statement = insert(Rating).values(values)
-        return statement.on_conflict_do_update(
-            index_elements=[Rating.bot_id],
-            set_={
-                "mu": statement.excluded.mu,
-                "sigma": statement.excluded.sigma,
-                "games": Rating.games + 1,
-                "updated_at": statement.excluded.updated_at,
-            },
-        )
 
     def void_match(self, match_id: str, reason: str) -> bool:
         """Voids one in-flight match (the referee aborted it, or it never began). False if it

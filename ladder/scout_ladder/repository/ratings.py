@@ -1,7 +1,8 @@
 """Ratings: the current ones, the leaderboard they make, their history, their wholesale
 replacement by a recompute, and the bot profile that shows them.
 
-The live update of a rating is part of finishing a match (:mod:`.matches`). The leaderboard
+The live update of a rating (:func:`rate_match`) is part of finishing a match
+(:mod:`.matches`), in the same transaction as its result. The leaderboard
 sorts by :func:`scout_arena.ratings.conservative`, so that it agrees with every other standings
 table.
 """
@@ -10,15 +11,18 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from scout_arena.ratings import conservative
 from sqlalchemy import case, delete, func, insert, select
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.orm import Session
 
 from scout_ladder.models import Bot, Match, MatchSeat, Rating, RatingHistory
 
 from .bots import versions_of
-from .common import FETCH_BATCH, bot_info, check_rating, is_bot_name
+from .common import FETCH_BATCH, bot_by_name, bot_info, check_rating, is_bot_name
 from .database import Database
 from .errors import InvalidInputError, UnknownBotError
 from .match_history import finished_batch, recent_matches
@@ -39,6 +43,44 @@ RECENT_FORM_LENGTH = 5
 
 def rating_info(rating: Rating, name: str) -> RatingInfo:
     return RatingInfo(name, rating.mu, rating.sigma, rating.games, rating.updated_at)
+
+
+def rate_match(session: Session, backend: str, match_id: str, bot_ids: Mapping[str, int],
+               rating_updates: Mapping[str, tuple[float, float]], now: datetime) -> None:
+    """Store the ``(mu, sigma)`` a finished match gave each rated bot of ``bot_ids`` (its
+    seats' bots by name), one history row each, in the caller's transaction. Rows are updated
+    in bot-name order, so concurrent finishes sharing bots cannot deadlock on PostgreSQL."""
+    for bot_name in sorted(rating_updates):
+        mu, sigma = rating_updates[bot_name]
+        bot_id = bot_ids.get(bot_name)
+        if bot_id is None:
+            bot_by_name(session, bot_name)  # raises UnknownBotError for a stranger
+            raise InvalidInputError(f"{bot_name} did not play {match_id}")
+        check_rating(bot_name, mu, sigma)
+        session.execute(_upsert_rating(backend, bot_id, mu, sigma, now))
+        session.execute(
+            insert(RatingHistory).values(
+                bot_id=bot_id, match_id=match_id, mu=mu, sigma=sigma, created_at=now
+            )
+        )
+
+
+def _upsert_rating(
+    backend: str, bot_id: int, mu: float, sigma: float, now: datetime
+) -> pg_dialect.Insert | sqlite_dialect.Insert:
+    """INSERT ... ON CONFLICT: atomic even when two finishes create a bot's first rating."""
+    values = {"bot_id": bot_id, "mu": mu, "sigma": sigma, "games": 1, "updated_at": now}
+    insert = pg_dialect.insert if backend == "postgresql" else sqlite_dialect.insert
+    statement = insert(Rating).values(values)
+    return statement.on_conflict_do_update(
+        index_elements=[Rating.bot_id],
+        set_={
+            "mu": statement.excluded.mu,
+            "sigma": statement.excluded.sigma,
+            "games": Rating.games + 1,
+            "updated_at": statement.excluded.updated_at,
+        },
+    )
 
 
 def leaderboard_rows(session: Session) -> list[LeaderboardRow]:

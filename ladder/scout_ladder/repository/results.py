@@ -172,16 +172,24 @@ class MatchSummary:
 
 @dataclass(frozen=True, slots=True)
 class FinishedMatch:
-    """A finished match as a rating recompute needs it; ``bots`` and ``ranks`` are by seat."""
+    """A finished match as a rating recompute needs it; every seat has its rank."""
 
     match_id: str
     table_size: int
     rated: bool
     challenge_id: int | None
     finished_at: datetime
-    bots: tuple[str, ...]
-    ranks: tuple[int, ...]
     seats: tuple[SeatSummary, ...]
+
+    @property
+    def bots(self) -> tuple[str, ...]:
+        """The bots by seat."""
+        return tuple(seat.bot for seat in self.seats)
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks by seat."""
+        return tuple(seat.rank for seat in self.seats if seat.rank is not None)
 
 
 @dataclass(frozen=True, slots=True)

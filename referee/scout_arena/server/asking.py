@@ -112,7 +112,7 @@ class Asking:
                        "fallback")
             self._answered(seat, request)
         except Exception as exc:  # the match ends on it (`run` logs it)
-            match.crash(exc)
+            match.play.crash(exc)
 
     @staticmethod
     def _answered(seat: Seat, request: SeatRequest) -> None:

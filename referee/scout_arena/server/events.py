@@ -17,6 +17,7 @@ from typing import ClassVar, Protocol
 
 from scout_rules import Action, Card, Hand, Observation, PublicAction, RoundResult
 from scout_rules.protocol import (
+    AnswerResult,
     AnswerStatus,
     Assignment,
     Goodbye,
@@ -33,7 +34,7 @@ __all__ = [
     "ActionAnswer",
     "ActionPlayed",
     "Answer",
-    "AnswerJudged",
+    "AnswerResult",
     "AnswerStatus",
     "Assignment",
     "BotEvent",
@@ -107,18 +108,6 @@ class DecisionRequested:
     observation: Observation
     deadline_ms: int
     time_bank_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerJudged:
-    """The verdict on one answer, or a timeout; with the seat's strikes and bank after it."""
-
-    match_id: str
-    request_id: int
-    verdict: AnswerStatus
-    reason: str = ""
-    strikes: int = 0
-    time_bank_ms: int = 0
 
 
 # ----- to the whole table (and spectators) ---------------------------------------------------
@@ -197,7 +186,7 @@ class ActionAnswer:
 
 
 BotEvent = (Welcome | Goodbye | Assignment | Probation | MatchStarted | RotationRequested
-            | DecisionRequested | AnswerJudged | ActionPlayed | RoundEnded | MatchEnded)
+            | DecisionRequested | AnswerResult | ActionPlayed | RoundEnded | MatchEnded)
 """Everything a bot's stream carries."""
 
 SpectatorEvent = MatchSnapshot | RoundStarted | ActionPlayed | RoundEnded | MatchEnded

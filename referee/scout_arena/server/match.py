@@ -1,11 +1,12 @@
-"""One match as the referee plays it: ask each seat in turn, keep the clock, count strikes.
+"""One match as the referee runs it: its start, its strikes and forfeits, its record, its end.
 
 A match's turns run as its answers come: the task that read an answer off a bot's stream
 routes it to its seat, and the turn (judge the answer, play the move, send the next request)
 runs right there when the event loop's pass has room for it (`TurnGate`), with no task of
 the match to wake. A seat's timer runs its turn when its time could be up. The match's own
 task only waits for each phase to end and writes the record. Nothing in a turn waits, so a
-slow, silent or hostile bot only ever costs its own seat time.
+slow, silent or hostile bot only ever costs its own seat time. The game itself (phases, moves,
+the fallback) is `MatchPlay`'s; the requests and their answers are `Asking`'s.
 
 What happens is told as `events`: the match's `MatchWire` serializes each one (a broadcast
 once for the whole table) and the seats' connections carry the bytes; spectators get the same
@@ -20,39 +21,22 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Protocol
 
-from scout_rules import (
-    Action,
-    End,
-    MalformedAction,
-    Observation,
-    Phase,
-    Scout,
-    State,
-    rank_scores,
-    spectator_view,
-)
+from scout_rules import State, rank_scores, spectator_view
 
 from ..record import JSON, MatchRecord, Note, RecordStatus, RefereeMeta, SeatStats, build_record
 from .asking import Asking
 from .clock import SeatClock, TimeControl
 from .connections import BotEntry
 from .events import (
-    ActionAnswer,
-    ActionPlayed,
-    Answer,
-    DecisionRequested,
     MatchEnded,
     MatchEndStatus,
     MatchSnapshot,
     MatchStatus,
     MatchWire,
-    RotationAnswer,
-    RotationRequested,
-    RoundEnded,
-    RoundStarted,
     SpectatorEvent,
 )
 from .metrics import RefereeMetrics
+from .play import MatchPlay, stop_asking
 from .seat import FORFEIT, Seat
 from .spectators import Spectators
 from .table import Table
@@ -62,11 +46,6 @@ log = logging.getLogger("scout_arena.referee")
 
 STORE_AFTER_CANCEL_S = 10.0
 """How long a match cancelled while writing its record still waits for the write."""
-
-def _rotation_of(answer: Answer) -> bool:
-    assert isinstance(answer, RotationAnswer)  # answers reach requests of their kind (route)
-    return answer.rotate
-
 
 ABORT_REASON = "the referee stopped before the match ended"
 """Why a match stopped without a result, unless whoever stopped it said more."""
@@ -133,6 +112,9 @@ class MatchRunner:
         """What the match says to its seats (`table`)."""
         self.asking = Asking(self, self.table, time_control, wire, host.metrics)
         """Its requests to the seats and their answers (`asking`)."""
+        self.play = MatchPlay(match_id, self.state, self.seats, self.table, self.asking,
+                              self.spectators)
+        """The game itself: its phases and moves (`play`)."""
         self.created_at = time.time()
         self.task: asyncio.Task[None] | None = None
         self.extra_meta: JSON = dict(meta or {})
@@ -141,8 +123,6 @@ class MatchRunner:
         self._abort_at_start = False
         self.stopped_as = (MatchEndStatus.ABORTED, ABORT_REASON)
         """How the seats are told the match ended when it is stopped before its end."""
-        self._phase: asyncio.Future[list[bool] | None] | None = None
-        """What `run` waits for: the end of the rotations or of the decisions in progress."""
         self.record_stored = True
         """False once writing the record failed (it is then kept in memory, `MatchBook`)."""
 
@@ -194,109 +174,6 @@ class MatchRunner:
         if seat.open is not None:
             seat.deliver(FORFEIT)
 
-    # ----- asking for answers -------------------------------------------------------------
-
-    def _stop_asking(self) -> None:
-        """The match is ending: no open request is answered any more."""
-        for seat in self.seats:
-            seat.open = None
-            seat.answers.clear()
-
-    def crash(self, exc: Exception) -> None:
-        """A turn raised: `run` ends the match (ABORTED) with the traceback in the log. The
-        turn ran in some other task (the one that read an answer), which goes on."""
-        self._stop_asking()
-        phase = self._phase
-        if phase is not None and not phase.done():
-            phase.set_exception(exc)
-        else:
-            log.error("match %s: a turn failed outside a phase", self.match_id, exc_info=exc)
-
-    def _end_phase(self, value: list[bool] | None = None) -> None:
-        phase = self._phase
-        if phase is not None and not phase.done():
-            phase.set_result(value)
-
-    def _ask_rotations(self) -> None:
-        """Every seat's rotation request at once; the phase ends with the last answer."""
-        state = self.state
-        round_index = state.round_index
-        choices = [False] * len(self.seats)
-        left = [len(self.seats)]
-
-        def ask(seat: Seat) -> None:
-            hand = tuple(state.deals[round_index][seat.index])
-
-            def event(request_id: int, deadline_ms: int, time_bank_ms: int
-                      ) -> RotationRequested:
-                return RotationRequested(self.match_id, request_id, seat.index, round_index,
-                                         hand, deadline_ms, time_bank_ms)
-
-            def done(rotate: bool | None) -> None:
-                choices[seat.index] = bool(rotate)
-                left[0] -= 1
-                if not left[0]:
-                    self._end_phase(choices)
-
-            self.asking.ask(seat, event, _rotation_of, done)
-
-        for seat in self.seats:
-            ask(seat)
-
-    def fallback(self) -> Action:
-        """The documented always-legal move: the first legal Show (lowest start, then
-        shortest), else the left end of the active set, unturned, into position 0."""
-        shows = self.state.legal_shows()
-        return shows[0] if shows else Scout(End.LEFT, False, 0)
-
-    def _accept_action(self, answer: Answer) -> Action:
-        assert isinstance(answer, ActionAnswer)  # answers reach requests of their kind (route)
-        action = answer.action
-        if action is None:
-            raise MalformedAction(answer.unreadable)
-        self.state.check(action)
-        return action
-
-    def _advance(self) -> None:
-        """Play on until a bot has to answer: the fallback for a forfeited seat, else a
-        decision request. The phase ends when a round's rotations are due or the match is
-        over."""
-        state = self.state
-        while not state.is_over and state.phase is not Phase.ROTATION:
-            actor = state.current_seat
-            assert actor is not None
-            seat = self.seats[actor]
-            if not seat.forfeited:
-                observation = state.observation(actor)
-
-                def event(request_id: int, deadline_ms: int, time_bank_ms: int,
-                          observation: Observation = observation) -> DecisionRequested:
-                    return DecisionRequested(self.match_id, request_id, observation,
-                                             deadline_ms, time_bank_ms)
-
-                self.asking.ask(seat, event, self._accept_action, self._decided)
-                return
-            self._play(self.fallback(), by_referee=True)
-        self._end_phase()
-
-    def _decided(self, action: Action | None) -> None:
-        if action is None:
-            self._play(self.fallback(), by_referee=True)
-        else:
-            self._play(action, by_referee=False)
-        self._advance()
-
-    def _play(self, action: Action, by_referee: bool) -> None:
-        state = self.state
-        rounds_before = len(state.round_results)
-        round_index = state.round_index
-        state.apply(action)
-        self._action_done(round_index, by_referee)
-        if len(state.round_results) > rounds_before:
-            self._round_done(rounds_before)
-            if not state.is_over:
-                self._round_started()
-
     # ----- the match loop -----------------------------------------------------------------
 
     def cancel(self, reason: str = ABORT_REASON,
@@ -318,61 +195,30 @@ class MatchRunner:
 
     async def run(self) -> None:
         """The match from start to record. Its turns run outside this task, as answers come
-        (`answer_turn`); the task waits for each phase (a round's rotations, its decisions)
-        to end, and writes the record. Cancel it with `cancel`, not through its task."""
+        (`answer_turn`); the task waits for each phase (a round's rotations, its decisions,
+        `MatchPlay.phase`) to end, and writes the record. Cancel it with `cancel`, not through
+        its task."""
         self._begun = True
         state = self.state
-        loop = asyncio.get_running_loop()
         try:
             if self._abort_at_start:
                 raise asyncio.CancelledError
             for seat in self.seats:
                 self.table.match_started(seat, resumed=False)
-            self._round_started()
+            self.play.round_started()
             while not state.is_over:
-                phase = self._phase = loop.create_future()
-                if state.phase is Phase.ROTATION:
-                    self._ask_rotations()
-                    choices = await phase
-                    assert choices is not None
-                    for seat, rotate in zip(self.seats, choices, strict=True):
-                        state.choose_rotation(seat.index, rotate)
-                    continue
-                self._advance()
-                await phase
-            self._phase = None
+                await self.play.phase()
             await self._finish(MatchStatus.FINISHED)
         except asyncio.CancelledError:
-            self._stop_asking()
+            stop_asking(self.seats)
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
             raise
         except Exception:
             log.exception("match %s crashed", self.match_id)
             self.stopped_as = (MatchEndStatus.ABORTED, "the referee failed while playing it "
                                "(a bug; see the referee's log)")
-            self._stop_asking()
+            stop_asking(self.seats)
             await asyncio.shield(self._finish(MatchStatus.ABORTED))
-
-    def _action_done(self, round_index: int, by_referee: bool) -> None:
-        public = self.state.last_action
-        assert public is not None
-        event = ActionPlayed(self.match_id, round_index, public, by_referee)
-        self.table.broadcast_unless_lean(event)
-        self.spectators.publish(event)
-
-    def _round_started(self) -> None:
-        state = self.state
-        self.spectators.publish(RoundStarted(self.match_id, state.round_index, state.starting_seat,
-                                   tuple(len(h) for h in state.hands)))
-
-    def _round_done(self, index: int) -> None:
-        state = self.state
-        round_log = state.round_logs[index]
-        assert round_log.result is not None
-        event = RoundEnded(self.match_id, round_log.result, tuple(state.scores),
-                           round_log.dealt_hands, tuple(round_log.rotations))
-        self.table.broadcast(event)
-        self.spectators.publish(event)
 
     async def _finish(self, status: MatchStatus) -> None:
         if self._finishing:
@@ -423,7 +269,7 @@ class MatchRunner:
         # for a full garbage collection (which stalls the event loop ~1 s at 10,000 bots).
         for seat in self.seats:
             del seat.match
-        del self.asking  # which refers to this runner too
+        del self.asking, self.play  # which refer to this runner too
         if cancelled:
             raise asyncio.CancelledError
 

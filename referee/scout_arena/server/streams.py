@@ -17,7 +17,7 @@ from collections.abc import Callable
 from scout_rules.protocol import PROTOCOL_VERSION
 
 from .connections import BotConnection, BotEntry, BotRegistry
-from .events import Answer, AnswerJudged, AnswerStatus, Goodbye, Welcome, Wire
+from .events import Answer, AnswerResult, AnswerStatus, Goodbye, Welcome, Wire
 from .looplag import LoopLag
 from .metrics import RefereeMetrics
 from .seat import Delivered, SeatRequest
@@ -123,7 +123,7 @@ class Streams:
         match_id, request_id = answer.match_id, answer.request_id
         seat = connection.bot.seats.get(match_id)
         if seat is None:
-            connection.send(self.wire.encode(AnswerJudged(
+            connection.send(self.wire.encode(AnswerResult(
                 match_id, request_id, AnswerStatus.UNKNOWN_MATCH,
                 f"you are not playing a match with id {match_id!r}")))
             return

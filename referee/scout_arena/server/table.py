@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from .clock import TimeControl
-from .events import ActionPlayed, AnswerJudged, AnswerStatus, BotEvent, MatchStarted, MatchWire
+from .events import ActionPlayed, AnswerResult, AnswerStatus, BotEvent, MatchStarted, MatchWire
 from .seat import Seat
 
 
@@ -66,5 +66,5 @@ class Table:
     def judge(self, seat: Seat, request_id: int, verdict: AnswerStatus, reason: str = "") -> None:
         if verdict is AnswerStatus.ACCEPTED and not seat.wants_public_events():
             return
-        seat.send(self.wire.encode(AnswerJudged(self.match_id, request_id, verdict, reason,
+        seat.send(self.wire.encode(AnswerResult(self.match_id, request_id, verdict, reason,
                                                 seat.strikes, int(seat.clock.bank_ms))))

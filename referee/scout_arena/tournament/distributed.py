@@ -10,11 +10,11 @@ Two kinds of nodes:
   ask, smaller as the schedule runs out (`guided_chunk_size`), so that no node is left playing
   a long last chunk alone while the others idle. A worker that dies gives its chunks'
   unfinished matches back to the queue for the others.
-- ``ray_address``: a Ray cluster. Each chunk is a Ray task (one CPU, spread over the nodes)
-  that starts a referee and every bot on the node that runs it, plays the chunk and returns
-  its finished records as JSON. A task whose worker or node dies is run again elsewhere
-  (``max_retries``); its matches finished before that are played again there, and the driver
-  keeps one record per tournament key.
+- ``ray_address``: a Ray cluster (`onray.py`). Each chunk is a Ray task (one CPU, spread over
+  the nodes) that starts a referee and every bot on the node that runs it, plays the chunk and
+  returns its finished records as JSON. A task whose worker or node dies is run again
+  elsewhere (``max_retries``); its matches finished before that are played again there, and
+  the driver keeps one record per tournament key (and lists the retry as a fault).
 
 What a Ray node needs: scout-arena (with ``[bots]`` for the bundled bots) installed in the
 Python that runs Ray's workers, and every bot command runnable there. The task runs in the
@@ -31,33 +31,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
 import logging
 import math
-import os
-import shutil
 import signal
 import sys
 import tempfile
-import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..record import (
     JSON,
     MatchRecord,
     record_bytes,
     record_from_json,
-    record_to_json,
     write_record_bytes,
 )
 from .config import ScheduledMatch, TournamentConfig
-from .venue import BotProcess, Venue, new_bots
-from .worker import RECORD_PREFIX, ItemsJSON, bots_report, items_from_json, items_to_json
+from .worker import RECORD_PREFIX, items_to_json
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +63,6 @@ Deliver = Callable[[MatchRecord, bytes | None], None]
 BotsReport = Mapping[str, tuple[str, Sequence[str]]]
 #: The most matches in one chunk: what a node that dies can lose, and play again.
 MAX_CHUNK = 50
-LOG_TAIL_BYTES = 16_384
 STOP_GRACE_S = 15.0
 LINE_LIMIT = 1 << 24
 
@@ -79,18 +72,22 @@ class NodeFault:
     """Something a node did that cost matches, for the summary (summary.json ``faults``):
     ``kind`` is "node_died" (a ``--nodes`` worker died in a chunk; its unfinished matches went
     to the other nodes), "node_exited" (a worker ended with a non-zero status) or
-    "ray_chunk_failed" (a Ray task failed beyond its retries; its matches were not played)."""
+    "ray_chunk_failed" (a Ray task failed beyond its retries; its matches were not played) or
+    "ray_chunk_retried" (Ray ran a task again after its worker or node died, and that attempt
+    finished: its matches were played again from the start of the chunk)."""
 
     kind: str
     node: str
     detail: str
     chunk: int | None = None
     matches: int = 0
-    """The matches it cost: given back to the queue, or left unplayed."""
+    """The matches it cost: given back to the queue, played again, or left unplayed."""
+    attempts: int | None = None
+    """Ray: how many times the chunk's task was started (None: not known, or not Ray)."""
 
     def to_json(self) -> JSON:
         return {"kind": self.kind, "node": self.node, "chunk": self.chunk,
-                "matches": self.matches, "detail": self.detail}
+                "matches": self.matches, "attempts": self.attempts, "detail": self.detail}
 
 
 class DistributedError(RuntimeError):
@@ -188,7 +185,9 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                                            logs_dir, halt, on_fault).run()
         else:
             assert ray_address is not None
-            problems = await _play_on_ray(config, items, ray_address, deliver, on_bots,
+            from .onray import play_on_ray
+
+            problems = await play_on_ray(config, items, ray_address, deliver, on_bots,
                                           logs_dir, chunk_size, working_dir, halt, max_retries,
                                           on_fault)
     finally:
@@ -387,146 +386,3 @@ async def _first(*aws: Awaitable[T]) -> T:
         for task in tasks:
             task.cancel()
     return next(t for t in tasks if t in done).result()
-
-
-# ----- Ray ----------------------------------------------------------------------------------
-
-
-async def play_chunk(config: TournamentConfig, items: Sequence[ScheduledMatch], logs_dir: Path
-                     ) -> tuple[list[MatchRecord], dict[str, BotProcess]]:
-    """A referee and every bot, started on this machine for ``items`` alone (what one Ray task
-    does): the finished records, and what became of each bot."""
-    bots = new_bots(config)
-    venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
-    stop = asyncio.Event()
-    await venue.start()
-    try:
-        await venue.connect(stop)
-        records = await venue.play(items, stop)
-    finally:
-        await venue.close()
-    return records, bots
-
-
-def _ray() -> Any:  # Any: ray ships no type information
-    """The ray module (an optional dependency: ``pip install 'scout-arena[ray]'``), untyped
-    here so that the rest type-checks where it is not installed."""
-    return importlib.import_module("ray")
-
-
-def _ray_node_name() -> str:
-    ray = _ray()
-    node_id = str(ray.get_runtime_context().get_node_id())
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id:
-            return f"{node.get('NodeName') or node.get('NodeManagerAddress')} ({node_id[:8]})"
-    return node_id[:8]
-
-
-def _log_tails(logs: Path) -> dict[str, str]:
-    tails = {}
-    for path in sorted(logs.glob("*.stderr.log")):
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
-            text = f.read().decode(errors="replace")
-        if text:
-            tails[path.name.removesuffix(".stderr.log")] = text
-    return tails
-
-
-def ray_chunk(config_json: JSON, items_json: ItemsJSON, cwd: str | None) -> JSON:
-    """The body of one Ray task: `play_chunk` on the node that runs it; returns its name, the
-    finished records as JSON, each bot's status and notes, and the tail of each bot's stderr."""
-    if cwd is not None and os.path.isdir(cwd):
-        os.chdir(cwd)
-    config = TournamentConfig.from_json(config_json)
-    logs = Path(tempfile.mkdtemp(prefix="scout-chunk-"))
-    try:
-        records, bots = asyncio.run(play_chunk(config, items_from_json(items_json), logs))
-        return {"node": _ray_node_name(), "records": [record_to_json(r) for r in records],
-                "bots": bots_report(bots), "logs": _log_tails(logs)}
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-
-
-def _append_logs(logs_dir: Path, node: str, chunk: int, tails: Mapping[str, str]) -> None:
-    logs_dir.mkdir(parents=True, exist_ok=True)
-    for bot, text in tails.items():
-        with (logs_dir / f"{bot}.stderr.log").open("a", encoding="utf-8") as f:
-            f.write(f"----- node {node}, chunk {chunk} (last {LOG_TAIL_BYTES} bytes) -----\n")
-            f.write(text if text.endswith("\n") else text + "\n")
-
-
-def _ray_init(ray: Any, address: str,  # Any: the untyped ray module (see _ray)
-              working_dir: Path | None) -> None:
-    """Connect to the cluster, keeping this process's SIGTERM handling (ray.init sets its own,
-    which would bypass the tournament's clean stop). A working directory to ship is a job-level
-    runtime environment: Ray takes a local folder only here."""
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGTERM) if main else None
-    runtime_env = {"working_dir": str(working_dir)} if working_dir is not None else None
-    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
-             runtime_env=runtime_env)
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
-
-
-async def _play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch], address: str,
-                       deliver: Deliver,
-                       on_bots: Callable[[str, BotsReport], None] | None,
-                       logs_dir: Path | None, chunk_size: int | None,
-                       working_dir: Path | None, stop: asyncio.Event,
-                       max_retries: int, on_fault: Callable[[NodeFault], None] | None
-                       ) -> list[NodeFault]:
-    try:
-        ray = _ray()
-    except ImportError as exc:
-        raise DistributedError("--ray needs Ray: pip install 'scout-arena[ray]'") from exc
-    owner = not ray.is_initialized()
-    if owner:
-        _ray_init(ray, address, working_dir)
-    elif working_dir is not None:
-        raise DistributedError("working_dir is shipped when play_distributed connects to Ray "
-                               "itself; Ray is already initialised in this process (give "
-                               "ray.init a runtime_env with the working_dir instead)")
-    refs: dict[object, tuple[int, list[ScheduledMatch]]] = {}
-    problems: list[NodeFault] = []
-    try:
-        slots = int(ray.cluster_resources().get("CPU", 1))
-        size = chunk_size or default_chunk_size(len(items), slots, config.concurrency)
-        options: dict[str, object] = {"num_cpus": 1, "max_retries": max_retries,
-                                   "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
-        task = ray.remote(ray_chunk).options(**options)
-        cwd = None if working_dir is not None else os.getcwd()
-        config_json = config.to_json()
-        for index, chunk in enumerate(chunked(items, size)):
-            refs[task.remote(config_json, items_to_json(chunk), cwd)] = (index, chunk)
-        while refs and not stop.is_set():
-            ready, _ = await asyncio.to_thread(ray.wait, list(refs), num_returns=1,
-                                               timeout=0.5)
-            for ref in ready:
-                index, chunk = refs.pop(ref)
-                try:
-                    result = await asyncio.to_thread(ray.get, ref)
-                except ray.exceptions.RayError as exc:
-                    fault = NodeFault("ray_chunk_failed", "ray", f"chunk {index} ({len(chunk)} "
-                                      f"matches) failed: {exc}", index, len(chunk))
-                    log.warning(fault.detail)
-                    problems.append(fault)
-                    if on_fault is not None:
-                        on_fault(fault)
-                    continue
-                node = str(result["node"])
-                if on_bots is not None:
-                    on_bots(node, _report_from_json(result["bots"]))
-                if logs_dir is not None:
-                    _append_logs(logs_dir, node, index, result["logs"])
-                for data in result["records"]:
-                    deliver(record_from_json(data), None)
-    finally:
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        if owner:
-            ray.shutdown()
-    return problems

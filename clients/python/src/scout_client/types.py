@@ -30,6 +30,7 @@ from scout_rules import (
 )
 from scout_rules.protocol import (
     PROTOCOL_VERSION,
+    AnswerResult,
     AnswerStatus,
     Assignment,
     Goodbye,
@@ -148,24 +149,6 @@ class RotationRequest:
     def rotated_faces(self) -> tuple[int, ...]:
         """The values in play if the bot rotates."""
         return tuple(card.face for card in self.rotated_hand())
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerResult:
-    """What became of an answer. ILLEGAL and MALFORMED cost a strike but leave the request
-    open; TIMED_OUT means the referee played the fallback."""
-
-    match_id: str
-    request_id: int
-    status: AnswerStatus
-    reason: str = ""
-    strikes: int = 0
-    time_bank_ms: int = 0
-
-    @property
-    def rejected(self) -> bool:
-        """True for ILLEGAL and MALFORMED: a strike, and the request stays open."""
-        return self.status in (AnswerStatus.ILLEGAL, AnswerStatus.MALFORMED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The protocol's plain values that the referee and the SDK both speak: how a match ended for
-its seats, why a stream is closed, what became of an answer, and the connection messages that
-carry nothing but such values (PROTOCOL.md §3, §10.1).
+its seats, why a stream is closed, what became of an answer, and the messages that carry
+nothing but such values (PROTOCOL.md §3, §10.1).
 
 They live here, beside the cards and actions, because this is the one package both sides may
 import (the SDK knows nothing of the server): one definition, read by the referee as events
@@ -16,6 +16,7 @@ from enum import Enum
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "AnswerResult",
     "AnswerStatus",
     "Assignment",
     "Goodbye",
@@ -61,6 +62,25 @@ class MatchEndStatus(Enum):
     """Stopped by the referee before its end (a shutdown that outlasted its drain): no result."""
     VOIDED = "voided"
     """Voided by the ladder (its referee node was lost, or it never began): no result."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerResult:
+    """What became of an answer (or of a request nobody answered in time), with the seat's
+    strikes and bank after it. ILLEGAL and MALFORMED cost a strike but leave the request open;
+    TIMED_OUT means the referee played the fallback."""
+
+    match_id: str
+    request_id: int
+    status: AnswerStatus
+    reason: str = ""
+    strikes: int = 0
+    time_bank_ms: int = 0
+
+    @property
+    def rejected(self) -> bool:
+        """True for ILLEGAL and MALFORMED: a strike, and the request stays open."""
+        return self.status in (AnswerStatus.ILLEGAL, AnswerStatus.MALFORMED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from ..clock import TimeControl
 from ..errors import InvalidTimeControl
 from ..events import (
     ActionPlayed,
-    AnswerJudged,
+    AnswerResult,
     AnswerStatus,
     Assignment,
     BotEvent,
@@ -283,10 +283,10 @@ def match_ended(event: MatchEnded) -> arena_pb2.MatchEnded:
 
 def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
     """The RefereeMessage of any event a bot is sent, built from the event alone."""
-    if isinstance(event, AnswerJudged):
+    if isinstance(event, AnswerResult):
         return arena_pb2.RefereeMessage(answer_result=arena_pb2.AnswerResult(
             match_id=event.match_id, request_id=event.request_id,
-            status=_VERDICT_TO_PB[event.verdict], reason=event.reason, strikes=event.strikes,
+            status=_VERDICT_TO_PB[event.status], reason=event.reason, strikes=event.strikes,
             time_bank_ms=event.time_bank_ms))
     if isinstance(event, ActionPlayed):
         return arena_pb2.RefereeMessage(public_event=public_event(event))
