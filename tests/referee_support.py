@@ -41,7 +41,7 @@ class RefereeProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def admin_metadata() -> list[tuple[str, str]]:
+def admin_metadata() -> tuple[tuple[str, str], ...]:
     return bearer(ADMIN_TOKEN)
 
 

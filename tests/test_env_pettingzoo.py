@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pettingzoo.test import api_test, render_test, seed_test
 from scout_arena.env import ActionCodec, KnownCards, ObservationLayout, Rotation
 from scout_arena.env.aec import ScoutEnv
+from scout_arena.env.observation import Vector
 from scout_arena.record import record_to_json, replay
 from scout_rules import Card, End, Hand, Phase, Scout, ScoutAndShow, Show, State
 
@@ -103,7 +105,7 @@ def test_observation_never_contains_another_seats_hidden_cards(players: int) -> 
     env.state_ = a
     env._known = KnownCards(players, obs_layout.hand_size)
     assert np.array_equal(env.observe("seat_0")["observation"], first)
-    assert codec.size == env.action_space("seat_0").n  # type: ignore[attr-defined]
+    assert codec.size == env.action_space("seat_0").n
     # The seat whose cards changed does see them: the observation is not blind.
     assert not np.array_equal(obs_layout.encode(a.observation(1)),
                               obs_layout.encode(b.observation(1)))
@@ -121,7 +123,9 @@ def test_known_cards_are_where_the_engine_holds_them(players: int) -> None:
             state = env.match
             if state.phase is not Phase.PLAY:
                 continue
-            vector = layout.view(env.observe("seat_0")["observation"], "known_hands")
+            # Obs holds both kinds of array; "observation" is always the float vector.
+            observed = cast(Vector, env.observe("seat_0")["observation"])
+            vector = layout.view(observed, "known_hands")
             for rel in range(1, players):
                 seat = rel % players
                 hand = state.hand(seat)
@@ -222,7 +226,7 @@ def _decisions(players: int) -> st.SearchStrategy[object]:
     shows = st.builds(Show, st.integers(0, h - 1), st.integers(1, 10))
     scouts = st.builds(Scout, st.sampled_from([End.LEFT, End.RIGHT]), st.booleans(),
                        st.integers(0, h - 1))
-    options = [st.builds(Rotation, st.booleans()), shows, scouts]
+    options: list[st.SearchStrategy[object]] = [st.builds(Rotation, st.booleans()), shows, scouts]
     if players > 2:
         options.append(st.builds(ScoutAndShow, scouts, shows))
     return st.one_of(options)

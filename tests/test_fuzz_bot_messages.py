@@ -58,7 +58,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 import pytest
@@ -131,7 +131,8 @@ FUZZ_SETTINGS = settings(
 
 
 def status_name(status: int) -> str:
-    return arena_pb2.AnswerStatus.Name(status) if status in arena_pb2.AnswerStatus.values() \
+    known = status in arena_pb2.AnswerStatus.values()
+    return arena_pb2.AnswerStatus.Name(arena_pb2.AnswerStatus.ValueType(status)) if known \
         else str(status)
 
 
@@ -180,7 +181,8 @@ def wire_scout_and_show(end: int, flip: bool, at: int, start: int, length: int
         show=game_pb2.Show(start=start, length=length)))
 
 
-def judge_action(request: arena_pb2.DecisionRequest, action: game_pb2.Action) -> int:
+def judge_action(request: arena_pb2.DecisionRequest, action: game_pb2.Action
+                 ) -> arena_pb2.AnswerStatus.ValueType:
     """The documented judgement (§4.2, §5, §8.1) of ``action`` against an open request."""
     obs = request.observation
     n = len(obs.hand)
@@ -198,8 +200,8 @@ def judge_action(request: arena_pb2.DecisionRequest, action: game_pb2.Action) ->
         if scout.end not in (END_LEFT, END_RIGHT) or not 0 <= scout.insert_at <= n:
             return MALFORMED
         end = END_LEFT if len(obs.active_set) == 1 else scout.end  # §5.3: RIGHT names it too
-        listed = {(s.end, s.flip, s.insert_at) for s in request.legal_scouts}
-        return ACCEPTED if (end, scout.flip, scout.insert_at) in listed else ILLEGAL
+        scouts = {(s.end, s.flip, s.insert_at) for s in request.legal_scouts}
+        return ACCEPTED if (end, scout.flip, scout.insert_at) in scouts else ILLEGAL
     both = action.scout_and_show
     scout, show = both.scout, both.show  # a missing part reads as END_UNSPECIFIED / length 0
     if scout.end not in (END_LEFT, END_RIGHT) or not 0 <= scout.insert_at <= n:
@@ -785,9 +787,9 @@ class Live:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.fuzz.call is not None:
             await self.fuzz.call.close()
-        await self.fuzz.channel.close()
-        await self.shaker_channel.close()
-        await self.channel.close()
+        await self.fuzz.channel.close(None)
+        await self.shaker_channel.close(None)
+        await self.channel.close(None)
 
     async def _keep(self, keeper: Keeper) -> None:
         seed = 7000 + len(keeper.bots)
@@ -948,10 +950,11 @@ ACTION_SPEC = weighted(
     (2, st.tuples(st.just("legal"), st.integers(0, 200))),
     (1, st.tuples(st.just("legal_sas"), st.integers(0, 2000))),
 )
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 MATCH_SPEC = weighted(
     (10, st.just(("target",))), (1, st.just(("other",))), (1, st.just(("foreign",))),
     (1, st.just(("ended",))), (1, st.just(("empty",))),
-    (1, st.text(st.characters(blacklist_categories=("Cs",)), max_size=30).map(
+    (1, st.text(st.characters(blacklist_categories=SURROGATES), max_size=30).map(
         lambda s: ("text", s))),
     (1, st.sampled_from([-3, -2, -1, 0, 1, 2, -5000, 500]).map(lambda d: ("huge", d))),
 )
@@ -964,7 +967,7 @@ REQUEST_SPEC = weighted(
 )
 HELLO = st.builds(
     arena_pb2.Hello,
-    bot_name=st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    bot_name=st.text(st.characters(blacklist_categories=SURROGATES), max_size=20),
     bot_version=st.text(max_size=10),
     protocol_version=st.one_of(st.just(1), st.integers(0, 2**32 - 1)),
     max_concurrent_matches=st.one_of(st.integers(0, 5), st.integers(0, 2**32 - 1)),
@@ -1059,7 +1062,8 @@ def build_action(spec: Any, seat: SeatView, hand: int) -> game_pb2.Action | None
                 else _position(spec[2][2], hand + 1)
             both.show.CopyFrom(game_pb2.Show(start=start, length=length))
         return game_pb2.Action(scout_and_show=both)
-    decision = seat.open.decision_request if seat.open_kind == "decision_request" else None
+    decision = seat.open.decision_request \
+        if seat.open is not None and seat.open_kind == "decision_request" else None
     if decision is None:
         return game_pb2.Action(show=game_pb2.Show(start=0, length=1))
     if kind == "legal_sas" and decision.scout_and_show_available:
@@ -1067,7 +1071,8 @@ def build_action(spec: Any, seat: SeatView, hand: int) -> game_pb2.Action | None
         return wire_scout_and_show(*combos[spec[1] % len(combos)])
     listed = [game_pb2.Action(show=s) for s in decision.legal_shows] + \
         [game_pb2.Action(scout=s) for s in decision.legal_scouts]
-    return listed[spec[1] % len(listed)]
+    index: int = spec[1] % len(listed)
+    return listed[index]
 
 
 def _scout(spec: tuple[Any, ...], hand: int) -> game_pb2.Scout:
@@ -1284,7 +1289,7 @@ def _tokens(live: Live, value: str | None) -> None:
     async def example() -> None:
         method = live.shaker_channel.stream_stream(PLAY, request_serializer=None,
                                                    response_deserializer=None)
-        call: Any = method(metadata=None if value is None else [("authorization", value)])
+        call: Any = method(None, metadata=None if value is None else (("authorization", value),))
         try:
             with contextlib.suppress(grpc.aio.AioRpcError):
                 async with asyncio.timeout(REACTION_S):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "proto" / "python" / "src"
 
 
-def _generator():  # type: ignore[no-untyped-def]
+def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("proto_generate", ROOT / "proto" / "generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

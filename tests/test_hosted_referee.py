@@ -138,7 +138,7 @@ async def test_the_socket_is_the_bots_identity_whatever_token_is_sent(tmp_path: 
         assert len(sockets) == 1
         async with grpc.aio.insecure_channel(f"unix:{sockets[0]}") as channel:
             call = arena_pb2_grpc.ArenaStub(channel).Play(
-                metadata=(("authorization", "Bearer not-a-token"),))
+                None, metadata=(("authorization", "Bearer not-a-token"),))
             await asyncio.wait_for(call.write(hello("anyone")), 30)
             welcome = await asyncio.wait_for(call.read(), 30)
             assert isinstance(welcome, arena_pb2.RefereeMessage)

@@ -32,6 +32,7 @@ import grpc
 import pytest
 from referee_support import stop
 from scout.v1 import arena_pb2, arena_pb2_grpc
+from scout_arena.server.calls import EOF
 from support.kits import KITS, ROOT, Kit, require
 from test_starter_kits import TOKENS
 
@@ -50,7 +51,8 @@ START_TIMEOUT_S = 60.0
 REACTION_TIMEOUT_S = 10.0
 
 
-def goodbye(reason: int, reconnect: bool, retry_after_ms: int = 0) -> arena_pb2.Goodbye:
+def goodbye(reason: arena_pb2.GoodbyeReason.ValueType, reconnect: bool,
+            retry_after_ms: int = 0) -> arena_pb2.Goodbye:
     message = FINISHED_MESSAGE if reason == arena_pb2.GOODBYE_REASON_FINISHED else SHUTDOWN_MESSAGE
     return arena_pb2.Goodbye(reason=reason, message=message, reconnect=reconnect,
                              retry_after_ms=retry_after_ms)
@@ -124,14 +126,17 @@ class _Arena(arena_pb2_grpc.ArenaServicer):
     def __init__(self, referee: FakeReferee) -> None:
         self.referee = referee
 
-    async def Play(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+    # override: it writes through context.write() and returns None, as grpc.aio allows.
+    async def Play(  # type: ignore[override]
+        self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
         metadata = dict(context.invocation_metadata() or ())
         call = Call(opened=time.monotonic(), authorization=str(metadata.get("authorization")))
         with self.referee._changed:
             index = len(self.referee.calls)
         self.referee.record(call)
         first = await context.read()
-        if first is grpc.aio.EOF:
+        if first is EOF:
             return
         call.hello = first
         await context.write(arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(

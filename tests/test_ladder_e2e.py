@@ -96,7 +96,7 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
             stub = ladder_pb2_grpc.LadderStub(channel)
             challenge = stub.Challenge(
                 ladder_pb2.ChallengeRequest(opponents=["random0"], games=2),
-                metadata=[("authorization", f"Bearer {tokens['greedy1']}")], timeout=60)
+                metadata=(("authorization", f"Bearer {tokens['greedy1']}"),), timeout=60)
             board = stub.GetLeaderboard(ladder_pb2.GetLeaderboardRequest(), timeout=60)
             profile = stub.GetBotProfile(ladder_pb2.GetBotProfileRequest(name="greedy2"),
                                          timeout=60)
@@ -105,7 +105,7 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
             done = next(m for m in listed.matches if m.status == "finished")
             record = stub.GetLadderRecord(
                 ladder_pb2.GetLadderRecordRequest(match_id=done.match_id), timeout=60)
-            admin = [("authorization", "Bearer adm")]
+            admin = (("authorization", "Bearer adm"),)
             late = stub.RegisterBot(ladder_pb2.RegisterBotRequest(name="latecomer", owner="z"),
                                     metadata=admin, timeout=60)
             with pytest.raises(grpc.RpcError) as refused:
@@ -166,9 +166,9 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
     assert all({s.bot for s in m.seats} == {"greedy1", "random0"} for m in challenge_games)
     history = {}
     for name in tokens:
-        profile = repo.bot_profile(name)
-        assert profile is not None
-        history[name] = {p.match_id for p in profile.history}
+        stored_profile = repo.bot_profile(name)
+        assert stored_profile is not None
+        history[name] = {p.match_id for p in stored_profile.history}
     for m in matches:
         for seat in m.seats:
             assert (m.match_id in history[seat.bot]) == m.rated, (m.match_id, seat.bot)
@@ -188,11 +188,11 @@ def test_ladder_rates_every_match_survives_sigkill_runs_challenges_and_probation
     assert set(board_names[:4]) & set(GREEDY), board_names
 
     for name in FAULTY:
-        bot = repo.get_bot(name)
-        assert bot is not None and bot.probation_reason, name
+        stored = repo.get_bot(name)
+        assert stored is not None and stored.probation_reason, name
     shown = subprocess.run([*CLI, "ladder", "bot", "hang", "--database", db],
                            capture_output=True, text=True, check=True)
     assert "probation" in shown.stdout
-    board = subprocess.run([*CLI, "ladder", "leaderboard", "--database", db],
-                           capture_output=True, text=True, check=True)
-    assert "greedy" in board.stdout
+    printed = subprocess.run([*CLI, "ladder", "leaderboard", "--database", db],
+                             capture_output=True, text=True, check=True)
+    assert "greedy" in printed.stdout

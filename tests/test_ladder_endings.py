@@ -225,7 +225,7 @@ def test_a_bot_put_on_probation_is_told_on_its_stream_and_told_when_it_is_lifted
         again, welcome = await RawBot.connect(run.address, run.tokens["hang"])
         try:
             lifted: arena_pb2.Probation = await again.expect("probation", timeout=20)
-            kinds = [m.WhichOneof("body") or "" for m in again.messages]
+            kinds: list[str] = [m.WhichOneof("body") or "" for m in again.messages]
         finally:
             await again.close()
         assert welcome.bot_name == "hang"

@@ -253,8 +253,8 @@ def test_unreadable_request_bytes_are_invalid_argument_on_every_ladder_and_owner
                             desc = (owners if service == "Owners" else
                                     ladder_pb2.DESCRIPTOR.services_by_name["Ladder"]
                                     ).methods_by_name[method]
-                            call: Any = channel.unary_stream(path) if desc.server_streaming \
-                                else channel.unary_unary(path)
+                            call: Any = channel.unary_stream(path, None, None) \
+                                if desc.server_streaming else channel.unary_unary(path, None, None)
                             try:
                                 reply = call(data, metadata=(("authorization", "Bearer adm"),),
                                              timeout=30)
@@ -399,7 +399,7 @@ def test_serve_says_when_the_bots_cannot_fill_any_allowed_table(
         [*CLI, "ladder", "serve", "--database", sqlite_ladder, "--port", "0",
          "--table-sizes", "4", "--admin-token", "adm"],
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
-    bots: list[subprocess.Popen[str]] = []
+    bots: list[subprocess.Popen[bytes]] = []
     try:
         assert serve.stdout is not None
         line = serve.stdout.readline()
@@ -422,9 +422,10 @@ def test_serve_says_when_the_bots_cannot_fill_any_allowed_table(
         # Nothing is played around the rule (no table of 3 when tables of 4 are asked for).
         assert repo.list_matches(limit=100) == []
     finally:
-        for process in [*bots, serve]:
+        processes: list[subprocess.Popen[Any]] = [*bots, serve]
+        for process in processes:
             process.send_signal(signal.SIGTERM)
-        for process in [*bots, serve]:
+        for process in processes:
             process.wait(120)
     assert serve.returncode == 0
     board = subprocess.run([*CLI, "ladder", "leaderboard", "--database", sqlite_ladder],

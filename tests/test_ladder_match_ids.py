@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -85,7 +86,7 @@ def test_a_match_keeps_its_id_from_start_to_end(tmp_path: Path) -> None:
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_lines, args=(ladder, lines), daemon=True).start()
-    bots: list[subprocess.Popen[str]] = []
+    bots: list[subprocess.Popen[bytes]] = []
     try:
         banner = _banner(lines, "listening on", "web pages on")
         address, web = banner["listening on"], banner["web pages on"].rstrip("/")
@@ -134,7 +135,8 @@ def test_a_match_keeps_its_id_from_start_to_end(tmp_path: Path) -> None:
         ladder.send_signal(signal.SIGTERM)
         assert ladder.wait(120) == 0
     finally:
-        for process in [*bots, ladder]:
+        processes: list[subprocess.Popen[Any]] = [*bots, ladder]
+        for process in processes:
             if process.poll() is None:
                 process.terminate()
             process.wait(60)

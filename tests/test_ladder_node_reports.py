@@ -46,7 +46,7 @@ class Node:
 def test_a_report_is_settled_in_full_when_the_nodes_stream_is_cancelled_meanwhile() -> None:
     async def main() -> SlowEvents:
         events = SlowEvents()
-        servicer = NodesServicer(NodeRegistry(), events, "node-token")  # type: ignore[arg-type]
+        servicer = NodesServicer(NodeRegistry(), events, "node-token")
         handler = asyncio.ensure_future(servicer._ended(  # the stream's handler, in effect
             Node(), nodes_pb2.NodeMatchEnded(match_id="m-1")))  # type: ignore[arg-type]
         await events.writing.wait()

@@ -28,10 +28,11 @@ from scout.v1 import matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_from_json, replay
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
+from support.kits import KITS, require
 from support.ports import free_port
 from test_ladder_processes import wait_for
 from test_referee_e2e import make_self_signed
-from test_starter_kits import KITS, built_kits, require  # noqa: F401
+from test_starter_kits import built_kits  # noqa: F401
 
 CLI = [sys.executable, "-m", "scout_arena.cli"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,7 +143,7 @@ class Cluster:
         with grpc.insecure_channel(f"127.0.0.1:{self.node_ports[name]}") as channel:
             listed = matches_pb2_grpc.MatchesStub(channel).ListMatches(
                 matches_pb2.ListMatchesRequest(status=matches_pb2.MATCH_STATUS_RUNNING),
-                metadata=[("authorization", "Bearer adm")], timeout=10)
+                metadata=(("authorization", "Bearer adm"),), timeout=10)
         return list(listed.matches)
 
     def finished(self) -> dict[str, dict[str, Any]]:

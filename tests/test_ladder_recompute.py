@@ -79,7 +79,7 @@ def test_recompute_reads_matches_and_ratings_in_one_snapshot(
         event.remove(Engine, "after_cursor_execute", meanwhile)
     out = capsys.readouterr().out
     assert fired, "the recompute never read the matches"
-    assert repo.get_match("late").status == "finished"  # type: ignore[union-attr]
+    assert repo.get_match("late").status == "finished"
     assert (status, "match the recomputation exactly" in out) == (0, True), out
     assert "recomputed 3 rated matches" in out
     # And once it has finished, the late match is part of the history and agrees too.

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scout_ladder.repository import Repository
@@ -105,7 +106,7 @@ def test_ladder_serve_prints_its_status_and_a_summary_at_exit(tmp_path: Path) ->
     tokens = {name: repo.register_bot(name, f"owner-{name}")[1] for name in ("r1", "r2")}
     repo.close()
     ladder, lines = _serve(db, tmp_path, "0.5")
-    bots: list[subprocess.Popen[str]] = []
+    bots: list[subprocess.Popen[bytes]] = []
     try:
         address = _next(lines, r"listening on (\S+)").group(1)
         _next(lines, r"status: 0 bots connected \(0 busy\); 0 matches running, 0 finished")
@@ -136,7 +137,8 @@ def test_ladder_serve_prints_its_status_and_a_summary_at_exit(tmp_path: Path) ->
         assert int(summary.group(1)) >= 1
         assert ladder.wait(60) == 0
     finally:
-        for process in [*bots, ladder]:
+        processes: list[subprocess.Popen[Any]] = [*bots, ladder]
+        for process in processes:
             if process.poll() is None:
                 process.kill()
             process.wait(60)
@@ -150,7 +152,7 @@ def test_ladder_serve_prints_its_status_and_a_summary_at_exit(tmp_path: Path) ->
     finally:
         if quiet.poll() is None:
             quiet.kill()
-    rest = []
+    rest: list[str] = []
     while not rest or "ladder stopped after" not in rest[-1]:
         rest.append(lines.get(timeout=30))
     assert not any("status:" in line for line in rest)

@@ -472,7 +472,10 @@ def test_list_matches_filters_and_pages_newest_first(clocked: Repository) -> Non
     play(repo, "m2", ["a", "b", "c"], [1, 2, 3])
     play(repo, "m3", ["c", "d"], [1, 2], rated=False)
     start(repo, "m4", ["a", "d"])
-    ids = lambda matches: [m.match_id for m in matches]  # noqa: E731
+
+    def ids(matches: list[MatchSummary]) -> list[str]:
+        return [m.match_id for m in matches]
+
     assert ids(repo.list_matches()) == ["m4", "m3", "m2", "m1"]
     assert ids(repo.list_matches(bot="a")) == ["m4", "m2", "m1"]
     assert ids(repo.list_matches(bot="d")) == ["m4", "m3"]

@@ -59,8 +59,9 @@ def test_local_play_calls_every_hook_a_referee_would_in_the_same_order() -> None
         # Each of this seat's decisions comes after the event of the action before it.
         for i, message in enumerate(middle):
             if isinstance(message, Observation) and message.history:
-                assert isinstance(middle[i - 1], PublicEvent)
-                assert middle[i - 1].action == message.history[-1]
+                previous = middle[i - 1]
+                assert isinstance(previous, PublicEvent)
+                assert previous.action == message.history[-1]
 
 
 def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:

@@ -15,6 +15,7 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from referee_support import (
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.server import Referee, RefereeFacade, RefereeServer, TimeControl
+from scout_arena.server.calls import EOF
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchSnapshot, MatchStatus
 from scout_arena.server.idempotency import CreateRequest, IdempotencyKeys
@@ -62,10 +64,11 @@ class RawBot:
     async def connect(cls, address: str, token: str, max_matches: int = 1) -> RawBot:
         channel = grpc.aio.insecure_channel(address)
         call = arena_pb2_grpc.ArenaStub(channel).Play(
-            metadata=(("authorization", f"Bearer {token}"),))
+            None, metadata=(("authorization", f"Bearer {token}"),))
         await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
             protocol_version=1, max_concurrent_matches=max_matches)))
         welcome = await call.read()
+        assert isinstance(welcome, arena_pb2.RefereeMessage), welcome
         assert welcome.WhichOneof("body") == "welcome", welcome
         return cls(channel, call)
 
@@ -130,7 +133,7 @@ class BusyReferee(Referee):
 
     delay_s = 0.0
 
-    @property  # type: ignore[override]
+    @property
     def default_time_control(self) -> TimeControl:
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -342,8 +345,9 @@ async def first_watch_event(stub: matches_pb2_grpc.MatchesAsyncStub, match_id: s
                             ) -> matches_pb2.SpectatorEvent:
     call = stub.WatchMatch(matches_pb2.WatchMatchRequest(match_id=match_id), metadata=ADMIN,
                            timeout=5)
-    event: matches_pb2.SpectatorEvent = await call.read()
+    event = await call.read()
     call.cancel()
+    assert isinstance(event, matches_pb2.SpectatorEvent), event
     return event
 
 
@@ -396,11 +400,13 @@ def test_the_seed_is_told_only_once_a_match_has_ended() -> None:
             watch = stub.WatchMatch(matches_pb2.WatchMatchRequest(match_id=held.match_id),
                                     metadata=ADMIN, timeout=20)
             first = await watch.read()
+            assert isinstance(first, matches_pb2.SpectatorEvent), first
             assert first.match_info.seed == 0
 
             async def rest() -> list[matches_pb2.SpectatorEvent]:
-                events = []
-                while (event := await watch.read()) is not grpc.aio.EOF:
+                events: list[matches_pb2.SpectatorEvent] = []
+                while (event := await watch.read()) is not EOF:
+                    assert isinstance(event, matches_pb2.SpectatorEvent), event
                     events.append(event)
                 return events
 
@@ -455,14 +461,18 @@ def test_hostile_values_to_every_matches_rpc_end_with_a_documented_status_and_no
                        request: matches_pb2.CreateMatchRequest,
                        metadata: Sequence[tuple[str, str]] = ADMIN) -> None:
                 calls.append((label, code, lambda: stub.CreateMatch(
-                    request, metadata=metadata, timeout=10)))
+                    request, metadata=tuple(metadata), timeout=10)))
 
             def raw(method: str, data: bytes, stream: bool = False) -> Callable[[], Any]:
                 path = f"/scout.v1.Matches/{method}"
                 if stream:
-                    return lambda: list(channel.unary_stream(path)(data, metadata=ADMIN,
-                                                                   timeout=10))
-                return lambda: channel.unary_unary(path)(data, metadata=ADMIN, timeout=10)
+                    return lambda: list(channel.unary_stream(path, None, None)(
+                        data, metadata=ADMIN, timeout=10))
+                return lambda: channel.unary_unary(path, None, None)(data, metadata=ADMIN,
+                                                                     timeout=10)
+
+            def watch_all(request: matches_pb2.WatchMatchRequest) -> list[Any]:
+                return list(stub.WatchMatch(request, metadata=ADMIN, timeout=10))
 
             bad = grpc.StatusCode
             create("10,000-character name", bad.NOT_FOUND, create_request(["x" * 10_000, "b0"]))
@@ -510,19 +520,18 @@ def test_hostile_values_to_every_matches_rpc_end_with_a_documented_status_and_no
             for match_id in ("x" * 10_000, "\x00", "../../etc/passwd", "", "m-" + "\u202e" * 50):
                 get = matches_pb2.GetMatchRequest(match_id=match_id)
                 calls.append((f"GetMatch {match_id[:20]!r}", bad.NOT_FOUND,
-                              lambda r=get: stub.GetMatch(r, metadata=ADMIN, timeout=10)))
+                              partial(stub.GetMatch, get, metadata=ADMIN, timeout=10)))
                 record = matches_pb2.GetRecordRequest(match_id=match_id)
                 calls.append((f"GetRecord {match_id[:20]!r}", bad.NOT_FOUND,
-                              lambda r=record: stub.GetRecord(r, metadata=ADMIN, timeout=10)))
+                              partial(stub.GetRecord, record, metadata=ADMIN, timeout=10)))
                 watch = matches_pb2.WatchMatchRequest(match_id=match_id)
                 calls.append((f"WatchMatch {match_id[:20]!r}", bad.NOT_FOUND,
-                              lambda r=watch: list(stub.WatchMatch(r, metadata=ADMIN,
-                                                                   timeout=10))))
+                              partial(watch_all, watch)))
             for limit, status in ((-1, 0), (2**31 - 1, 0), (0, 99), (5, -7)):
-                listing = matches_pb2.ListMatchesRequest(limit=limit, status=status)
+                listing = matches_pb2.ListMatchesRequest(
+                    limit=limit, status=matches_pb2.MatchStatus.ValueType(status))
                 calls.append((f"ListMatches limit={limit} status={status}", bad.OK,
-                              lambda r=listing: stub.ListMatches(r, metadata=ADMIN,
-                                                                 timeout=10)))
+                              partial(stub.ListMatches, listing, metadata=ADMIN, timeout=10)))
 
             for label, code, call in calls:
                 try:

@@ -305,8 +305,12 @@ def test_a_stuck_event_loop_is_not_live_and_a_failing_check_is_not_ready(
         await state.start()
         await asyncio.sleep(0.05)
         seen.append(state.live_problem())
-        watcher = asyncio.get_running_loop().run_in_executor(
-            None, lambda: (time.sleep(0.6), state.live_problem())[1])
+
+        def stall_then_look() -> str | None:
+            time.sleep(0.6)
+            return state.live_problem()
+
+        watcher = asyncio.get_running_loop().run_in_executor(None, stall_then_look)
         time.sleep(0.8)  # the loop stuck (a blocking call on it)
         seen.append(await watcher)
         await asyncio.sleep(0.2)

@@ -4,6 +4,7 @@ on SQLite and PostgreSQL (the ``repository`` and ``ladder_url`` fixtures of conf
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -331,5 +332,5 @@ def test_new_tokens_never_start_with_a_dash_that_argparse_would_read_as_an_optio
     from scout_ladder.repository import bots as bot_store
 
     drawn = iter(["-starts-with-a-dash", "fine-token"])
-    monkeypatch.setattr(bot_store.secrets, "token_urlsafe", lambda nbytes: next(drawn))
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda nbytes: next(drawn))
     assert bot_store.new_token() == "fine-token"

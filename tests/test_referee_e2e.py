@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ BOT_SPECS = {"b0": "greedy", "b1": "random", "b2": "greedy", "b3": "random", "b4
              "b5": "random"}
 TOKENS = {**{name: f"token-{name}" for name in BOT_SPECS},
           "spy": "token-spy", "holder": "token-holder", "ghost": "token-ghost"}
+UNSPECIFIED = matches_pb2.MATCH_STATUS_UNSPECIFIED
 RUNNING = matches_pb2.MATCH_STATUS_RUNNING
 FINISHED = matches_pb2.MATCH_STATUS_FINISHED
 SLOW_BOT = Path(__file__).resolve().parent / "bots" / "slow_bot.py"
@@ -251,10 +253,12 @@ class RawBot:
 
     def messages_of(self, match_id: str) -> list[tuple[str, Any]]:
         """(body kind, body) of every message about ``match_id``, in arrival order."""
-        out = []
+        out: list[tuple[str, Any]] = []
         for message in self.received:
             kind = message.WhichOneof("body")
-            body = getattr(message, kind) if kind else None
+            if kind is None:
+                continue
+            body = getattr(message, kind)
             if getattr(body, "match_id", None) == match_id:
                 out.append((kind, body))
         return out
@@ -557,11 +561,11 @@ def test_create_match_rejects_bad_requests_with_precise_status_codes(
 def test_matches_service_requires_admin_token(arena: RefereeProcess,
                                               matches: matches_pb2_grpc.MatchesStub) -> None:
     request = matches_pb2.CreateMatchRequest(bots=["b0", "b1"], seed=5)
-    for metadata in ([], [("authorization", "Bearer wrong")],
-                     [("authorization", f"Bearer {TOKENS['b0']}")],
-                     [("authorization", ADMIN_TOKEN)]):
+    for metadata in ((), (("authorization", "Bearer wrong"),),
+                     (("authorization", f"Bearer {TOKENS['b0']}"),),
+                     (("authorization", ADMIN_TOKEN),)):
         expect_rpc_error(grpc.StatusCode.UNAUTHENTICATED,
-                         lambda md=metadata: matches.CreateMatch(request, metadata=md, timeout=5))
+                         partial(matches.CreateMatch, request, metadata=metadata, timeout=5))
     expect_rpc_error(grpc.StatusCode.UNAUTHENTICATED, lambda: matches.ListMatches(
         matches_pb2.ListMatchesRequest(), timeout=5))
     expect_rpc_error(grpc.StatusCode.UNAUTHENTICATED, lambda: matches.GetMatch(
@@ -604,7 +608,8 @@ def test_get_record_and_list_matches_follow_match_status(
                          metadata=admin_metadata(), timeout=5))):
             expect_rpc_error(grpc.StatusCode.NOT_FOUND, call)
 
-        def listed(status: int = 0, limit: int = 0) -> list[matches_pb2.MatchInfo]:
+        def listed(status: matches_pb2.MatchStatus.ValueType = UNSPECIFIED,
+                   limit: int = 0) -> list[matches_pb2.MatchInfo]:
             return list(matches.ListMatches(
                 matches_pb2.ListMatchesRequest(status=status, limit=limit),
                 metadata=admin_metadata(), timeout=5).matches)

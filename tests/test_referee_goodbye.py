@@ -32,6 +32,7 @@ from referee_support import (
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2_grpc
 from scout_arena.server import RefereeFacade, TimeControl
+from scout_arena.server.calls import EOF
 from scout_arena.server.events import Goodbye, GoodbyeReason
 from scout_arena.tournament import BotSpec, Tournament, TournamentConfig
 from scout_arena.tournament import runner as tournament_runner
@@ -94,7 +95,7 @@ async def facade(tokens: dict[str, str], records: Path) -> AsyncIterator[Referee
 def test_after_stop_finished_an_sdk_bot_exits_0_on_its_own(tmp_path: Path) -> None:
     async def main() -> None:
         async with facade({"a": "token-a", "b": "token-b"}, tmp_path / "records") as referee:
-            ended: list[str] = []
+            ended: list[str | None] = []
             referee.on_match_finished(lambda record: ended.append(record.match_id))
             bot_a = sdk_bot(referee.address, "token-a", tmp_path / "a.log")
             bot_b = sdk_bot(referee.address, "token-b", tmp_path / "b.log")
@@ -159,7 +160,7 @@ class RawStream:
     def __init__(self, address: str, token: str) -> None:
         self.channel = grpc.aio.insecure_channel(address, options=LOCAL_POOL)
         self.call = arena_pb2_grpc.ArenaStub(self.channel).Play(
-            metadata=[("authorization", f"Bearer {token}")])
+            None, metadata=(("authorization", f"Bearer {token}"),))
         self.messages: list[arena_pb2.RefereeMessage] = []
 
     async def hello(self) -> arena_pb2.Welcome:
@@ -174,7 +175,7 @@ class RawStream:
         with contextlib.suppress(grpc.aio.AioRpcError):
             while True:
                 message = await self.call.read()
-                if message is grpc.aio.EOF:
+                if message is EOF:
                     break
                 assert isinstance(message, arena_pb2.RefereeMessage)
                 self.messages.append(message)
@@ -183,7 +184,7 @@ class RawStream:
 
     async def close(self) -> None:
         self.call.cancel()
-        await self.channel.close()
+        await self.channel.close(None)
 
 
 def test_the_goodbye_is_the_last_message_and_the_call_ends_ok(tmp_path: Path) -> None:

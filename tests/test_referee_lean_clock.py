@@ -223,6 +223,7 @@ def test_time_a_request_waits_inside_the_referee_is_never_charged_to_the_bot() -
             await asyncio.gather(*players, return_exceptions=True)
             assert match.record is not None
             seats = match.record.meta["seats"]
+            assert isinstance(seats, list)
             for seat in seats:
                 assert list(seat)[-1] == "referee_ms"
                 assert seat["timeouts"] == 0 and seat["strikes"] == 0, seats
@@ -335,7 +336,9 @@ def test_time_an_answer_waits_for_a_stalled_referee_loop_is_never_charged_to_the
                     await asyncio.sleep(0.05)
                 await referee.shutdown()
                 assert match.record is not None
-                for seat in match.record.meta["seats"]:
+                seats = match.record.meta["seats"]
+                assert isinstance(seats, list)
+                for seat in seats:
                     assert seat["timeouts"] == 0 and seat["strikes"] == 0, seat
                     assert seat["time_bank_ms"] == 50, seat  # no bank draw
                     assert seat["referee_ms"] >= 2 * 250, seat

@@ -14,8 +14,9 @@ import re
 import resource
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -23,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2, matches_pb2_grpc
 from scout_arena.server import Referee, RefereeServer, connections
 from scout_arena.server.arena_service import MAX_STREAMS_PER_TOKEN
+from scout_arena.server.calls import EOF
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.limits import FD_RESERVE, raise_fd_limit
 from scout_arena.server.listener import MAX_STREAMS_PER_CONNECTION
@@ -34,7 +36,7 @@ BUDGET_S = 20.0
 
 
 @contextlib.asynccontextmanager
-async def serving(tokens: dict[str, str] | None = None, **options: int
+async def serving(tokens: dict[str, str] | None = None, **options: Any
                   ) -> AsyncIterator[RefereeServer]:
     server = RefereeServer(Referee(tokens or {}, wire=ProtobufWire()), admin_token="adm", **options)
     await server.start()
@@ -139,7 +141,7 @@ def test_a_connection_gets_at_most_the_configured_number_of_concurrent_streams()
             finally:
                 for watch in watches:
                     watch.cancel()
-                await channel.close()
+                await channel.close(None)
 
     asyncio.run(main())
 
@@ -159,7 +161,7 @@ def test_the_stream_cap_is_configurable() -> None:
             finally:
                 for watch in watches:
                     watch.cancel()
-                await channel.close()
+                await channel.close(None)
 
     asyncio.run(main())
 
@@ -167,17 +169,27 @@ def test_the_stream_cap_is_configurable() -> None:
 # ----- Play streams per token -------------------------------------------------------------------
 
 
-def play(address: str, token: str) -> tuple[grpc.aio.Channel, grpc.aio.StreamStreamCall]:  # type: ignore[type-arg]
+PlayCall = grpc.aio.StreamStreamCall[arena_pb2.BotMessage, arena_pb2.RefereeMessage]
+
+
+def play(address: str, token: str) -> tuple[grpc.aio.Channel, PlayCall]:
     channel = grpc.aio.insecure_channel(address, options=LOCAL_POOL)
-    call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=[("authorization",
-                                                              f"Bearer {token}")])
+    call = arena_pb2_grpc.ArenaStub(channel).Play(None, metadata=(("authorization",
+                                                                   f"Bearer {token}"),))
     return channel, call
 
 
-async def until(condition: object, what: str) -> None:
+async def next_message(call: PlayCall) -> arena_pb2.RefereeMessage:
+    """The next message of ``call``, which grpc's stubs type as possibly EOF."""
+    message = await call.read()
+    assert isinstance(message, arena_pb2.RefereeMessage), message
+    return message
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + BUDGET_S
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert loop.time() < deadline, what
         await asyncio.sleep(0.01)
 
@@ -199,39 +211,39 @@ def test_play_streams_per_token_are_capped_and_the_newer_stream_still_wins() -> 
                 channel, extra = play(server.address, "token-a")
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
                     await asyncio.wait_for(extra.read(), BUDGET_S)
-                await channel.close()
+                await channel.close(None)
                 assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert f"already has {MAX_STREAMS_PER_TOKEN} Play streams open" in \
                     (caught.value.details() or "")
                 # another token is not affected
                 channel_b, call_b = play(server.address, "token-b")
                 await call_b.write(HELLO)
-                welcome = await asyncio.wait_for(call_b.read(), BUDGET_S)
+                welcome = await asyncio.wait_for(next_message(call_b), BUDGET_S)
                 assert welcome.WhichOneof("body") == "welcome"
                 call_b.cancel()
-                await channel_b.close()
+                await channel_b.close(None)
                 # one stream ends: there is room again, and the newer-wins rule holds
                 closing_channel, closing = opened.pop()
                 closing.cancel()
-                await closing_channel.close()
+                await closing_channel.close(None)
                 await until(lambda: bot.open_streams == MAX_STREAMS_PER_TOKEN - 1,
                             "the cancelled stream was not released")
                 _, older = opened[0]
                 await older.write(HELLO)
-                assert (await older.read()).WhichOneof("body") == "welcome"
+                assert (await next_message(older)).WhichOneof("body") == "welcome"
                 newer_channel, newer = play(server.address, "token-a")
                 opened.append((newer_channel, newer))
                 await newer.write(HELLO)
-                assert (await newer.read()).WhichOneof("body") == "welcome"
+                assert (await next_message(newer)).WhichOneof("body") == "welcome"
                 with contextlib.suppress(grpc.aio.AioRpcError):
-                    while await older.read() is not grpc.aio.EOF:
+                    while await older.read() is not EOF:
                         pass
                 assert await older.code() == grpc.StatusCode.ABORTED
                 assert "superseded" in (await older.details() or "")
             finally:
                 for channel, call in opened:
                     call.cancel()
-                    await channel.close()
+                    await channel.close(None)
             await until(lambda: bot.open_streams == 0, "streams were not released")
 
     asyncio.run(main())
@@ -249,7 +261,7 @@ def test_bot_and_admin_tokens_are_compared_in_constant_time(
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(connections.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
 
     async def main() -> None:
         async with serving({"a": "token-a"}) as server:
@@ -259,9 +271,9 @@ def test_bot_and_admin_tokens_are_compared_in_constant_time(
             assert "token-a" not in registry._by_token  # type: ignore[comparison-overlap]
             async with grpc.aio.insecure_channel(server.address, options=LOCAL_POOL) as ch:
                 call = arena_pb2_grpc.ArenaStub(ch).Play(
-                    metadata=[("authorization", "Bearer token-a")])
+                    None, metadata=(("authorization", "Bearer token-a"),))
                 await call.write(HELLO)
-                assert (await call.read()).WhichOneof("body") == "welcome"
+                assert (await next_message(call)).WhichOneof("body") == "welcome"
                 assert (b"token-a", b"token-a") in compared
                 call.cancel()
                 matches = matches_pb2_grpc.MatchesStub(ch)

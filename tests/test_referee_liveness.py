@@ -122,7 +122,7 @@ def test_ladder_serve_is_guarded_too(tmp_path: Path) -> None:
             assert list(board.entries) == []
             registered = ladder_pb2_grpc.LadderStub(channel).RegisterBot(
                 ladder_pb2.RegisterBotRequest(name="newbot", owner="me"),
-                metadata=[("authorization", "Bearer adm")], timeout=5)
+                metadata=(("authorization", "Bearer adm"),), timeout=5)
             assert registered.token and registered.bot.name == "newbot"
         assert process.poll() is None
         text = log.read_text()

@@ -106,7 +106,7 @@ def test_a_running_match_is_found_among_finished_ones_and_leaves_when_it_ends(
 
 @asynccontextmanager
 async def served(records: Path | None, **keep: int
-                 ) -> AsyncIterator[tuple[Referee, matches_pb2_grpc.MatchesStub]]:
+                 ) -> AsyncIterator[tuple[Referee, matches_pb2_grpc.MatchesAsyncStub]]:
     referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=records,
                       default_time_control=QUICK, **keep)
     server = RefereeServer(referee)
@@ -118,7 +118,7 @@ async def served(records: Path | None, **keep: int
         await server.stop()
 
 
-async def get_record(stub: matches_pb2_grpc.MatchesStub, match_id: str) -> dict[str, object]:
+async def get_record(stub: matches_pb2_grpc.MatchesAsyncStub, match_id: str) -> dict[str, object]:
     reply = await stub.GetRecord(matches_pb2.GetRecordRequest(match_id=match_id), timeout=10)
     record: dict[str, object] = json.loads(reply.record_json)
     return record

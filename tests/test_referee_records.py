@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scout_arena.record import MatchRecord, load_record
+from scout_arena.record import MatchRecord, load_record, write_record_bytes
 from scout_arena.server import Referee, TimeControl
 from scout_arena.server import records as records_module
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchStatus
+from scout_arena.server.match import MatchRunner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,7 +24,7 @@ TOKENS = {name: f"token-{name}" for name in ("a", "b", "c")}
 
 
 def slow_write(seconds: float) -> Any:
-    real = records_module.write_record_bytes
+    real = write_record_bytes
 
     def write(data: bytes, path: Path) -> None:
         time.sleep(seconds)
@@ -39,7 +40,12 @@ def started_match(records_dir: Path) -> tuple[Referee, Any, asyncio.Task[None],
     referee = Referee(TOKENS, wire=ProtobufWire(), records_dir=records_dir,
                       default_time_control=TimeControl(50, 0))
     reported: list[MatchRecord] = []
-    referee.on_match_finished.append(lambda match: reported.append(match.record))
+
+    def report(match: MatchRunner) -> None:
+        assert match.record is not None, "a match is stored before it is reported finished"
+        reported.append(match.record)
+
+    referee.on_match_finished.append(report)
     runner = referee.create_match(["a", "b", "c"], seed=3, absent_ok=True)
     assert runner.task is not None
     return referee, runner, runner.task, reported

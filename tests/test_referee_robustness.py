@@ -34,6 +34,7 @@ from referee_support import (
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import replay
+from scout_arena.server.calls import EOF
 from scout_rules import IllegalAction
 from scout_rules import Show as EngineShow
 from scout_rules.moves import check_show
@@ -582,7 +583,7 @@ def test_a_bot_that_never_reads_its_stream_costs_only_its_own_seats(tmp_path: Pa
 
 async def _never_reads(game: Arena) -> list[tuple[str, int]]:
     async with grpc.aio.insecure_channel(game.referee.address, options=LOCAL_POOL) as channel:
-        call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=bearer(TOKENS["raw"]))
+        call = arena_pb2_grpc.ArenaStub(channel).Play(None, metadata=bearer(TOKENS["raw"]))
         await call.write(hello(max_matches=2))
         await asyncio.to_thread(wait_connected, game.referee, ["raw"])
         ids = [await game.create(bots, seed=seed, decision_ms=100, time_bank_ms=100)
@@ -617,16 +618,18 @@ async def _garbage(game: Arena, side: SideMatches) -> str:
                                      response_deserializer=lambda b: b)
         # Garbage instead of the Hello, then garbage after a good Hello.
         for prefix in ([], [hello().SerializeToString()]):
-            call = play(metadata=bearer(TOKENS["raw"]))
+            call = play(None, metadata=bearer(TOKENS["raw"]))
             for chunk in prefix:
                 await call.write(chunk)
             if prefix:
-                first = arena_pb2.RefereeMessage.FromString(await call.read())
+                raw = await call.read()
+                assert isinstance(raw, bytes), raw
+                first = arena_pb2.RefereeMessage.FromString(raw)
                 assert first.WhichOneof("body") == "welcome"
             with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 await call.write(GARBAGE)
             with contextlib.suppress(grpc.aio.AioRpcError):
-                while await call.read() is not grpc.aio.EOF:
+                while await call.read() is not EOF:
                     pass
             code = await asyncio.wait_for(call.code(), 10)
             assert code == grpc.StatusCode.INVALID_ARGUMENT, code

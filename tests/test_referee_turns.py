@@ -197,7 +197,7 @@ def test_a_seat_turn_queued_before_its_match_ended_does_nothing() -> None:
         seat = Seat(cast(Any, match), 0, cast(Any, None), SeatClock(1000, 1000.0))
         gate.wake(lambda: None)
         seat.open = cast(Any, object())
-        seat.deliver("an answer")
+        seat.deliver(cast(Any, "an answer"))
         assert gate.waiting == 1
         seat.open = None
         del seat.match
@@ -212,9 +212,9 @@ def test_a_seat_turn_queued_before_its_match_ended_does_nothing() -> None:
 def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
     """A seat's turn sees every answer delivered before it runs, so a seat is queued once;
     a seat with nothing open (its match ended) gets no turn."""
-    async def scenario() -> list[list[str]]:
+    async def scenario() -> list[list[object]]:
         gate = TurnGate(budget_ms=0.3, clock=StepClock(0.001))  # room for 1 a pass
-        taken: list[list[str]] = []
+        taken: list[list[object]] = []
 
         def answer_turn(seat: Seat) -> None:
             taken.append(list(seat.answers))
@@ -225,13 +225,13 @@ def test_answers_and_a_timer_in_one_pass_make_one_turn_of_their_seat() -> None:
         seat = Seat(cast(Any, match), 0, cast(Any, None), SeatClock(1000, 1000.0))
         gate.wake(lambda: None)  # this pass's room is taken: the seat's turn has to wait
         seat.open = cast(Any, object())
-        seat.deliver("a")
-        seat.deliver("b")
+        seat.deliver(cast(Any, "a"))
+        seat.deliver(cast(Any, "b"))
         seat._timer_went_off()
         assert gate.waiting == 1
         await until(lambda: bool(taken))
         seat.open = None
-        seat.deliver("late")
+        seat.deliver(cast(Any, "late"))
         for _ in range(5):
             await asyncio.sleep(0)
         assert gate.waiting == 0

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from scout_rules import (
+    Action,
     Card,
     End,
     Hand,
@@ -258,7 +259,7 @@ def test_splitmix64_matches_the_reference_sequence() -> None:
 
 
 def test_shuffle_randomises_order_and_orientation() -> None:
-    orientations = set()
+    orientations: set[bool] = set()
     orders = set()
     for seed in range(20):
         deck = shuffled_deck(5, SplitMix64(seed))
@@ -389,7 +390,8 @@ def test_no_turn_is_played_before_every_seat_has_chosen_its_rotation() -> None:
     with pytest.raises(OutOfTurn):
         state.legal_actions()
     state.choose_rotation(2, True)
-    assert state.phase is Phase.PLAY
+    # mypy keeps the narrowing of the assert above across choose_rotation().
+    assert state.phase is Phase.PLAY  # type: ignore[comparison-overlap]
     assert state.current_seat == 0
 
 
@@ -619,7 +621,8 @@ def test_example_4_5_7_scouted_6_turned_and_inserted_makes_a_four_card_run() -> 
     assert state.current_seat == 1
     assert state.is_legal(Show(0, 4))
     state.apply(Show(0, 4))
-    assert [c.face for c in state.active_set] == [4, 5, 6, 7]
+    # mypy keeps the narrowing to () of the assert above across apply().
+    assert [c.face for c in state.active_set] == [4, 5, 6, 7]  # type: ignore[var-annotated]
 
 
 def test_scout_needs_an_active_set() -> None:
@@ -1158,7 +1161,7 @@ def test_observation_of_a_missing_seat_is_malformed() -> None:
 def test_rejected_actions_leave_the_state_unchanged_in_every_phase() -> None:
     state = started(3, {0: {0: [5, 5], 1: [1, 9, 2]}})
     state.apply(Show(0, 2))
-    bad = [
+    bad: list[Action] = [
         Show(0, 1), Show(0, 2), Show(1, 2), Show(0, 40), Scout(L, False, 13),
         ScoutAndShow(Scout(L, False, 0), Show(0, 3)),
         ScoutAndShow(Scout(R, True, 1), Show(0, 2)),

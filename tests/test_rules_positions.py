@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -179,7 +180,7 @@ def test_clone_and_every_constructor_set_every_slot() -> None:
     (lambda p: {"phase": Phase.MATCH_OVER}, BadShape),
 ])
 def test_an_unreachable_position_is_refused_by_cause(
-        change: Callable[[Position], dict[str, object]], error: type[InvalidPosition]) -> None:
+        change: Callable[[Position], dict[str, Any]], error: type[InvalidPosition]) -> None:
     position = start_of_play().position()
     State.from_position(position)
     bad = dataclasses.replace(position, **change(position))

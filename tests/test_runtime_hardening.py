@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def drained_readers(loop: asyncio.AbstractEventLoop) -> int:
-    return sum(1 for key in loop._selector.get_map().values()  # type: ignore[attr-defined]
-               if key.data[0] is not None
-               and getattr(key.data[0]._callback, "_scout_drained", False))
+    return len([key for key in loop._selector.get_map().values()  # type: ignore[attr-defined]
+                if key.data[0] is not None
+                and getattr(key.data[0]._callback, "_scout_drained", False)])
 
 
 async def started(version: str) -> tuple[Hardening, bool, int, int]:

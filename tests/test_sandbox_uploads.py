@@ -10,7 +10,7 @@ import os
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,7 @@ MANIFEST = b'runtime = "python"\ncommand = ["python", "bot.py"]\n'
 BOT = b"print('hello')\n"
 
 
-def make_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], gzip_it: bool = True) -> bytes:
+def make_tar(entries: Sequence[tarfile.TarInfo | tuple[str, bytes]], gzip_it: bool = True) -> bytes:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for entry in entries:
@@ -54,7 +54,7 @@ def make_tar(entries: list[tarfile.TarInfo | tuple[str, bytes]], gzip_it: bool =
     return gzip.compress(raw.getvalue(), mtime=0) if gzip_it else raw.getvalue()
 
 
-def make_zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]],
+def make_zip(entries: Sequence[tuple[str | zipfile.ZipInfo, bytes]],
              compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     raw = io.BytesIO()
     with zipfile.ZipFile(raw, "w", compression) as archive:
@@ -63,7 +63,7 @@ def make_zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]],
     return raw.getvalue()
 
 
-def good_entries() -> list[tarfile.TarInfo | tuple[str, bytes]]:
+def good_entries() -> list[tuple[str, bytes]]:
     return [("scout-bot.toml", MANIFEST), ("bot.py", BOT)]
 
 
@@ -116,7 +116,7 @@ def test_setuid_bits_are_dropped_and_executable_bits_kept(box: Path) -> None:
     plain.size = 2
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as archive:
-        for name, content in good_entries():  # type: ignore[misc]
+        for name, content in good_entries():
             info = tarfile.TarInfo(name)
             info.size = len(content)
             archive.addfile(info, io.BytesIO(content))
@@ -142,8 +142,9 @@ def test_an_absolute_path_is_refused(box: Path, make: Callable[..., bytes]) -> N
 
 
 def test_a_symlink_out_of_the_folder_is_refused(box: Path) -> None:
-    entries = [*good_entries(), tar_info("escape", tarfile.SYMTYPE, "/etc/passwd"),
-               ("escape/x", b"pwned")]
+    entries: list[tarfile.TarInfo | tuple[str, bytes]] = [
+        *good_entries(), tar_info("escape", tarfile.SYMTYPE, "/etc/passwd"),
+        ("escape/x", b"pwned")]
     message = refuse(box, make_tar(entries), LinkEntry)
     assert "'escape'" in message and "/etc/passwd" in message
 

@@ -62,6 +62,7 @@ from scout_client.types import BotMessage, RefereeMessage
 from support import oracle
 
 TOKEN = "secret-token"
+EOF: object = getattr(aio, "EOF")  # noqa: B009 - missing from grpc's type stubs
 LEFT, RIGHT = End.LEFT, End.RIGHT
 
 
@@ -526,7 +527,7 @@ class Connection:
         if self.unread:
             return self.unread.popleft()
         raw = await asyncio.wait_for(self.context.read(), timeout)
-        if raw is aio.EOF:
+        if raw is EOF:
             return None
         if raw.WhichOneof("body") == "bundle":
             self.bundles += 1
@@ -571,7 +572,10 @@ class FakeArena(arena_pb2_grpc.ArenaServicer):
         self.failures: list[BaseException] = []
         self.stop = asyncio.Event()
 
-    async def Play(self, request_iterator: Any, context: Any) -> None:
+    # override: it writes through context.write() and returns None, as grpc.aio allows.
+    async def Play(  # type: ignore[override]
+        self, request_iterator: Any, context: Any
+    ) -> None:
         index = self.connections
         self.connections += 1
         connection = Connection(context)
@@ -883,10 +887,11 @@ class ReturnsIllegalShow(Recorder):
 
 @pytest.mark.parametrize(
     ("bot_class", "logged"),
-    [(bot, text) for quick in (False, True)
+    [(variant, text) for quick in (False, True)
      for bot, text in ((Raising, "bug in the bot"), (ReturnsNone, "not an Action"),
                        (ReturnsIllegalShow, "not among the legal shows"))
-     for bot in ([type(f"Quick{bot.__name__}", (bot,), {"quick": True})] if quick else [bot])],
+     for variant in ([type(f"Quick{bot.__name__}", (bot,), {"quick": True})] if quick
+                     else [bot])],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
 def test_broken_answers_are_replaced_by_the_fallback(
@@ -1265,7 +1270,10 @@ def test_streams_cut_by_the_referee_leave_no_task_pending_or_exception_unretriev
         def __init__(self) -> None:
             self.streams = 0
 
-        async def Play(self, request_iterator: Any, context: Any) -> None:
+        # override: it never answers, and returns None, as grpc.aio allows.
+        async def Play(  # type: ignore[override]
+            self, request_iterator: Any, context: Any
+        ) -> None:
             self.streams += 1
             await context.read()  # the Hello; then nothing until the server goes away
             await asyncio.Event().wait()

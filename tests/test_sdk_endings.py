@@ -54,7 +54,9 @@ def test_an_aborted_match_calls_on_match_end_with_its_status_and_is_forgotten() 
     ends = [value for kind, value in bot.calls if kind == "match_end"]
     assert ends == [MatchEnded("m1", status=MatchEndStatus.ABORTED,
                                reason="the referee shut down before the match ended")]
-    assert not ends[0].finished
+    end = ends[0]
+    assert isinstance(end, MatchEnded)
+    assert not end.finished
     assert bot.kinds() == ["start", "rotation", "match_end"]
 
 

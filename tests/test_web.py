@@ -150,8 +150,8 @@ def _check_replay(replay: dict[str, Any], record: dict[str, Any]) -> None:
         assert frame["rotations"] == entry["rotations"]
         for seat, dealt in enumerate(entry["dealt_hands"]):
             hand = Hand(Card(*c) for c in dealt)
-            want = hand.rotated() if entry["rotations"][seat] else hand
-            assert frame["hands"][seat] == [[c.face, c.other] for c in want]
+            held = hand.rotated() if entry["rotations"][seat] else hand
+            assert frame["hands"][seat] == [[c.face, c.other] for c in held]
     # round ends carry the recorded scores, and the last frame the final totals
     ends = [f["round_end"] for f in frames if f["round_end"] is not None]
     assert [e["scores"] for e in ends] == [r["scores"] for r in record["rounds"]]
@@ -257,8 +257,8 @@ def _play_until(state: State, actions: int) -> None:
             for seat in state.pending_rotations():
                 state.choose_rotation(seat, bool(seat % 2))
             continue
-        seat = state.current_seat
-        assert seat is not None
+        actor = state.current_seat
+        assert actor is not None
         state.apply(rng.choice(state.legal_actions()))
         done += 1
 

@@ -39,7 +39,7 @@ async def main(mode: str) -> None:
     address, token = os.environ["SCOUT_ADDRESS"], os.environ["SCOUT_TOKEN"]
     concurrency = int(os.environ.get("SCOUT_CONCURRENCY", "8"))
     async with grpc.aio.insecure_channel(address) as channel:
-        call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=bearer(token))
+        call = arena_pb2_grpc.ArenaStub(channel).Play(None, metadata=bearer(token))
         await call.write(hello(f"raw-{mode}", version="", max_matches=concurrency))
         answered = 0
         async for message in call:

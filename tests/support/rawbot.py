@@ -38,8 +38,8 @@ TIMED_OUT = arena_pb2.ANSWER_STATUS_TIMED_OUT
 # ----- messages ---------------------------------------------------------------------------------
 
 
-def bearer(token: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token}")]
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
 
 
 def kind_of(message: Any) -> str | None:
@@ -121,9 +121,9 @@ class PlayCall:
         if frames:
             method = channel.stream_stream(PLAY, request_serializer=None,
                                            response_deserializer=None)
-            self.call: Any = method(metadata=metadata)
+            self.call: Any = method(None, metadata=metadata)
         else:
-            self.call = arena_pb2_grpc.ArenaStub(channel).Play(metadata=metadata)
+            self.call = arena_pb2_grpc.ArenaStub(channel).Play(None, metadata=metadata)
         self.messages: list[arena_pb2.RefereeMessage] = []
         """Every message received, a RefereeBundle's one by one in its place."""
         self.bundle_sizes: list[int] = []
@@ -323,7 +323,7 @@ class RawBot(PlayCall):
         if self._closed:
             return
         await super().close()
-        await self.channel.close()
+        await self.channel.close(None)
 
 
 async def rejected(address: str, token: str | None, *messages: arena_pb2.BotMessage

@@ -107,7 +107,8 @@ class _Arena(arena_pb2_grpc.ArenaServicer):
         self.server = server
         self.role = role
 
-    async def Play(
+    # override: it writes through context.write() and returns None, as grpc.aio allows.
+    async def Play(  # type: ignore[override]
         self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
         metadata = dict(context.invocation_metadata() or ())
