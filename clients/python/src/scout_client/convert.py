@@ -7,34 +7,46 @@ package's); keeping the wire format behind this module means a proto change touc
 and bots never see a protobuf message. The opposite directions, which only a referee needs, are
 in `scout_client.testing` for fake referees in tests. The public enum tables map the wire to
 the SDK, the direction the SDK reads (ends go both ways, for the Scouts a bot sends); `testing`
-inverts them (`inverse`) rather than repeat them.
+inverts them (`inverse`) rather than repeat them. Cards, actions and the protocol's plain values
+(statuses, Welcome, Goodbye, MatchEnded...) are `scout_codec`'s, the mapping the referee uses
+too, offered here under the SDK's names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from scout.v1 import arena_pb2, game_pb2
+from scout_codec import (
+    END_FROM_PROTO,
+    END_STATUS_FROM_PROTO,
+    END_TO_PROTO,
+    GOODBYE_FROM_PROTO,
+    KIND_FROM_PROTO,
+    STATUS_FROM_PROTO,
+    action_to_proto,
+    answer_result_from_proto,
+    assignment_from_proto,
+    card_from_proto,
+    goodbye_from_proto,
+    inverse,
+    match_ended_from_proto,
+    probation_from_proto,
+    public_action_from_proto,
+    scout_from_proto,
+    scout_to_proto,
+    show_from_proto,
+    show_to_proto,
+    welcome_from_proto,
+)
+from scout_codec import cards_from_proto as _cards_from_proto
 
 from .types import (
-    Action,
-    ActionKind,
-    AnswerResult,
-    AnswerStatus,
-    Assignment,
     BotMessage,
-    Card,
-    End,
     ErrorCode,
-    Goodbye,
-    GoodbyeReason,
     Hello,
-    MatchEnded,
-    MatchEndStatus,
     MatchStart,
     Observation,
-    Probation,
     ProtocolError,
     PublicAction,
     PublicEvent,
@@ -43,14 +55,12 @@ from .types import (
     RotationRequest,
     RoundEnded,
     RoundEndReason,
-    Scout,
-    Show,
     TimeControl,
-    Welcome,
 )
 
 __all__ = [
     "END_FROM_PROTO",
+    "END_STATUS_FROM_PROTO",
     "END_TO_PROTO",
     "ERROR_FROM_PROTO",
     "GOODBYE_FROM_PROTO",
@@ -78,43 +88,12 @@ __all__ = [
     "show_to_proto",
 ]
 
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-def inverse(mapping: dict[_K, _V]) -> dict[_V, _K]:
-    return {value: key for key, value in mapping.items()}
-
-
-END_TO_PROTO: dict[End, game_pb2.End.ValueType] = {
-    End.LEFT: game_pb2.END_LEFT,
-    End.RIGHT: game_pb2.END_RIGHT,
-}
-END_FROM_PROTO = inverse(END_TO_PROTO)
-
-KIND_FROM_PROTO: dict[game_pb2.ActionKind.ValueType, ActionKind] = {
-    game_pb2.ACTION_KIND_UNSPECIFIED: ActionKind.UNSPECIFIED,
-    game_pb2.ACTION_KIND_SHOW: ActionKind.SHOW,
-    game_pb2.ACTION_KIND_SCOUT: ActionKind.SCOUT,
-    game_pb2.ACTION_KIND_SCOUT_AND_SHOW: ActionKind.SCOUT_AND_SHOW,
-}
-
 REASON_FROM_PROTO: dict[game_pb2.RoundEndReason.ValueType, RoundEndReason] = {
     game_pb2.ROUND_END_REASON_UNSPECIFIED: RoundEndReason.UNSPECIFIED,
     game_pb2.ROUND_END_REASON_HAND_EMPTIED: RoundEndReason.HAND_EMPTIED,
     game_pb2.ROUND_END_REASON_UNBEATEN_SHOW: RoundEndReason.UNBEATEN_SHOW,
     game_pb2.ROUND_END_REASON_NO_LEGAL_MOVE: RoundEndReason.NO_LEGAL_MOVE,
     game_pb2.ROUND_END_REASON_ACTION_LIMIT: RoundEndReason.ACTION_LIMIT,
-}
-
-STATUS_FROM_PROTO: dict[arena_pb2.AnswerStatus.ValueType, AnswerStatus] = {
-    arena_pb2.ANSWER_STATUS_UNSPECIFIED: AnswerStatus.UNSPECIFIED,
-    arena_pb2.ANSWER_STATUS_ACCEPTED: AnswerStatus.ACCEPTED,
-    arena_pb2.ANSWER_STATUS_ILLEGAL: AnswerStatus.ILLEGAL,
-    arena_pb2.ANSWER_STATUS_MALFORMED: AnswerStatus.MALFORMED,
-    arena_pb2.ANSWER_STATUS_STALE: AnswerStatus.STALE,
-    arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH: AnswerStatus.UNKNOWN_MATCH,
-    arena_pb2.ANSWER_STATUS_TIMED_OUT: AnswerStatus.TIMED_OUT,
 }
 
 ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
@@ -124,94 +103,6 @@ ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
     arena_pb2.ERROR_CODE_BAD_MESSAGE: ErrorCode.BAD_MESSAGE,
     arena_pb2.ERROR_CODE_RATE_LIMITED: ErrorCode.RATE_LIMITED,
 }
-
-GOODBYE_FROM_PROTO: dict[arena_pb2.GoodbyeReason.ValueType, GoodbyeReason] = {
-    arena_pb2.GOODBYE_REASON_UNSPECIFIED: GoodbyeReason.UNSPECIFIED,
-    arena_pb2.GOODBYE_REASON_SHUTDOWN: GoodbyeReason.SHUTDOWN,
-    arena_pb2.GOODBYE_REASON_FINISHED: GoodbyeReason.FINISHED,
-}
-
-
-# --- cards and actions -------------------------------------------------------------------------
-
-
-_CARDS: dict[tuple[int, int], Card] = {}
-"""Every card a referee can send, made once: a Card is immutable, so one object serves every
-hand and history it appears in (a request carries some fifty cards)."""
-_CACHED_VALUES = range(0, 16)
-
-
-def card_from_proto(card: game_pb2.Card) -> Card:
-    key = (card.face, card.other)
-    made = _CARDS.get(key)
-    if made is None:
-        made = Card(*key)
-        if key[0] in _CACHED_VALUES and key[1] in _CACHED_VALUES:  # bounded, whatever comes
-            _CARDS[key] = made
-    return made
-
-
-def _cards_from_proto(cards: Iterable[game_pb2.Card]) -> tuple[Card, ...]:
-    return tuple(card_from_proto(card) for card in cards)
-
-
-def _end_from_proto(end: game_pb2.End.ValueType) -> End | None:
-    """None for END_UNSPECIFIED (or a value this SDK does not know)."""
-    return END_FROM_PROTO.get(end)
-
-
-def show_from_proto(show: game_pb2.Show) -> Show:
-    return Show(show.start, show.length)
-
-
-def show_to_proto(show: Show) -> game_pb2.Show:
-    return game_pb2.Show(start=show.start, length=show.length)
-
-
-def scout_from_proto(scout: game_pb2.Scout) -> Scout:
-    """Raises ValueError for a Scout without an end, which no referee sends and which a referee
-    reading a bot's answer must judge malformed."""
-    end = _end_from_proto(scout.end)
-    if end is None:
-        raise ValueError("a Scout needs an end (END_LEFT or END_RIGHT)")
-    return Scout(end, scout.flip, scout.insert_at)
-
-
-def scout_to_proto(scout: Scout) -> game_pb2.Scout:
-    return game_pb2.Scout(end=END_TO_PROTO[scout.end], flip=scout.flip, insert_at=scout.insert_at)
-
-
-def action_to_proto(action: Action) -> game_pb2.Action:
-    if isinstance(action, Show):
-        return game_pb2.Action(show=show_to_proto(action))
-    if isinstance(action, Scout):
-        return game_pb2.Action(scout=scout_to_proto(action))
-    return game_pb2.Action(
-        scout_and_show=game_pb2.ScoutAndShow(
-            scout=scout_to_proto(action.scout), show=show_to_proto(action.show)
-        )
-    )
-
-
-_SHOWS = (ActionKind.SHOW, ActionKind.SCOUT_AND_SHOW)
-_SCOUTS = (ActionKind.SCOUT, ActionKind.SCOUT_AND_SHOW)
-
-
-def public_action_from_proto(action: game_pb2.PublicAction) -> PublicAction:
-    """Fields that do not apply to the action's kind become None (the wire carries zeros)."""
-    kind = KIND_FROM_PROTO.get(action.kind, ActionKind.UNSPECIFIED)
-    shows = kind in _SHOWS or kind is ActionKind.UNSPECIFIED
-    scouts = kind in _SCOUTS or kind is ActionKind.UNSPECIFIED
-    return PublicAction(
-        seat=action.seat,
-        kind=kind,
-        cards=_cards_from_proto(action.cards),
-        start=action.start if shows else None,
-        length=action.length if shows else None,
-        end=_end_from_proto(action.end) if scouts else None,
-        insert_at=action.insert_at if scouts else None,
-        by_referee=action.by_referee,
-    )
 
 
 def _time_control_from_proto(time_control: game_pb2.TimeControl) -> TimeControl:
@@ -316,17 +207,6 @@ def match_start_from_proto(start: arena_pb2.MatchStart) -> MatchStart:
     )
 
 
-def answer_result_from_proto(result: arena_pb2.AnswerResult) -> AnswerResult:
-    return AnswerResult(
-        match_id=result.match_id,
-        request_id=result.request_id,
-        status=STATUS_FROM_PROTO.get(result.status, AnswerStatus.UNSPECIFIED),
-        reason=result.reason,
-        strikes=result.strikes,
-        time_bank_ms=result.time_bank_ms,
-    )
-
-
 def public_event_from_proto(event: arena_pb2.PublicEvent) -> PublicEvent:
     return PublicEvent(
         match_id=event.match_id,
@@ -349,38 +229,6 @@ def round_ended_from_proto(ended: arena_pb2.RoundEnded) -> RoundEnded:
     )
 
 
-def match_ended_from_proto(ended: arena_pb2.MatchEnded) -> MatchEnded:
-    return MatchEnded(
-        match_id=ended.match_id,
-        totals=tuple(ended.totals),
-        ranks=tuple(ended.ranks),
-        forfeited_seats=tuple(ended.forfeited_seats),
-        record_id=ended.record_id,
-        status=END_STATUS_FROM_PROTO.get(ended.status, MatchEndStatus.FINISHED),
-        reason=ended.reason,
-    )
-
-
-END_STATUS_FROM_PROTO = {
-    arena_pb2.MATCH_END_STATUS_FINISHED: MatchEndStatus.FINISHED,
-    arena_pb2.MATCH_END_STATUS_ABORTED: MatchEndStatus.ABORTED,
-    arena_pb2.MATCH_END_STATUS_VOIDED: MatchEndStatus.VOIDED,
-}
-"""UNSPECIFIED (sent by a referee older than the field) reads as FINISHED, as does a value this
-SDK does not know (PROTOCOL.md §14: unknown enum values read as unspecified)."""
-
-
-def goodbye_from_proto(goodbye: arena_pb2.Goodbye) -> Goodbye:
-    """A reason this SDK does not know reads as UNSPECIFIED; `reconnect` alone decides what the
-    SDK does."""
-    return Goodbye(
-        reason=GOODBYE_FROM_PROTO.get(goodbye.reason, GoodbyeReason.UNSPECIFIED),
-        message=goodbye.message,
-        reconnect=goodbye.reconnect,
-        retry_after_ms=goodbye.retry_after_ms,
-    )
-
-
 def referee_messages_from_proto(message: arena_pb2.RefereeMessage,
                                 histories: RoundHistories | None = None
                                 ) -> list[RefereeMessage | None]:
@@ -399,8 +247,7 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage,
     ``histories``: see `decision_request_from_proto`; a MatchEnded lets go of its match's."""
     body = message.WhichOneof("body")
     if body == "welcome":
-        w = message.welcome
-        return Welcome(w.protocol_version, w.bot_name, w.session_id, w.resumed)
+        return welcome_from_proto(message.welcome)
     if body == "match_start":
         return match_start_from_proto(message.match_start)
     if body == "rotation_request":
@@ -423,11 +270,9 @@ def referee_message_from_proto(message: arena_pb2.RefereeMessage,
     if body == "goodbye":
         return goodbye_from_proto(message.goodbye)
     if body == "assignment":
-        a = message.assignment
-        return Assignment(a.match_id, a.address, a.ticket, a.tls)
+        return assignment_from_proto(message.assignment)
     if body == "probation":
-        p = message.probation
-        return Probation(p.active, p.reason, p.lifted_by_reconnect)
+        return probation_from_proto(message.probation)
     return None
 
 

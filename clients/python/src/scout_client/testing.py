@@ -4,7 +4,8 @@ A fake referee in a test speaks the protocol from the referee's side: it encodes
 message types into the protobuf a real referee would send (`referee_message_to_proto` and the
 `*_to_proto` functions for each message) and decodes what the bot sends back
 (`bot_message_from_proto`). These are the mirrors of `convert`, so a test can write its script
-in the SDK's types and round-trip every message through the wire format.
+in the SDK's types and round-trip every message through the wire format. Cards, actions and
+the protocol's plain values are written by `scout_codec`, as the real referee writes them.
 """
 
 from __future__ import annotations
@@ -12,29 +13,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scout.v1 import arena_pb2, game_pb2
-
-from .convert import (
-    END_STATUS_FROM_PROTO,
-    END_TO_PROTO,
-    ERROR_FROM_PROTO,
-    GOODBYE_FROM_PROTO,
-    KIND_FROM_PROTO,
-    REASON_FROM_PROTO,
-    STATUS_FROM_PROTO,
+from scout_codec import action_from_proto as _action_from_proto
+from scout_codec import (
+    answer_result_to_proto,
+    assignment_to_proto,
+    card_to_proto,
+    goodbye_to_proto,
     inverse,
-    scout_from_proto,
+    match_ended_to_proto,
+    probation_to_proto,
     scout_to_proto,
-    show_from_proto,
     show_to_proto,
+    welcome_to_proto,
 )
+from scout_codec import cards_to_proto as _cards_to_proto
+from scout_codec import public_action_to_proto as _public_action_to_proto
+
+from .convert import ERROR_FROM_PROTO, REASON_FROM_PROTO
 from .types import (
     Action,
     ActionChoice,
     AnswerResult,
     Assignment,
     BotMessage,
-    Card,
-    End,
     Goodbye,
     Hello,
     MatchEnded,
@@ -47,7 +48,6 @@ from .types import (
     RotationChoice,
     RotationRequest,
     RoundEnded,
-    ScoutAndShow,
     TimeControl,
     Welcome,
 )
@@ -70,39 +70,16 @@ __all__ = [
     "round_ended_to_proto",
 ]
 
-_KIND_TO_PROTO = inverse(KIND_FROM_PROTO)
 _REASON_TO_PROTO = inverse(REASON_FROM_PROTO)
-_STATUS_TO_PROTO = inverse(STATUS_FROM_PROTO)
 _ERROR_TO_PROTO = inverse(ERROR_FROM_PROTO)
-_GOODBYE_TO_PROTO = inverse(GOODBYE_FROM_PROTO)
 
 
 # --- cards and actions -------------------------------------------------------------------------
 
 
-def card_to_proto(card: Card) -> game_pb2.Card:
-    return game_pb2.Card(face=card.face, other=card.other)
-
-
-def _cards_to_proto(cards: Iterable[Card]) -> list[game_pb2.Card]:
-    return [card_to_proto(card) for card in cards]
-
-
-def _end_to_proto(end: End | None) -> game_pb2.End.ValueType:
-    return game_pb2.END_UNSPECIFIED if end is None else END_TO_PROTO[end]
-
-
 def public_action_to_proto(action: PublicAction) -> game_pb2.PublicAction:
-    return game_pb2.PublicAction(
-        seat=action.seat,
-        kind=_KIND_TO_PROTO[action.kind],
-        cards=_cards_to_proto(action.cards),
-        start=action.start or 0,
-        length=action.length or 0,
-        end=_end_to_proto(action.end),
-        insert_at=action.insert_at or 0,
-        by_referee=action.by_referee,
-    )
+    """With the action's own ``by_referee`` (a script says which actions were fallbacks)."""
+    return _public_action_to_proto(action, action.by_referee)
 
 
 def _time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
@@ -170,17 +147,6 @@ def match_start_to_proto(start: MatchStart) -> arena_pb2.MatchStart:
     )
 
 
-def answer_result_to_proto(result: AnswerResult) -> arena_pb2.AnswerResult:
-    return arena_pb2.AnswerResult(
-        match_id=result.match_id,
-        request_id=result.request_id,
-        status=_STATUS_TO_PROTO[result.status],
-        reason=result.reason,
-        strikes=result.strikes,
-        time_bank_ms=result.time_bank_ms,
-    )
-
-
 def public_event_to_proto(event: PublicEvent) -> arena_pb2.PublicEvent:
     return arena_pb2.PublicEvent(
         match_id=event.match_id,
@@ -203,41 +169,10 @@ def round_ended_to_proto(ended: RoundEnded) -> arena_pb2.RoundEnded:
     )
 
 
-def match_ended_to_proto(ended: MatchEnded) -> arena_pb2.MatchEnded:
-    return arena_pb2.MatchEnded(
-        match_id=ended.match_id,
-        totals=ended.totals,
-        ranks=ended.ranks,
-        forfeited_seats=ended.forfeited_seats,
-        record_id=ended.record_id,
-        status=_END_STATUS_TO_PROTO[ended.status],
-        reason=ended.reason,
-    )
-
-
-_END_STATUS_TO_PROTO = inverse(END_STATUS_FROM_PROTO)
-
-
-def goodbye_to_proto(goodbye: Goodbye) -> arena_pb2.Goodbye:
-    return arena_pb2.Goodbye(
-        reason=_GOODBYE_TO_PROTO[goodbye.reason],
-        message=goodbye.message,
-        reconnect=goodbye.reconnect,
-        retry_after_ms=goodbye.retry_after_ms,
-    )
-
-
 def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessage:
     """Wraps a typed referee message for the wire."""
     if isinstance(message, Welcome):
-        return arena_pb2.RefereeMessage(
-            welcome=arena_pb2.Welcome(
-                protocol_version=message.protocol_version,
-                bot_name=message.bot_name,
-                session_id=message.session_id,
-                resumed=message.resumed,
-            )
-        )
+        return arena_pb2.RefereeMessage(welcome=welcome_to_proto(message))
     if isinstance(message, MatchStart):
         return arena_pb2.RefereeMessage(match_start=match_start_to_proto(message))
     if isinstance(message, RotationRequest):
@@ -255,13 +190,9 @@ def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessag
     if isinstance(message, Goodbye):
         return arena_pb2.RefereeMessage(goodbye=goodbye_to_proto(message))
     if isinstance(message, Assignment):
-        return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
-            match_id=message.match_id, address=message.address, ticket=message.ticket,
-            tls=message.tls))
+        return arena_pb2.RefereeMessage(assignment=assignment_to_proto(message))
     if isinstance(message, Probation):
-        return arena_pb2.RefereeMessage(probation=arena_pb2.Probation(
-            active=message.active, reason=message.reason,
-            lifted_by_reconnect=message.lifted_by_reconnect))
+        return arena_pb2.RefereeMessage(probation=probation_to_proto(message))
     return arena_pb2.RefereeMessage(
         error=arena_pb2.ProtocolError(code=_ERROR_TO_PROTO[message.code], message=message.message)
     )
@@ -271,16 +202,11 @@ def referee_message_to_proto(message: RefereeMessage) -> arena_pb2.RefereeMessag
 
 
 def action_from_proto(action: game_pb2.Action) -> Action | None:
-    """None when the message carries no action. Raises ValueError for a Scout without an end."""
-    kind = action.WhichOneof("kind")
-    if kind == "show":
-        return show_from_proto(action.show)
-    if kind == "scout":
-        return scout_from_proto(action.scout)
-    if kind == "scout_and_show":
-        both = action.scout_and_show
-        return ScoutAndShow(scout_from_proto(both.scout), show_from_proto(both.show))
-    return None
+    """None when the message carries no action. Raises ValueError (`MalformedAction`) for one
+    the referee would judge malformed: a Scout without an end, a Scout & Show missing a part."""
+    if action.WhichOneof("kind") is None:
+        return None
+    return _action_from_proto(action)
 
 
 def bot_message_from_proto(message: arena_pb2.BotMessage) -> BotMessage | None:

@@ -4,7 +4,8 @@ Each function here builds (or reads) a message from engine types and `events`, f
 as the .proto names them, and is what the referee sends wherever speed does not matter:
 rotation requests, results, the Matches service and spectators. The fast path (`fast`) writes
 the hot messages (DecisionRequests, broadcast actions) as bytes instead, and tests pin its bytes
-to these functions' messages, serialized.
+to these functions' messages, serialized. Cards, actions and the protocol's plain values go
+through `scout_codec`, the mapping the SDK uses too.
 """
 
 from __future__ import annotations
@@ -13,33 +14,35 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from scout.v1 import arena_pb2, game_pb2, matches_pb2, nodes_pb2
-from scout_rules import (
-    Action,
-    Card,
-    End,
-    MalformedAction,
-    Observation,
-    PublicAction,
-    RoundEnd,
-    RoundResult,
-    Scout,
-    ScoutAndShow,
-    Show,
+from scout_codec import (
+    CARD_PROTO,
+    END_TO_PROTO,
+    KIND_TO_PROTO,
+    action_from_proto,
+    action_to_proto,
+    answer_result_to_proto,
+    assignment_to_proto,
+    cards_to_proto,
+    goodbye_to_proto,
+    match_ended_to_proto,
+    probation_to_proto,
+    public_action_to_proto,
+    scout_to_proto,
+    show_to_proto,
+    welcome_to_proto,
 )
+from scout_rules import Card, Observation, RoundEnd, RoundResult
 
 from ..clock import TimeControl
 from ..errors import InvalidTimeControl
 from ..events import (
     ActionPlayed,
     AnswerResult,
-    AnswerStatus,
     Assignment,
     BotEvent,
     DecisionRequested,
     Goodbye,
-    GoodbyeReason,
     MatchEnded,
-    MatchEndStatus,
     MatchSnapshot,
     MatchStarted,
     MatchStatus,
@@ -52,13 +55,19 @@ from ..events import (
 )
 from .cache import BoundedCache
 
-END_TO_PB = {End.LEFT: game_pb2.END_LEFT, End.RIGHT: game_pb2.END_RIGHT}
-_END_FROM_PB = {game_pb2.END_LEFT: End.LEFT, game_pb2.END_RIGHT: End.RIGHT}
-KIND_TO_PB = {
-    "show": game_pb2.ACTION_KIND_SHOW,
-    "scout": game_pb2.ACTION_KIND_SCOUT,
-    "scout_and_show": game_pb2.ACTION_KIND_SCOUT_AND_SHOW,
-}
+# The cards, actions and protocol values are the codec's, shared with the SDK (`scout_codec`);
+# the referee's names for them stay, for its fast path and its tests.
+CARD_PB = CARD_PROTO
+END_TO_PB = END_TO_PROTO
+KIND_TO_PB = {kind: pb for kind, pb in KIND_TO_PROTO.items() if pb}
+"""The kinds an engine's action has (never UNSPECIFIED)."""
+cards_to_pb = cards_to_proto
+show_to_pb = show_to_proto
+scout_to_pb = scout_to_proto
+action_to_pb = action_to_proto
+action_from_pb = action_from_proto
+public_action_to_pb = public_action_to_proto
+
 _REASON_TO_PB = {
     RoundEnd.HAND_EMPTIED: game_pb2.ROUND_END_REASON_HAND_EMPTIED,
     RoundEnd.UNBEATEN_SHOW: game_pb2.ROUND_END_REASON_UNBEATEN_SHOW,
@@ -66,19 +75,9 @@ _REASON_TO_PB = {
     RoundEnd.ACTION_LIMIT: game_pb2.ROUND_END_REASON_ACTION_LIMIT,
 }
 
-
-# Immutable-by-convention message values, reused across requests (a repeated field copies them).
-CARD_PB = {(a, b): game_pb2.Card(face=a, other=b)
-           for a in range(1, 11) for b in range(1, 11) if a != b}
-"""The message of every card of the deck."""
 _SCOUTS_PB: BoundedCache[tuple[int, int], list[game_pb2.Scout]] = BoundedCache(1024)
 """Keyed by (hand size, active set size): a few hundred shapes in any real game (hands of at
 most a few dozen cards), so the bound only guards against hand-made states."""
-
-
-def cards_to_pb(cards: Sequence[Card]) -> list[game_pb2.Card]:
-    table = CARD_PB
-    return [table.get(c) or game_pb2.Card(face=c.face, other=c.other) for c in cards]
 
 
 def legal_scouts_to_pb(obs: Observation) -> list[game_pb2.Scout]:
@@ -90,61 +89,8 @@ def legal_scouts_to_pb(obs: Observation) -> list[game_pb2.Scout]:
     key = (len(obs.hand), len(obs.active_set))
     cached = _SCOUTS_PB.entries.get(key)
     if cached is None:
-        cached = _SCOUTS_PB.keep(key, [scout_to_pb(s) for s in scouts])
+        cached = _SCOUTS_PB.keep(key, [scout_to_proto(s) for s in scouts])
     return cached
-
-
-def show_to_pb(show: Show) -> game_pb2.Show:
-    return game_pb2.Show(start=show.start, length=show.length)
-
-
-def scout_to_pb(scout: Scout) -> game_pb2.Scout:
-    return game_pb2.Scout(end=END_TO_PB[scout.end], flip=scout.flip, insert_at=scout.insert_at)
-
-
-def action_to_pb(action: Action) -> game_pb2.Action:
-    if isinstance(action, Show):
-        return game_pb2.Action(show=show_to_pb(action))
-    if isinstance(action, Scout):
-        return game_pb2.Action(scout=scout_to_pb(action))
-    return game_pb2.Action(scout_and_show=game_pb2.ScoutAndShow(
-        scout=scout_to_pb(action.scout), show=show_to_pb(action.show)))
-
-
-def _scout_from_pb(msg: game_pb2.Scout) -> Scout:
-    end = _END_FROM_PB.get(msg.end)
-    if end is None:
-        raise MalformedAction("a Scout must name its end: END_LEFT or END_RIGHT")
-    return Scout(end, msg.flip, msg.insert_at)
-
-
-def action_from_pb(msg: game_pb2.Action) -> Action:
-    """The engine action of an ActionChoice's action; MalformedAction if it is not readable."""
-    kind = msg.WhichOneof("kind")
-    if kind == "show":
-        return Show(msg.show.start, msg.show.length)
-    if kind == "scout":
-        return _scout_from_pb(msg.scout)
-    if kind == "scout_and_show":
-        both = msg.scout_and_show
-        if not both.HasField("scout") or not both.HasField("show"):
-            raise MalformedAction("a ScoutAndShow needs both its scout and its show part")
-        return ScoutAndShow(_scout_from_pb(both.scout), Show(both.show.start, both.show.length))
-    raise MalformedAction("the action is empty: set one of show, scout or scout_and_show")
-
-
-def public_action_to_pb(action: PublicAction, by_referee: bool = False) -> game_pb2.PublicAction:
-    msg = game_pb2.PublicAction(seat=action.seat, kind=KIND_TO_PB[action.kind],
-                                cards=cards_to_pb(action.cards), by_referee=by_referee)
-    if action.start is not None:
-        msg.start = action.start
-    if action.length is not None:
-        msg.length = action.length
-    if action.end is not None:
-        msg.end = END_TO_PB[action.end]
-    if action.insert_at is not None:
-        msg.insert_at = action.insert_at
-    return msg
 
 
 def observation_to_pb(obs: Observation, match_id: str,
@@ -184,7 +130,7 @@ def decision_request(obs: Observation, match_id: str, request_id: int, deadline_
         match_id=match_id,
         request_id=request_id,
         observation=observation_to_pb(obs, match_id, history),
-        legal_shows=[show_to_pb(s) for s in obs.legal_shows()],
+        legal_shows=[show_to_proto(s) for s in obs.legal_shows()],
         legal_scouts=legal_scouts_to_pb(obs),
         scout_and_show_available=obs.can_scout_and_show(),
         deadline_ms=deadline_ms,
@@ -240,24 +186,6 @@ def time_control_from_pb(request: matches_pb2.CreateMatchRequest | nodes_pb2.Ass
 
 # ----- events to bots ---------------------------------------------------------------------
 
-_VERDICT_TO_PB: dict[AnswerStatus, arena_pb2.AnswerStatus.ValueType] = {
-    AnswerStatus.UNSPECIFIED: arena_pb2.ANSWER_STATUS_UNSPECIFIED,
-    AnswerStatus.ACCEPTED: arena_pb2.ANSWER_STATUS_ACCEPTED,
-    AnswerStatus.ILLEGAL: arena_pb2.ANSWER_STATUS_ILLEGAL,
-    AnswerStatus.MALFORMED: arena_pb2.ANSWER_STATUS_MALFORMED,
-    AnswerStatus.STALE: arena_pb2.ANSWER_STATUS_STALE,
-    AnswerStatus.UNKNOWN_MATCH: arena_pb2.ANSWER_STATUS_UNKNOWN_MATCH,
-    AnswerStatus.TIMED_OUT: arena_pb2.ANSWER_STATUS_TIMED_OUT,
-}
-
-
-_GOODBYE_TO_PB = {
-    GoodbyeReason.UNSPECIFIED: arena_pb2.GOODBYE_REASON_UNSPECIFIED,
-    GoodbyeReason.SHUTDOWN: arena_pb2.GOODBYE_REASON_SHUTDOWN,
-    GoodbyeReason.FINISHED: arena_pb2.GOODBYE_REASON_FINISHED,
-}
-
-
 def public_event(event: ActionPlayed) -> arena_pb2.PublicEvent:
     return arena_pb2.PublicEvent(match_id=event.match_id, round_index=event.round_index,
                                  action=public_action_to_pb(event.action, event.by_referee))
@@ -268,26 +196,14 @@ def round_ended_event(event: RoundEnded) -> arena_pb2.RoundEnded:
                        event.rotations)
 
 
-_END_STATUS_TO_PB: dict[MatchEndStatus, arena_pb2.MatchEndStatus.ValueType] = {
-    MatchEndStatus.FINISHED: arena_pb2.MATCH_END_STATUS_FINISHED,
-    MatchEndStatus.ABORTED: arena_pb2.MATCH_END_STATUS_ABORTED,
-    MatchEndStatus.VOIDED: arena_pb2.MATCH_END_STATUS_VOIDED,
-}
-
-
 def match_ended(event: MatchEnded) -> arena_pb2.MatchEnded:
-    return arena_pb2.MatchEnded(match_id=event.match_id, totals=event.totals, ranks=event.ranks,
-                                forfeited_seats=event.forfeited_seats, record_id=event.record_id,
-                                status=_END_STATUS_TO_PB[event.status], reason=event.reason)
+    return match_ended_to_proto(event)
 
 
 def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
     """The RefereeMessage of any event a bot is sent, built from the event alone."""
     if isinstance(event, AnswerResult):
-        return arena_pb2.RefereeMessage(answer_result=arena_pb2.AnswerResult(
-            match_id=event.match_id, request_id=event.request_id,
-            status=_VERDICT_TO_PB[event.status], reason=event.reason, strikes=event.strikes,
-            time_bank_ms=event.time_bank_ms))
+        return arena_pb2.RefereeMessage(answer_result=answer_result_to_proto(event))
     if isinstance(event, ActionPlayed):
         return arena_pb2.RefereeMessage(public_event=public_event(event))
     if isinstance(event, DecisionRequested):
@@ -299,7 +215,7 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
     if isinstance(event, RoundEnded):
         return arena_pb2.RefereeMessage(round_ended=round_ended_event(event))
     if isinstance(event, MatchEnded):
-        return arena_pb2.RefereeMessage(match_ended=match_ended(event))
+        return arena_pb2.RefereeMessage(match_ended=match_ended_to_proto(event))
     if isinstance(event, MatchStarted):
         tc = event.time_control
         return arena_pb2.RefereeMessage(match_start=arena_pb2.MatchStart(
@@ -308,21 +224,13 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
             time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
             resumed=event.resumed, time_bank_ms=event.time_bank_ms, strikes=event.strikes))
     if isinstance(event, Welcome):
-        return arena_pb2.RefereeMessage(welcome=arena_pb2.Welcome(
-            protocol_version=event.protocol_version, bot_name=event.bot_name,
-            session_id=event.session_id, resumed=event.resumed))
+        return arena_pb2.RefereeMessage(welcome=welcome_to_proto(event))
     if isinstance(event, Assignment):
-        return arena_pb2.RefereeMessage(assignment=arena_pb2.MatchAssignment(
-            match_id=event.match_id, address=event.address, ticket=event.ticket,
-            tls=event.tls))
+        return arena_pb2.RefereeMessage(assignment=assignment_to_proto(event))
     if isinstance(event, Probation):
-        return arena_pb2.RefereeMessage(probation=arena_pb2.Probation(
-            active=event.active, reason=event.reason,
-            lifted_by_reconnect=event.lifted_by_reconnect))
+        return arena_pb2.RefereeMessage(probation=probation_to_proto(event))
     if isinstance(event, Goodbye):
-        return arena_pb2.RefereeMessage(goodbye=arena_pb2.Goodbye(
-            reason=_GOODBYE_TO_PB[event.reason], message=event.message,
-            reconnect=event.reconnect, retry_after_ms=event.retry_after_ms))
+        return arena_pb2.RefereeMessage(goodbye=goodbye_to_proto(event))
     assert_never(event)
 
 
