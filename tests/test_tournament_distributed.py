@@ -357,8 +357,11 @@ def test_a_node_is_given_its_next_chunk_while_the_last_matches_of_one_still_play
     from scout_arena.tournament.config import ScheduledMatch
     from scout_arena.tournament.worker import items_to_json
 
-    config = TournamentConfig((BotSpec("a", "greedy"), BotSpec("b", "greedy"),
-                               BotSpec("c", "greedy")), players=2, games=1, concurrency=2,
+    # Bots that think for a while: a match lasts seconds, so the overlap does not hang on a few
+    # milliseconds of a busy machine.
+    slow = "search --iterations 1500"
+    config = TournamentConfig((BotSpec("a", slow), BotSpec("b", slow),
+                               BotSpec("c", slow)), players=2, games=1, concurrency=2,
                               seed=3, decision_ms=5000, time_bank_ms=60_000)
     pairs = [("a", "b"), ("b", "c"), ("c", "a")]
     chunks = [[ScheduledMatch(f"{c}-{i}", pair, 100 * c + i) for i, pair in enumerate(pairs)]
