@@ -127,7 +127,7 @@ def search_run(players: int, positions: int) -> JSON:
 
 def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
     """One run in a fresh process on ``source``'s engine."""
-    path = [source / "referee/rules/src", source / "referee", source / "clients/python"]
+    path = [source / "referee/rules/src", source / "referee", source / "clients/python/src"]
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=os.pathsep.join(map(str, path)))
     out = subprocess.run([sys.executable, str(ROOT / "bench/engine.py"), "--child", kind,
                           "--players", str(players), "--count", str(count)],
