@@ -58,155 +58,28 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from common import JSON, free_port, proc_status_kb, warn_busy_machine, write_json
-from rich.console import Console
-from rich.table import Table
-from soak import raise_nofile, socket_count
-from trivial_bot import serve_commands
-
-from referee import (
+from common import JSON, free_port, proc_status_kb, write_json
+from nodes_clients import client_main
+from nodes_report import SEAT_TABLE, report_configs, report_seating
+from procs import (
     Child,
     CpuSnapshot,
     cpu_shares,
     environment,
     other_load_cores,
     process_cpu_s,
+    raise_nofile,
+    socket_count,
     spawn,
 )
+from rich.console import Console
 
 THIS_SCRIPT = Path(__file__).resolve()
 PYTHON = sys.executable
 ADMIN_TOKEN = "nodes-bench-admin"
 SEAT_BOTS_PER_PROCESS = 1250
-SEAT_TABLE = 4
 DEFAULT_CAPACITY = 100
-
-
-# ----- the client processes (child mode) ----------------------------------------------------------
-
-
-def client_main(args: argparse.Namespace) -> int:
-    """``--count`` bots from ``--first`` of the tokens file, each a `run_bot` on its own
-    connection. Prints ``R {json}`` once every bot has its Welcome (or failed), ``M {json}`` once
-    every connected bot has had a MatchStart; answers ``stats T0 T1`` with ``S {json}``."""
-    import scout_client.connection as connection
-    from scout_client import RandomBot, run_bot
-    from scout_client.matches import Matches
-
-    raise_nofile()
-    own_connection = connection.channel_options
-
-    def channel_options() -> list[tuple[str, int]]:
-        return [*own_connection(), ("grpc.use_local_subchannel_pool", 1)]
-
-    connection.channel_options = channel_options  # what open_channel calls, for every channel
-    resync = Matches.resync
-
-    def on_welcome(self: Matches, welcome: Any) -> None:
-        bot = getattr(getattr(self, "_calls", None), "bot", None)
-        if isinstance(bot, PromptBot) and not bot.welcomed.is_set():
-            bot.welcomed_at = time.monotonic()
-            bot.welcomed.set()
-        resync(self, welcome)
-
-    Matches.resync = on_welcome  # type: ignore[method-assign]
-    think_s = args.think_ms / 1000
-
-    class PromptBot(RandomBot):
-        """The random bot, on the event loop (no thread hop), after ``think_s``."""
-
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
-            self.welcomed = asyncio.Event()
-            self.welcomed_at: float | None = None
-            self.seated_at: float | None = None
-            self.decisions = 0
-
-        async def act(self, observation: Any) -> Any:  # type: ignore[override]
-            if think_s:
-                await asyncio.sleep(think_s)
-            self.decisions += 1
-            return RandomBot.act(self, observation)
-
-        async def choose_rotation(self, request: Any) -> bool:  # type: ignore[override]
-            return RandomBot.choose_rotation(self, request)
-
-        async def on_match_start(self, start: Any) -> None:
-            if self.seated_at is None:
-                self.seated_at = time.monotonic()
-                client.check()
-
-        async def on_match_end(self, ended: Any) -> None:  # type: ignore[override]
-            RandomBot.on_match_end(self, ended)
-
-    class Client:
-        def __init__(self, bots: list[tuple[PromptBot, str]]) -> None:
-            self.bots = bots
-            self.failed: Counter[str] = Counter()
-            self.ready_sent = self.seated_sent = False
-
-        def check(self) -> None:
-            bots = [b for b, _ in self.bots]
-            welcomed = [b.welcomed_at for b in bots if b.welcomed_at is not None]
-            failed = sum(self.failed.values())
-            if not self.ready_sent and len(welcomed) + failed >= len(bots):
-                self.ready_sent = True
-                emit("R", {"connected": len(welcomed), "failed": dict(self.failed),
-                           "last_at": max(welcomed, default=None)})
-            seated = [b.seated_at for b in bots if b.seated_at is not None]
-            if self.ready_sent and not self.seated_sent and len(seated) >= len(welcomed):
-                self.seated_sent = True
-                emit("M", {"seated": len(seated), "last_at": max(seated, default=None)})
-
-        def stats(self, _t0: float, _t1: float) -> JSON:
-            bots = [b for b, _ in self.bots]
-            return {"welcomed_at": [b.welcomed_at for b in bots if b.welcomed_at is not None],
-                    "seated_at": [b.seated_at for b in bots if b.seated_at is not None],
-                    "decisions": sum(b.decisions for b in bots), "failed": dict(self.failed),
-                    "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0)}
-
-    def emit(kind: str, figures: JSON) -> None:
-        sys.stdout.write(f"{kind} {json.dumps(figures)}\n")
-        sys.stdout.flush()
-
-    tokens = json.loads(Path(args.tokens).read_text())[args.first:args.first + args.count]
-    client = Client([(PromptBot(name), token) for name, token in tokens])
-
-    async def main() -> int:
-        stop = asyncio.Event()
-        gate = asyncio.Semaphore(args.connect_concurrency)
-
-        async def one(bot: PromptBot, token: str) -> None:
-            async with gate:
-                task = asyncio.create_task(run_bot(
-                    bot, args.client, token, max_concurrent_matches=args.concurrency,
-                    stop_event=stop))
-                welcomed = asyncio.create_task(bot.welcomed.wait())
-                await asyncio.wait([task, welcomed], timeout=args.connect_timeout,
-                                   return_when=asyncio.FIRST_COMPLETED)
-                welcomed.cancel()
-            if not bot.welcomed.is_set():
-                if task.done() and task.exception() is not None:
-                    client.failed[type(task.exception()).__name__] += 1
-                else:
-                    client.failed["no Welcome in time"] += 1
-                client.check()
-            with contextlib.suppress(Exception):
-                await task
-
-        tasks = [asyncio.create_task(one(bot, token)) for bot, token in client.bots]
-        await serve_commands(client.stats)
-        stop.set()
-        _, pending = await asyncio.wait(tasks, timeout=10)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return 0
-
-    return asyncio.run(main())
 
 
 # ----- the driver: helpers ------------------------------------------------------------------------
@@ -507,127 +380,6 @@ async def run_seating(args: argparse.Namespace, console: Console, root: Path) ->
         result.update(await stop_all(ladder, pids, clients))
     result["log_errors"] = log_errors(work)
     return result
-
-
-# ----- report -------------------------------------------------------------------------------------
-
-
-def _ratio(value: float, base: float) -> str:
-    return f" ({value / base:.2f}x)" if base else ""
-
-
-def report_configs(console: Console, configs: list[JSON]) -> None:
-    if not configs:
-        return
-    base = configs[0]
-    first = configs[0]
-    table = Table(title="Ladder matches on local referee nodes",
-                  caption=f"{first['bots']} prompt random bots ({first['bot_procs']} SDK "
-                          f"processes), {first['window_s']:.0f} s window each, "
-                          f"{os.cpu_count()} cores; ratios vs {base['nodes']} node(s)")
-    table.add_column("figure")
-    for c in configs:
-        table.add_column(f"{c['nodes']} node{'s' if c['nodes'] > 1 else ''}", justify="right")
-
-    def row(name: str, cell: Any) -> None:
-        table.add_row(name, *(cell(c) for c in configs))
-
-    row("matches finished in window", lambda c: f"{c['matches_finished']:,}")
-    row("matches/min", lambda c: f"{c['matches_per_min']:,.0f}"
-        + _ratio(c["matches_per_min"], base["matches_per_min"]))
-    row("decisions/s", lambda c: f"{c['decisions_per_s']:,.0f}"
-        + _ratio(c["decisions_per_s"], base["decisions_per_s"]))
-    row("node-cores (min(nodes, cores))", lambda c: str(c["node_cores"]))
-    row("capacity per node (matches)", lambda c: str(c["node_capacity"]))
-    row("decisions/s per node-core", lambda c: f"{c['decisions_per_s_per_node_core']:,.0f}"
-        + _ratio(c["decisions_per_s_per_node_core"], base["decisions_per_s_per_node_core"]))
-    row("ladder CPU (cores)", lambda c: f"{c['cpu_cores']['ladder']:.2f}")
-    row("nodes CPU, total (cores)", lambda c: f"{c['cpu_cores']['nodes_total']:.2f}")
-    row("CPU per node (cores)", lambda c: " ".join(
-        f"{v:.2f}" for v in c["cpu_cores"]["nodes"].values()))
-    row("CPU share per node", lambda c: " ".join(
-        f"{v / max(1e-9, c['cpu_cores']['nodes_total']):.0%}"
-        for v in c["cpu_cores"]["nodes"].values()))
-    row("matches per node", lambda c: " ".join(str(v) for v in c["matches_by_node"].values()))
-    row("bot clients CPU (cores)", lambda c: f"{c['cpu_cores']['clients']:.2f}")
-    row("machine busy / other load (cores)", lambda c: f"{c['cpu_cores']['machine_busy']:.2f}"
-        f" / {c['cpu_cores']['other_load']:.2f}")
-    row("other matches ending in window", lambda c: json.dumps(c["matches_other_status"]))
-    row("node RSS (MB)", lambda c: " ".join(f"{v['rss_mb']:.0f}" for k, v in c["rss"].items()
-                                            if k != "ladder"))
-    row("nodes restarted / log error lines",
-        lambda c: f"{len(c['nodes_restarted'])} / {len(c['log_errors'])}")
-    console.print(table)
-    cores = os.cpu_count() or 1
-    if any(c["cpu_cores"]["machine_busy"] >= 0.9 * cores for c in configs):
-        console.print(f"[yellow]note: all {cores} cores were busy (ladder + bot clients + "
-                      "nodes) in at least one configuration: the nodes could not get more CPU, "
-                      "so adding nodes cannot raise the rate on this machine[/]")
-    for c in configs:
-        if c["cpu_cores"]["other_load"] > 0.5:
-            warn_busy_machine(console, f"{c['cpu_cores']['other_load']:.1f} cores were busy "
-                              f"outside the measured processes during the {c['nodes']}-node "
-                              "run", "its rates are low by an unknown amount")
-        for line in c["log_errors"][:5]:
-            console.print(f"[yellow]{c['nodes']} node(s): {line}[/]")
-
-
-def report_seating(console: Console, data: JSON) -> None:
-    table = Table(title=f"Seating {data['bots']:,} bots (one connection each, "
-                        f"{data['client_procs']} SDK processes) on a ladder with "
-                        f"{data['nodes']} local nodes (tables of {SEAT_TABLE}, capacity "
-                        f"{data['node_capacity']} per node, bots think {data['think_ms']} ms)")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    connect, seat = data.get("connect", {}), data.get("seat", {})
-
-    def s(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f} s"
-
-    rows = [("registering (bulk insert)", s(data["register_bulk_s"]))]
-    if connect:
-        rows += [("bots connected / failed",
-                  f"{connect['connected']:,} / {json.dumps(connect['failed'])}"),
-                 ("all connected (last Welcome) / p50", f"{s(connect['all_s'])} / "
-                  f"{s(connect.get('p50_s'))}"),
-                 ("ladder sockets, all connected / all seated",
-                  f"{data['ladder_sockets_connected']:,} / "
-                  f"{data.get('ladder_sockets_seated', 0):,}")]
-    if seat:
-        rows += [("bots seated (first MatchStart on a node)",
-                  f"{seat['seated']:,}" + ("" if data["all_seated"] else " (timed out)")),
-                 ("all seated / p50 / first", f"{s(seat['all_s'])} / {s(seat['p50_s'])} / "
-                  f"{s(seat['first_s'])}"),
-                 ("last seat after last connect", s(seat["after_all_connected_s"]))]
-    sizes = data["rss"]
-    for key in sizes["before_bots"]:
-        before = sizes["before_bots"][key]["rss_mb"]
-        connected = sizes.get("all_connected", {}).get(key, {}).get("rss_mb")
-        seated = sizes.get("all_seated", {}).get(key, {}).get("rss_mb")
-        hwm = sizes.get("vmhwm", {}).get(key)
-        sockets = data.get("node_sockets_seated", {}).get(key)
-        if key == "ladder" and connected is not None and data["bots"]:
-            per_bot = f", {(connected - before) * 1024 / data['bots']:.1f} kB/bot connected"
-        elif sockets and seated is not None:
-            per_bot = f", {(seated - before) * 1024 / sockets:.1f} kB/socket seated"
-        else:
-            per_bot = ""
-        rows.append((f"{key} RSS: before / connected / seated / VmHWM (MB)",
-                     " / ".join("-" if v is None else f"{v:.0f}"
-                                for v in (before, connected, seated, hwm)) + per_bot))
-    if "cpu_s" in data:
-        rows.append(("CPU seconds in the phase", " ".join(
-            f"{k} {v:.1f}" for k, v in data["cpu_s"].items())))
-        rows.append(("client processes RSS, total", f"{data['clients_rss_mb']:.0f} MB "
-                     f"({data['clients_rss_mb'] * 1024 / max(1, data['bots']):.0f} kB/bot)"))
-    rows += [("ladder stop (SIGTERM) / exit", f"{data['ladder_stop_s']:.1f} s / "
-              f"{data['ladder_exit']}"),
-             ("log error lines", str(len(data["log_errors"])))]
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-    for line in data["log_errors"][:5]:
-        console.print(f"[yellow]seating: {line}[/]")
 
 
 # ----- main ---------------------------------------------------------------------------------------
