@@ -25,7 +25,7 @@ from scout_client import (
     RotationRequest,
     run_bot,
 )
-from test_sdk import Connection, FakeArena, Recorder, cards, play, serving, start
+from support.sdk_fakes import Connection, FakeArena, Recorder, cards, play, serving, start
 
 pytestmark = pytest.mark.timeout(120)
 

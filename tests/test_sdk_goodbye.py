@@ -34,7 +34,7 @@ from scout_client import (
     testing,
 )
 from scout_client.connection import _is_rejection, goodbye_delay, validate_token
-from test_sdk import (
+from support.sdk_fakes import (
     TOKEN,
     Connection,
     FakeArena,

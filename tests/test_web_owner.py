@@ -21,7 +21,7 @@ from scout.v1 import owners_pb2, owners_pb2_grpc
 from scout_arena.sandbox import pack_folder
 from support.hostedladder import ADMIN, Ladder, hosting_ladder, remote_bots, stop, wait_for
 from support.hosting import bot_folder
-from test_web import _open, _shot, browser  # noqa: F401  (the browser fixture is shared)
+from support.web_site import _open, _shot, browser  # noqa: F401  (the browser fixture is shared)
 
 UPLOAD_LIMIT = 2**20
 """--max-upload-mb 1."""
