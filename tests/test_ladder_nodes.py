@@ -30,8 +30,8 @@ from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
 from support.kits import KITS, require
 from support.ports import free_port
+from support.referee_e2e import make_self_signed
 from test_ladder_processes import wait_for
-from test_referee_e2e import make_self_signed
 from test_starter_kits import built_kits  # noqa: F401
 
 CLI = [sys.executable, "-m", "scout_arena.cli"]

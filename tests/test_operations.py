@@ -29,8 +29,8 @@ from scout_ladder.repository import Repository
 from scout_ladder.service import Ladder, LadderConfig
 from sqlalchemy import create_engine, make_url
 from support.ports import free_port
+from support.referee_e2e import make_self_signed
 from support.tcpproxy import TcpProxy
-from test_referee_e2e import make_self_signed
 
 
 def wait_for_text(path: Path, pattern: str, timeout: float = 30.0) -> re.Match[str]:

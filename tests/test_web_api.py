@@ -12,7 +12,7 @@ import pytest
 from scout_arena.local import make_bot, play_match
 from scout_arena.record import build_record, record_to_json
 from scout_rules import State, spectator_view
-from support.web_site import (
+from support.web_site import (  # noqa: F401  (the *_fixture names: pytest fixtures)
     SEEDED,
     TestClient,
     _check_replay,
@@ -20,12 +20,12 @@ from support.web_site import (
     _LiveMatch,
     _node,
     _play_until,
-    ladder_repo,  # noqa: F401  (a fixture)
-    tournament_dir,  # noqa: F401  (a fixture)
+    ladder_repo_fixture,
+    tournament_dir_fixture,
 )
 
 
-def test_tournament_api(tournament_dir: Path) -> None:  # noqa: F811
+def test_tournament_api(tournament_dir: Path) -> None:
     from scout_arena.web import TournamentSource, create_app
 
     summary = json.loads((tournament_dir / "summary.json").read_text())
@@ -59,7 +59,7 @@ def test_tournament_api(tournament_dir: Path) -> None:  # noqa: F811
     assert client.get("/static/app.js").status_code == 200
 
 
-def test_ladder_api(ladder_repo: Any) -> None:  # noqa: F811
+def test_ladder_api(ladder_repo: Any) -> None:
     from scout_arena.web import create_app
     from scout_ladder.web_source import LadderSource
 

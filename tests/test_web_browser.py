@@ -13,7 +13,7 @@ from typing import Any
 
 from scout_arena.record import describe_round
 from scout_rules import State
-from support.web_site import (
+from support.web_site import (  # noqa: F401  (the *_fixture names: pytest fixtures)
     TestClient,
     _attrs,
     _click,
@@ -27,14 +27,14 @@ from support.web_site import (
     _seed_ladder,
     _serve,
     _shot,
-    browser,  # noqa: F401  (a fixture)
-    ladder_repo,  # noqa: F401  (a fixture)
-    ladder_site,  # noqa: F401  (a fixture)
-    tournament_dir,  # noqa: F401  (a fixture)
+    browser_fixture,
+    ladder_repo_fixture,
+    ladder_site_fixture,
+    tournament_dir_fixture,
 )
 
 
-def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str, ladder_repo: Any) -> None:  # noqa: F811
+def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str, ladder_repo: Any) -> None:
     from selenium.webdriver.common.by import By
 
     _open(browser, f"{ladder_site}/#/", "leaderboard")
@@ -63,7 +63,7 @@ def test_browser_leaderboard_and_profile(browser: Any, ladder_site: str, ladder_
     _shot(browser, "matches")
 
 
-def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     repo = _new_ladder(tmp_path / "fresh.db", [("alpha", "ann"), ("bravo", "bob"), ("echo", "eve")])
@@ -84,7 +84,7 @@ def test_browser_leaderboard_refreshes_itself(browser: Any, tmp_path: Path) -> N
 
 
 def test_browser_replay_steps_through_a_match(
-    browser: Any, ladder_site: str, ladder_repo: Any  # noqa: F811
+    browser: Any, ladder_site: str, ladder_repo: Any
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -138,7 +138,7 @@ def test_browser_replay_steps_through_a_match(
     assert not browser.find_element(By.ID, "counter").text.startswith("step 0 ")
 
 
-def test_browser_live_page_hides_hands(browser: Any) -> None:  # noqa: F811
+def test_browser_live_page_hides_hands(browser: Any) -> None:
     from scout_arena.web import create_app
     from selenium.webdriver.common.by import By
 
@@ -165,7 +165,7 @@ def test_browser_live_page_hides_hands(browser: Any) -> None:  # noqa: F811
         _shot(browser, "live")
 
 
-def test_browser_nodes_page_shows_the_load(browser: Any) -> None:  # noqa: F811
+def test_browser_nodes_page_shows_the_load(browser: Any) -> None:
     from scout_arena.web import create_app
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -225,7 +225,7 @@ def test_browser_nodes_page_shows_the_load(browser: Any) -> None:  # noqa: F811
         )
 
 
-def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: Path) -> None:
     """A finished match's id opens its replay, a running one's its live view (the same id
     from start to end); a void match says why, and no raw status is shown."""
     from scout_arena.web import create_app
@@ -283,7 +283,7 @@ def test_browser_match_list_links_every_id_by_its_state(browser: Any, tmp_path: 
 
 
 def test_tournament_pages_show_what_its_terminal_shows(
-    tournament_dir: Path, tmp_path: Path  # noqa: F811
+    tournament_dir: Path, tmp_path: Path
 ) -> None:
     """Win share, mean score with its interval, mean rank and the head-to-head table, from
     summary.json once the tournament has ended, and computed alike from the records before."""
@@ -330,7 +330,7 @@ def test_tournament_pages_show_what_its_terminal_shows(
 
 
 def test_browser_tournament_board_crosstable_and_unknown_bot(
-    browser: Any, tournament_dir: Path  # noqa: F811
+    browser: Any, tournament_dir: Path
 ) -> None:
     from scout_arena.web import TournamentSource, create_app
     from selenium.webdriver.common.by import By
@@ -383,7 +383,7 @@ def test_browser_tournament_board_crosstable_and_unknown_bot(
 
 
 def test_browser_recent_form_is_coloured_by_place_in_the_table(
-    browser: Any, ladder_site: str, ladder_repo: Any  # noqa: F811
+    browser: Any, ladder_site: str, ladder_repo: Any
 ) -> None:
     _open(browser, f"{ladder_site}/#/", "leaderboard")
     shown = browser.execute_script(

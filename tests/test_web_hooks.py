@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from support.ports import free_port
-from support.web_site import (
+from support.web_site import (  # noqa: F401  (the *_fixture names: pytest fixtures)
     SCOUT_ARENA,
-    ladder_repo,  # noqa: F401  (a fixture)
-    tournament_dir,  # noqa: F401  (a fixture)
+    ladder_repo_fixture,
+    tournament_dir_fixture,
 )
 
 
-def test_ladder_serves_the_pages_in_its_own_loop(ladder_repo: Any) -> None:  # noqa: F811
+def test_ladder_serves_the_pages_in_its_own_loop(ladder_repo: Any) -> None:
     import asyncio
 
     import httpx
@@ -40,7 +40,7 @@ def test_ladder_serves_the_pages_in_its_own_loop(ladder_repo: Any) -> None:  # n
     assert replay["players"] == ["alpha", "bravo"]
 
 
-def test_ladder_on_nodes_serves_its_node_report(ladder_repo: Any) -> None:  # noqa: F811
+def test_ladder_on_nodes_serves_its_node_report(ladder_repo: Any) -> None:
     import asyncio
 
     import httpx
@@ -102,7 +102,7 @@ def test_ladder_on_nodes_serves_its_node_report(ladder_repo: Any) -> None:  # no
     assert 0 <= node["heartbeat_age_s"] < 5 and node["attached_at_iso"].endswith("+00:00")
 
 
-def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:  # noqa: F811
+def test_cli_serves_a_tournament_dir(tournament_dir: Path) -> None:
     import httpx
 
     port = free_port()

@@ -2,7 +2,7 @@
 and serves its web pages: the owner token in the Authorization header, another owner's bot
 refused (403), no token (401), hostile uploads refused as the gRPC service refuses them (400,
 413), and in the browser a submitted bot's validation result, its runs' output and its data
-folder download. The browser fixtures and the screenshots are test_web.py's."""
+folder download. The browser fixtures and the screenshots are tests/support/web_site.py's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from scout.v1 import owners_pb2, owners_pb2_grpc
 from scout_arena.sandbox import pack_folder
 from support.hostedladder import ADMIN, Ladder, hosting_ladder, remote_bots, stop, wait_for
 from support.hosting import bot_folder
-from support.web_site import _open, _shot, browser  # noqa: F401  (the browser fixture is shared)
+from support.web_site import _open, _shot, browser_fixture  # noqa: F401  (a shared fixture)
 
 UPLOAD_LIMIT = 2**20
 """--max-upload-mb 1."""
@@ -172,7 +172,7 @@ def test_owner_api_answers_only_the_owner_and_refuses_hostile_uploads(
 
 
 def test_browser_owner_submits_a_bot_and_sees_its_validation_logs_and_data(
-        browser: Any, site: tuple[Ladder, str], tmp_path: Path) -> None:  # noqa: F811
+        browser: Any, site: tuple[Ladder, str], tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

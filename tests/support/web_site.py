@@ -44,8 +44,8 @@ SCREENSHOTS = Path(
 SCOUT_ARENA = Path(sys.executable).parent / "scout-arena"
 
 
-@pytest.fixture(scope="module")
-def tournament_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", name="tournament_dir")
+def tournament_dir_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tournament") / "out"
     subprocess.run(
         [
@@ -122,8 +122,8 @@ def _new_ladder(path: Path, bots: list[tuple[str, str]]) -> Any:
     return repo
 
 
-@pytest.fixture(scope="module")
-def ladder_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module", name="ladder_repo")
+def ladder_repo_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A SQLite ladder with four bots and four finished, rated matches of real play."""
     repo = _new_ladder(
         tmp_path_factory.mktemp("ladder") / "ladder.db",
@@ -277,14 +277,14 @@ def _serve(repo: Any, app: Any = None) -> Iterator[str]:
         thread.join(5)
 
 
-@pytest.fixture(scope="module")
-def ladder_site(ladder_repo: Any) -> Iterator[str]:
+@pytest.fixture(scope="module", name="ladder_site")
+def ladder_site_fixture(ladder_repo: Any) -> Iterator[str]:
     with _serve(ladder_repo) as url:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module", name="browser")
+def browser_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     if not (os.path.exists(chromium) and os.path.exists(driver_path)):
