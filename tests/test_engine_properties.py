@@ -1,151 +1,43 @@
-"""Property tests over seeded random matches with 2-5 players: conservation of cards, round end,
-score identities, move generation against a brute-force enumeration and an independent rules
-oracle, observation privacy and seed determinism."""
+"""Property tests over seeded random matches with 2-5 players (played by
+tests/support/random_matches.py): conservation of cards, round end, score identities, move
+generation against a brute-force enumeration and an independent rules oracle, and observation
+privacy."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import random
-import subprocess
-import sys
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-import scout_arena
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 from scout_rules import (
     Action,
     Card,
-    End,
     Hand,
     Observation,
     Phase,
     RoundEnd,
     Scout,
-    ScoutAndShow,
     Show,
     State,
     deal_match,
-    deck_for,
     player_count_rules,
 )
 from support.oracle import brute_force_legal, oracle_actions, oracle_shows
-from support.states import snapshot
-
-L, R = End.LEFT, End.RIGHT
-# 3-5 players: the engine's decision ends a round that reaches this many actions (a cycle of
-# single Shows, each scouted back, could otherwise go on for ever).
-MAX_ACTIONS_PER_ROUND = State.max_round_actions
-# 2 players: at most 6 Scouts a round, and every Show takes a card out of the 22 + 6 in hands.
-MAX_ACTIONS_PER_TWO_PLAYER_ROUND = 6 + 22 + 6
-
-PROPERTY = settings(
-    max_examples=20, derandomize=True, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+from support.random_matches import (
+    MAX_ACTIONS_PER_ROUND,
+    MAX_ACTIONS_PER_TWO_PLAYER_ROUND,
+    PROPERTY,
+    L,
+    cards_in,
+    choose_scouting,
+    conservation,
+    pairs_of,
+    play,
+    players,
+    policy_seeds,
+    seeds,
 )
-
-players = st.integers(min_value=2, max_value=5)
-seeds = st.integers(min_value=0, max_value=2**64 - 1)
-policy_seeds = st.integers(min_value=0, max_value=2**32 - 1)
-
-
-# ----- random matches -----------------------------------------------------------------------
-
-
-def choose(rng: random.Random, actions: list[Action]) -> Action:
-    """A random policy that favours Shows (so matches stay short) but plays every kind."""
-    shows = [a for a in actions if isinstance(a, Show)]
-    both = [a for a in actions if isinstance(a, ScoutAndShow)]
-    roll = rng.random()
-    if both and roll < 0.15:
-        return rng.choice(both)
-    if shows and roll < 0.75:
-        return rng.choice(shows)
-    return rng.choice(actions)
-
-
-def choose_scouting(rng: random.Random, actions: list[Action]) -> Action:
-    """A random policy that mostly Scouts: many unbeaten Shows and spent 2-player chips."""
-    scouts = [a for a in actions if isinstance(a, Scout)]
-    if scouts and rng.random() < 0.7:
-        return rng.choice(scouts)
-    return choose(rng, actions)
-
-
-def play(
-    n: int, seed: int, policy_seed: int,
-    at_decision: Callable[[State, int], None] | None = None,
-    after_action: Callable[[State, State, Action], None] | None = None,
-    policy: Callable[[random.Random, list[Action]], Action] = choose,
-) -> State:
-    """Play a whole seeded match; call the hooks before each decision / after each action."""
-    rng = random.Random(policy_seed)
-    state = State.new(n, seed)
-    decision = 0
-    in_round = 0
-    rounds_done = 0
-    while not state.is_over:
-        if state.phase is Phase.ROTATION:
-            for seat in state.pending_rotations():
-                state.choose_rotation(seat, rng.random() < 0.5)
-            continue
-        actions = state.legal_actions()
-        assert actions, "the player to act always has a legal action"
-        if at_decision is not None:
-            at_decision(state, decision)
-        action = policy(rng, actions)
-        before = state.clone() if after_action is not None else state
-        state.apply(action)
-        if after_action is not None:
-            after_action(before, state, action)
-        decision += 1
-        in_round += 1
-        if len(state.round_results) > rounds_done:
-            rounds_done = len(state.round_results)
-            in_round = 0
-        cap = MAX_ACTIONS_PER_TWO_PLAYER_ROUND if n == 2 else MAX_ACTIONS_PER_ROUND
-        assert in_round < cap, f"round {state.round_index + 1} has not ended after {cap} actions"
-    return state
-
-
-def pairs_of(cards: Sequence[Card]) -> list[tuple[int, int]]:
-    return [c.pair for c in cards]
-
-
-def conservation(state: State, seed: int) -> None:
-    n = state.num_players
-    here = [p for s in range(n) for p in pairs_of(state.hand(s))]
-    here += [p for cs in state.captured for p in pairs_of(cs)]
-    here += pairs_of(state.active_set)
-    assert Counter(here) == Counter(state.cards_in_play())
-    unused: list[tuple[int, int]] = []
-    if n == 2:
-        other = deal_match(2, seed)[1 - state.round_index]
-        unused = [c.pair for h in other for c in h]
-    assert sorted(here + unused) == sorted(deck_for(n))
-
-
-def cards_in(value: Any) -> Iterator[Card]:
-    """Every Card anywhere inside an observation: dataclass fields, tuples, lists, dicts."""
-    if isinstance(value, Card):
-        yield value
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from cards_in(getattr(value, f.name))
-    elif isinstance(value, tuple | list | set | frozenset):
-        for item in value:
-            yield from cards_in(item)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from cards_in(k)
-            yield from cards_in(v)
-
-
-# ----- properties ---------------------------------------------------------------------------
+from support.states import snapshot
 
 
 @PROPERTY
@@ -302,8 +194,9 @@ class Shadow:
             assert sum(result.scout_chips) == self.scouts
         # Hence the round's total: all captures and chips, less every hand but the exempt one.
         exempt_hand = 0 if result.exempt_seat is None else self.hands[result.exempt_seat]
-        assert sum(result.scores) == (sum(result.captured) + sum(result.scout_chips)
-                                      - sum(self.hands) + exempt_hand)
+        assert sum(result.scores) == (
+            sum(result.captured) + sum(result.scout_chips) - sum(self.hands) + exempt_hand
+        )
         for s in range(n):
             self.totals[s] += result.scores[s]
         assert after.scores == self.totals
@@ -330,8 +223,11 @@ def test_rounds_end_exactly_when_a_round_end_condition_holds(
     shadow = Shadow(n)
     final = play(n, seed, policy_seed, after_action=shadow.step, policy=choose_scouting)
     reasons = {r.end_reason for r in final.round_results}
-    assert reasons <= ({RoundEnd.HAND_EMPTIED, RoundEnd.NO_LEGAL_MOVE} if n == 2 else
-                       {RoundEnd.HAND_EMPTIED, RoundEnd.UNBEATEN_SHOW, RoundEnd.ACTION_LIMIT})
+    assert reasons <= (
+        {RoundEnd.HAND_EMPTIED, RoundEnd.NO_LEGAL_MOVE}
+        if n == 2
+        else {RoundEnd.HAND_EMPTIED, RoundEnd.UNBEATEN_SHOW, RoundEnd.ACTION_LIMIT}
+    )
 
 
 @PROPERTY
@@ -363,8 +259,11 @@ def test_legal_actions_equal_a_brute_force_enumeration_and_the_rules_oracle(
             return
         listed = state.legal_actions()
         assert len(listed) == len(set(listed))
-        assert listed == [*state.legal_shows(), *state.legal_scouts(),
-                          *state.legal_scout_and_shows()]
+        assert listed == [
+            *state.legal_shows(),
+            *state.legal_scouts(),
+            *state.legal_scout_and_shows(),
+        ]
         assert state.can_scout_and_show() == bool(state.legal_scout_and_shows())
         expected = oracle_actions(state)
         assert set(listed) == expected
@@ -413,9 +312,23 @@ def test_observation_has_no_field_for_another_seats_hand() -> None:
     # The exact field list is pinned on purpose: a new field must be reviewed for privacy.
     names = {f.name for f in dataclasses.fields(Observation)}
     assert names == {
-        "seat", "num_players", "num_rounds", "round_index", "starting_seat", "phase", "hand",
-        "rotation_chosen", "hand_sizes", "active_set", "active_owner", "captured_counts",
-        "scout_chips", "scout_show_tokens", "scores", "current_seat", "history",
+        "seat",
+        "num_players",
+        "num_rounds",
+        "round_index",
+        "starting_seat",
+        "phase",
+        "hand",
+        "rotation_chosen",
+        "hand_sizes",
+        "active_set",
+        "active_owner",
+        "captured_counts",
+        "scout_chips",
+        "scout_show_tokens",
+        "scores",
+        "current_seat",
+        "history",
     }
     hints = {f.name: str(f.type) for f in dataclasses.fields(Observation)}
     assert [name for name, t in hints.items() if "Hand" in t] == ["hand"]
@@ -444,8 +357,10 @@ def test_observation_legal_actions_equal_the_states(n: int, seed: int, policy_se
                 assert obs.is_my_turn
                 assert obs.legal_actions() == state.legal_actions()
                 assert obs.can_scout_and_show() == state.can_scout_and_show()
-                assert obs.shows_and_scout_and_show() == (state.legal_shows(),
-                                                          state.can_scout_and_show())
+                assert obs.shows_and_scout_and_show() == (
+                    state.legal_shows(),
+                    state.can_scout_and_show(),
+                )
             else:
                 assert not obs.is_my_turn
                 assert obs.legal_actions() == []
@@ -469,59 +384,3 @@ def test_a_recorded_match_replays_to_the_same_result(n: int, seed: int, policy_s
     assert replay.is_over
     assert replay.round_results == state.round_results
     assert replay.scores == state.scores
-
-
-_DEAL_SCRIPT = """
-import sys
-from scout_rules import deal_match
-for n in (2, 3, 4, 5):
-    for seed in map(int, sys.argv[1:]):
-        print(n, seed, [[[tuple(c) for c in h] for h in r] for r in deal_match(n, seed)])
-"""
-
-
-def test_the_same_seed_deals_the_same_cards_in_a_fresh_process() -> None:
-    chosen = [0, 1, 42, 2**63 + 5, 2**64 - 1]
-    package_root = str(Path(scout_arena.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env["PYTHONHASHSEED"] = "12345"  # a different hash seed must not matter
-    out = subprocess.run(
-        [sys.executable, "-c", _DEAL_SCRIPT, *map(str, chosen)],
-        capture_output=True, text=True, check=True, env=env, timeout=60,
-    ).stdout.splitlines()
-    expected = [
-        f"{n} {seed} {[[[tuple(c) for c in h] for h in r] for r in deal_match(n, seed)]}"
-        for n in (2, 3, 4, 5) for seed in chosen
-    ]
-    assert out == expected
-    for n in (2, 3, 4, 5):
-        assert State.new(n, 42).deals == State.new(n, 42).deals
-
-
-def test_different_seeds_give_different_deals() -> None:
-    for n in (2, 3, 4, 5):
-        deals = {tuple(tuple(h) for h in deal_match(n, seed)[0]) for seed in range(200)}
-        assert len(deals) == 200
-
-
-@settings(max_examples=50, derandomize=True, deadline=None)
-@given(players, seeds, seeds)
-def test_two_distinct_seeds_deal_differently(n: int, a: int, b: int) -> None:
-    assume(a != b)
-    assert deal_match(n, a) != deal_match(n, b)
-    assert deal_match(n, a) == deal_match(n, a)
-
-
-def test_a_record_of_a_match_stopped_during_the_rotation_choice_replays() -> None:
-    import pytest
-    from scout_arena.record import RecordError, build_record, record_to_json, replay
-
-    state = State.new(3, 5)
-    state.choose_rotation(0, True)
-    record = record_to_json(build_record(state, ["a", "b", "c"]))
-    assert record["rounds"][0]["rotations"] == [True, None, None]
-    assert replay(record).state.round_index == 0
-    record["rounds"][0]["actions"] = [{"seat": 0, "show": {"start": 0, "length": 1}}]
-    with pytest.raises(RecordError, match="rotations must be 3 booleans"):
-        replay(record)
