@@ -90,8 +90,14 @@ def client_main(args: argparse.Namespace) -> int:
             failed = sum(self.failed.values())
             if not self.ready_sent and len(welcomed) + failed >= len(bots):
                 self.ready_sent = True
-                emit("R", {"connected": len(welcomed), "failed": dict(self.failed),
-                           "last_at": max(welcomed, default=None)})
+                emit(
+                    "R",
+                    {
+                        "connected": len(welcomed),
+                        "failed": dict(self.failed),
+                        "last_at": max(welcomed, default=None),
+                    },
+                )
             seated = [b.seated_at for b in bots if b.seated_at is not None]
             if self.ready_sent and not self.seated_sent and len(seated) >= len(welcomed):
                 self.seated_sent = True
@@ -99,16 +105,19 @@ def client_main(args: argparse.Namespace) -> int:
 
         def stats(self, _t0: float, _t1: float) -> JSON:
             bots = [b for b, _ in self.bots]
-            return {"welcomed_at": [b.welcomed_at for b in bots if b.welcomed_at is not None],
-                    "seated_at": [b.seated_at for b in bots if b.seated_at is not None],
-                    "decisions": sum(b.decisions for b in bots), "failed": dict(self.failed),
-                    "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0)}
+            return {
+                "welcomed_at": [b.welcomed_at for b in bots if b.welcomed_at is not None],
+                "seated_at": [b.seated_at for b in bots if b.seated_at is not None],
+                "decisions": sum(b.decisions for b in bots),
+                "failed": dict(self.failed),
+                "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0),
+            }
 
     def emit(kind: str, figures: JSON) -> None:
         sys.stdout.write(f"{kind} {json.dumps(figures)}\n")
         sys.stdout.flush()
 
-    tokens = json.loads(Path(args.tokens).read_text())[args.first:args.first + args.count]
+    tokens = json.loads(Path(args.tokens).read_text())[args.first : args.first + args.count]
     client = Client([(PromptBot(name), token) for name, token in tokens])
 
     async def main() -> int:
@@ -117,12 +126,21 @@ def client_main(args: argparse.Namespace) -> int:
 
         async def one(bot: PromptBot, token: str) -> None:
             async with gate:
-                task = asyncio.create_task(run_bot(
-                    bot, args.client, token, max_concurrent_matches=args.concurrency,
-                    stop_event=stop))
+                task = asyncio.create_task(
+                    run_bot(
+                        bot,
+                        args.client,
+                        token,
+                        max_concurrent_matches=args.concurrency,
+                        stop_event=stop,
+                    )
+                )
                 welcomed = asyncio.create_task(bot.welcomed.wait())
-                await asyncio.wait([task, welcomed], timeout=args.connect_timeout,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [task, welcomed],
+                    timeout=args.connect_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 welcomed.cancel()
             if not bot.welcomed.is_set():
                 if task.done() and task.exception() is not None:

@@ -37,7 +37,7 @@ def process_cpu_s(pid: int) -> float:
         data = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0.0
-    fields = data[data.rindex(")") + 2:].split()
+    fields = data[data.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -74,7 +74,8 @@ def other_load_cores(shares: dict[str, float]) -> float:
     """Cores kept busy by processes outside the measured ones: the machine's busy cores less
     the measured processes' shares (as `cpu_shares` gives them)."""
     return shares["machine_busy_cores"] - sum(
-        v for k, v in shares.items() if k != "machine_busy_cores")
+        v for k, v in shares.items() if k != "machine_busy_cores"
+    )
 
 
 # ----- statistics ---------------------------------------------------------------------------
@@ -142,8 +143,9 @@ class Child:
                     return line
                 if line == "":
                     await self.process.wait()
-                    raise RuntimeError(f"{self.name} exited ({self.process.returncode}) "
-                                       f"before printing {prefix!r}")
+                    raise RuntimeError(
+                        f"{self.name} exited ({self.process.returncode}) before printing {prefix!r}"
+                    )
 
     async def send(self, command: str) -> None:
         stdin = self.process.stdin
@@ -176,16 +178,25 @@ class Child:
             self.pump.cancel()
 
 
-async def spawn(name: str, argv: Sequence[str], log_dir: Path,
-                on_end: Callable[[], None] | None = None,
-                event_loop: str | None = None) -> Child:
+async def spawn(
+    name: str,
+    argv: Sequence[str],
+    log_dir: Path,
+    on_end: Callable[[], None] | None = None,
+    event_loop: str | None = None,
+) -> Child:
     log = (log_dir / f"{name}.log").open("w")
     env = dict(os.environ)
     if event_loop is not None:
         env[ENV_VAR] = event_loop
     process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-        limit=1 << 26, env=env)
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+        limit=1 << 26,
+        env=env,
+    )
     log.close()
     child = Child(name, process, on_end=on_end)
     child.pump = asyncio.get_running_loop().create_task(child._pump())

@@ -32,9 +32,12 @@ def profiled_referee_main(out: Path, records: Path, port: int) -> int:
     profiler = cProfile.Profile()
 
     async def main() -> None:
-        referee = Referee({name: f"tok-{name}" for name in BOT_NAMES}, wire=ProtobufWire(),
-                          records_dir=records,
-                          default_time_control=TimeControl(DECISION_MS, TIME_BANK_MS))
+        referee = Referee(
+            {name: f"tok-{name}" for name in BOT_NAMES},
+            wire=ProtobufWire(),
+            records_dir=records,
+            default_time_control=TimeControl(DECISION_MS, TIME_BANK_MS),
+        )
         server = RefereeServer(referee, host="127.0.0.1", port=port, admin_token=ADMIN_TOKEN)
         ready = asyncio.Event()
         task = asyncio.create_task(serve_forever(server, 0.0, ready))
@@ -73,17 +76,26 @@ def _where(key: tuple[str, int, str]) -> str:
 
 def read_profile(path: Path, decisions: int, top: int = 30) -> JSON:
     stats = pstats.Stats(str(path))
-    raw = cast(dict[tuple[str, int, str], tuple[int, int, float, float, Any]],
-               stats.stats)  # type: ignore[attr-defined]
+    raw = cast(dict[tuple[str, int, str], tuple[int, int, float, float, Any]], stats.stats)  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values())
     rows: list[JSON] = [
-        {"function": _where(k), "ncalls": v[1], "tottime_s": v[2], "cumtime_s": v[3],
-         "tottime_share": v[2] / total if total else 0.0,
-         "tottime_us_per_decision": v[2] / max(1, decisions) * 1e6,
-         "cumtime_us_per_decision": v[3] / max(1, decisions) * 1e6}
-        for k, v in raw.items()]
+        {
+            "function": _where(k),
+            "ncalls": v[1],
+            "tottime_s": v[2],
+            "cumtime_s": v[3],
+            "tottime_share": v[2] / total if total else 0.0,
+            "tottime_us_per_decision": v[2] / max(1, decisions) * 1e6,
+            "cumtime_us_per_decision": v[3] / max(1, decisions) * 1e6,
+        }
+        for k, v in raw.items()
+    ]
     by_self = sorted(rows, key=lambda r: -r["tottime_s"])[:top]
     ours = [r for path_row, r in zip(raw, rows, strict=True) if "scout_arena" in path_row[0]]
     by_cum = sorted(ours, key=lambda r: -r["cumtime_s"])[:top]
-    return {"total_profiled_s": total, "decisions": decisions, "top_self": by_self,
-            "top_cumulative_scout_arena": by_cum}
+    return {
+        "total_profiled_s": total,
+        "decisions": decisions,
+        "top_self": by_self,
+        "top_cumulative_scout_arena": by_cum,
+    }

@@ -46,27 +46,39 @@ def typical_decision_request(matches: int = 6) -> tuple[arena_pb2.RefereeMessage
             actor = state.current_seat
             assert actor is not None
             request_id += 1
-            samples.append(convert.decision_request(state.observation(actor), SAMPLE_MATCH_ID,
-                                                    request_id, DECISION_MS, TIME_BANK_MS))
+            samples.append(
+                convert.decision_request(
+                    state.observation(actor), SAMPLE_MATCH_ID, request_id, DECISION_MS, TIME_BANK_MS
+                )
+            )
             shows = state.legal_shows()
             state.apply(shows[0] if shows else state.legal_scouts()[0])
     sizes = [m.ByteSize() for m in samples]
     mean = statistics.fmean(sizes)
     chosen = min(samples, key=lambda m: abs(m.ByteSize() - mean))
     ordered = sorted(sizes)
-    info = {"sampled_requests": len(sizes), "sample_matches": matches,
-            "decisions_per_match": len(sizes) / matches,
-            "mean_bytes": mean, "median_bytes": percentile(ordered, 0.5),
-            "p90_bytes": percentile(ordered, 0.9), "max_bytes": ordered[-1],
-            "payload_bytes": chosen.ByteSize()}
+    info = {
+        "sampled_requests": len(sizes),
+        "sample_matches": matches,
+        "decisions_per_match": len(sizes) / matches,
+        "mean_bytes": mean,
+        "median_bytes": percentile(ordered, 0.5),
+        "p90_bytes": percentile(ordered, 0.9),
+        "max_bytes": ordered[-1],
+        "payload_bytes": chosen.ByteSize(),
+    }
     return chosen, info
 
 
 def raw_reply() -> arena_pb2.BotMessage:
     """The raw server's reply: an ActionChoice as the trivial bots send it (~30 bytes)."""
-    return arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
-        match_id=SAMPLE_MATCH_ID, request_id=123_456,
-        action=game_pb2.Action(show=game_pb2.Show(start=3, length=1))))
+    return arena_pb2.BotMessage(
+        action=arena_pb2.ActionChoice(
+            match_id=SAMPLE_MATCH_ID,
+            request_id=123_456,
+            action=game_pb2.Action(show=game_pb2.Show(start=3, length=1)),
+        )
+    )
 
 
 # ----- the raw server and client (child process modes) --------------------------------------
@@ -84,12 +96,16 @@ async def raw_server_main() -> int:
                 return
             await context.write(reply)
 
-    handler = grpc.method_handlers_generic_handler("bench.PingPong", {
-        "Play": grpc.stream_stream_rpc_method_handler(
-            cast(Any, play),
-            request_deserializer=arena_pb2.RefereeMessage.FromString,
-            response_serializer=arena_pb2.BotMessage.SerializeToString),
-    })
+    handler = grpc.method_handlers_generic_handler(
+        "bench.PingPong",
+        {
+            "Play": grpc.stream_stream_rpc_method_handler(
+                cast(Any, play),
+                request_deserializer=arena_pb2.RefereeMessage.FromString,
+                response_serializer=arena_pb2.BotMessage.SerializeToString,
+            ),
+        },
+    )
     server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -112,8 +128,10 @@ async def raw_client_main(address: str, payload_path: Path) -> int:
 
     async with grpc.aio.insecure_channel(address) as channel:
         method = channel.stream_stream(
-            RAW_METHOD, request_serializer=arena_pb2.RefereeMessage.SerializeToString,
-            response_deserializer=arena_pb2.BotMessage.FromString)
+            RAW_METHOD,
+            request_serializer=arena_pb2.RefereeMessage.SerializeToString,
+            response_deserializer=arena_pb2.BotMessage.FromString,
+        )
 
         async def ping_pong(call: Any, started: asyncio.Event) -> None:
             monotonic = time.monotonic
@@ -162,13 +180,21 @@ async def raw_client_main(address: str, payload_path: Path) -> int:
 # ----- raw ping-pong phase ----------------------------------------------------------------
 
 
-async def raw_phase(console: Console, concurrency: int, warmup: float, measure: float,
-                    server: Child, clients: Sequence[Child]) -> JSON:
+async def raw_phase(
+    console: Console,
+    concurrency: int,
+    warmup: float,
+    measure: float,
+    server: Child,
+    clients: Sequence[Child],
+) -> JSON:
     """``concurrency`` ping-pong streams split over the (already running) client processes."""
     phase_start = time.monotonic()
     used = min(concurrency, len(clients))
-    split = [concurrency // used + (1 if i < concurrency % used else 0) if i < used else 0
-             for i in range(len(clients))]
+    split = [
+        concurrency // used + (1 if i < concurrency % used else 0) if i < used else 0
+        for i in range(len(clients))
+    ]
     for client, streams in zip(clients, split, strict=True):
         await client.send(f"streams {streams}")
     for client in clients:
@@ -196,18 +222,24 @@ async def raw_phase(console: Console, concurrency: int, warmup: float, measure: 
         "round_trips": trips,
         "round_trips_per_s": trips / wall,
         "latency": latency_summary([x for s in per_client for x in s["latencies_us"]]),
-        "cpu_share": {"server": shares["server"],
-                      "clients": sum(shares[c.name] for c in clients),
-                      "driver": shares["driver"],
-                      "machine_busy_cores": shares["machine_busy_cores"]},
+        "cpu_share": {
+            "server": shares["server"],
+            "clients": sum(shares[c.name] for c in clients),
+            "driver": shares["driver"],
+            "machine_busy_cores": shares["machine_busy_cores"],
+        },
         "server_cpu_us_per_round_trip": shares["server"] * wall / max(1, trips) * 1e6,
-        "clients_cpu_us_per_round_trip": sum(shares[c.name] for c in clients) * wall
-        / max(1, trips) * 1e6,
+        "clients_cpu_us_per_round_trip": sum(shares[c.name] for c in clients)
+        * wall
+        / max(1, trips)
+        * 1e6,
         "other_load_cores": other_load_cores(shares),
         "setup_s": setup_s,
         "teardown_s": teardown_s,
     }
-    console.print(f"[dim]raw      {concurrency:>3} streams: "
-                  f"{result['round_trips_per_s']:,.0f} round trips/s (setup {setup_s:.1f} s, "
-                  f"teardown {teardown_s:.1f} s)[/]")
+    console.print(
+        f"[dim]raw      {concurrency:>3} streams: "
+        f"{result['round_trips_per_s']:,.0f} round trips/s (setup {setup_s:.1f} s, "
+        f"teardown {teardown_s:.1f} s)[/]"
+    )
     return result

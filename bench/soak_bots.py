@@ -80,14 +80,25 @@ class SoakBot:
                 await asyncio.sleep(0.5)
 
     async def _open(self, stub: arena_pb2_grpc.ArenaAsyncStub) -> Any:
-        call = stub.Play(None, metadata=(("authorization", f"Bearer {self.token}"),),
-                         wait_for_ready=True)
-        await call.write(arena_pb2.BotMessage(hello=arena_pb2.Hello(
-            bot_name=self.name, bot_version="bench-soak", protocol_version=1,
-            max_concurrent_matches=1, lean=self.client.lean)))
+        call = stub.Play(
+            None, metadata=(("authorization", f"Bearer {self.token}"),), wait_for_ready=True
+        )
+        await call.write(
+            arena_pb2.BotMessage(
+                hello=arena_pb2.Hello(
+                    bot_name=self.name,
+                    bot_version="bench-soak",
+                    protocol_version=1,
+                    max_concurrent_matches=1,
+                    lean=self.client.lean,
+                )
+            )
+        )
         welcome = await asyncio.wait_for(call.read(), 120)
-        if not isinstance(welcome, arena_pb2.RefereeMessage) \
-                or welcome.WhichOneof("body") != "welcome":
+        if (
+            not isinstance(welcome, arena_pb2.RefereeMessage)
+            or welcome.WhichOneof("body") != "welcome"
+        ):
             raise ConnectionError(f"no Welcome: {welcome!r}")
         return call
 
@@ -109,8 +120,11 @@ class SoakBot:
                     action = game_pb2.Action(show=request.legal_shows[0])
                 else:
                     action = game_pb2.Action(scout=request.legal_scouts[0])
-                answer = arena_pb2.BotMessage(action=arena_pb2.ActionChoice(
-                    match_id=request.match_id, request_id=request.request_id, action=action))
+                answer = arena_pb2.BotMessage(
+                    action=arena_pb2.ActionChoice(
+                        match_id=request.match_id, request_id=request.request_id, action=action
+                    )
+                )
                 now = monotonic()
                 client.own.add(now, now - got)
                 if client.lean:
@@ -125,8 +139,13 @@ class SoakBot:
                     client.rotations += 1
                 else:
                     pending[rotation.request_id] = -1.0
-                await call.write(arena_pb2.BotMessage(rotation=arena_pb2.RotationChoice(
-                    match_id=rotation.match_id, request_id=rotation.request_id)))
+                await call.write(
+                    arena_pb2.BotMessage(
+                        rotation=arena_pb2.RotationChoice(
+                            match_id=rotation.match_id, request_id=rotation.request_id
+                        )
+                    )
+                )
             elif kind == "answer_result":
                 result = message.answer_result
                 sent = pending.pop(result.request_id, None)
@@ -187,11 +206,14 @@ class SoakClient:
         # connected, rare full collections) keeps the harness's collections short.
         tune_gc()
         times = sorted(self.connect_times)
-        figures = {"connected": len(times), "failed": self.failed,
-                   "all_s": time.monotonic() - self.started,
-                   "p50_s": times[len(times) // 2] if times else None,
-                   "max_s": times[-1] if times else None,
-                   "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
+        figures = {
+            "connected": len(times),
+            "failed": self.failed,
+            "all_s": time.monotonic() - self.started,
+            "p50_s": times[len(times) // 2] if times else None,
+            "max_s": times[-1] if times else None,
+            "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        }
         sys.stdout.write("R " + json.dumps(figures) + "\n")
         sys.stdout.flush()
 
@@ -203,15 +225,25 @@ class SoakClient:
             logs["answers"] = self.answer_log.window(t0, t1)
             logs["requests"] = self.request_log.window(t0, t1 + 30.0)
             count = len(logs["answers"])
-        return {"decisions": count, "latencies_us": latencies, "own_us": own, **logs,
-                "rotations": self.rotations, "received": dict(self.received),
-                "problems": dict(self.problems), "stream_ends": dict(self.stream_ends),
-                "reconnects": self.reconnects, "connected": len(self.connect_times),
-                "failed": self.failed, "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0)}
+        return {
+            "decisions": count,
+            "latencies_us": latencies,
+            "own_us": own,
+            **logs,
+            "rotations": self.rotations,
+            "received": dict(self.received),
+            "problems": dict(self.problems),
+            "stream_ends": dict(self.stream_ends),
+            "reconnects": self.reconnects,
+            "connected": len(self.connect_times),
+            "failed": self.failed,
+            "rss_kb": proc_status_kb(os.getpid()).get("VmRSS", 0),
+        }
 
 
-async def client_main(address: str, first: int, count: int, concurrency: int,
-                      lean: bool = True) -> int:
+async def client_main(
+    address: str, first: int, count: int, concurrency: int, lean: bool = True
+) -> int:
     raise_nofile()
     client = SoakClient(first, count, lean)
     gate = asyncio.Semaphore(concurrency)

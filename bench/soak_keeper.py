@@ -36,8 +36,12 @@ class ClientChild(Child):
 async def spawn_client(name: str, argv: Sequence[str], log_dir: Path) -> ClientChild:
     log = (log_dir / f"{name}.log").open("w")
     process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-        limit=1 << 28)
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+        limit=1 << 28,
+    )
     log.close()
     child = ClientChild(name, process)
     child.pump = asyncio.get_running_loop().create_task(child._pump())
@@ -84,8 +88,9 @@ class Keeper:
                     await asyncio.wait_for(self.wakeup.wait(), 1.0)
                 continue
             bots = [self.idle.popleft() for _ in range(self.players)]
-            request = matches_pb2.CreateMatchRequest(bots=bots, seed=self.seed,
-                                                     time_control=self.time_control)
+            request = matches_pb2.CreateMatchRequest(
+                bots=bots, seed=self.seed, time_control=self.time_control
+            )
             self.seed += 1
             async with self.in_flight:
                 started = time.perf_counter()
@@ -122,16 +127,21 @@ class Keeper:
         seated = [[self.idle.popleft() for _ in range(self.players)] for _ in range(tables)]
         requests = []
         for bots in seated:
-            requests.append(matches_pb2.CreateMatchRequest(bots=bots, seed=self.seed,
-                                                           time_control=self.time_control))
+            requests.append(
+                matches_pb2.CreateMatchRequest(
+                    bots=bots, seed=self.seed, time_control=self.time_control
+                )
+            )
             self.seed += 1
         metadata = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
         async with self.in_flight:
             started = time.perf_counter()
             try:
                 reply = await self.stub.CreateMatches(
-                    matches_pb2.CreateMatchesRequest(matches=requests), metadata=metadata,
-                    timeout=30)
+                    matches_pb2.CreateMatchesRequest(matches=requests),
+                    metadata=metadata,
+                    timeout=30,
+                )
             except grpc.aio.AioRpcError as exc:
                 code = exc.code().name
                 self.errors[code] += len(seated)
@@ -172,8 +182,9 @@ class Keeper:
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), 1.0)
-            while self.active and len(self.running) < self.target and \
-                    len(self.idle) >= self.players:
+            while (
+                self.active and len(self.running) < self.target and len(self.idle) >= self.players
+            ):
                 await self.create_many(self.target - len(self.running), replacing=True)
 
     def spawn_create(self) -> None:

@@ -44,8 +44,13 @@ def running_at_once(samples: list[Sample], t0: float, t1: float, asked: int) -> 
     if not window:
         return None
     mean = sum(window) / len(window)
-    return {"mean": round(mean, 1), "min": min(window), "max": max(window), "asked": asked,
-            "short": mean < 0.9 * asked}
+    return {
+        "mean": round(mean, 1),
+        "min": min(window),
+        "max": max(window),
+        "asked": asked,
+        "short": mean < 0.9 * asked,
+    }
 
 
 def read_records(folder: Path, bank_ms: int) -> JSON:
@@ -83,11 +88,17 @@ def read_records(folder: Path, bank_ms: int) -> JSON:
         for note in record.get("notes", []):
             notes[str(note.get("kind"))] += 1
     bank_used.sort()
-    return {**figures, "notes_by_kind": dict(notes), "records_by_status": dict(statuses),
-            "drew_on_the_bank_by_status": dict(drew_by_status),
-            "bank_drawn_ms": {"total": sum(bank_used),
-                              "p50": bank_used[len(bank_used) // 2] if bank_used else 0,
-                              "max": bank_used[-1] if bank_used else 0}}
+    return {
+        **figures,
+        "notes_by_kind": dict(notes),
+        "records_by_status": dict(statuses),
+        "drew_on_the_bank_by_status": dict(drew_by_status),
+        "bank_drawn_ms": {
+            "total": sum(bank_used),
+            "p50": bank_used[len(bank_used) // 2] if bank_used else 0,
+            "max": bank_used[-1] if bank_used else 0,
+        },
+    }
 
 
 def log_problems(path: Path) -> JSON:
@@ -95,8 +106,11 @@ def log_problems(path: Path) -> JSON:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return {"lines": 0, "examples": []}
-    bad = [line for line in lines if any(w in line for w in
-                                         ("Traceback", "ERROR", "crashed", "Exception"))]
+    bad = [
+        line
+        for line in lines
+        if any(w in line for w in ("Traceback", "ERROR", "crashed", "Exception"))
+    ]
     return {"lines": len(bad), "examples": bad[:8]}
 
 
@@ -111,16 +125,20 @@ def rss_figures(samples: list[Sample], idle_kb: int, hwm_kb: int, window_end: fl
         "final_mb": last.rss_kb / 1024 if last else None,
         "fit_kb_per_finished_match": fit[0] if fit else None,
         "fit_samples": len(steady),
-        "samples": [[round(s.at - samples[0].at, 2), s.rss_kb, s.finished, s.running]
-                    for s in samples],
+        "samples": [
+            [round(s.at - samples[0].at, 2), s.rss_kb, s.finished, s.running] for s in samples
+        ],
     }
     after_1000 = next((s for s in samples if s.finished >= 1000), None)
     if after_1000 is not None and last is not None and last.finished - after_1000.finished >= 200:
         out["after_first_1000"] = {
-            "rss_mb_at_1000": after_1000.rss_kb / 1024, "finished_at_1000": after_1000.finished,
-            "rss_mb_last": last.rss_kb / 1024, "finished_last": last.finished,
+            "rss_mb_at_1000": after_1000.rss_kb / 1024,
+            "finished_at_1000": after_1000.finished,
+            "rss_mb_last": last.rss_kb / 1024,
+            "finished_last": last.finished,
             "kb_per_match": (last.rss_kb - after_1000.rss_kb)
-            / (last.finished - after_1000.finished)}
+            / (last.finished - after_1000.finished),
+        }
     return out
 
 
@@ -169,17 +187,21 @@ def gc_pauses(after: dict[str, JSON], before: dict[str, JSON] | None = None) -> 
                 longest = bound
                 by_bucket[f"{bound * 1000:g}"] = int(within - below)
             below = within
-        out[generation] = {"count": now["count"] - then["count"],
-                           "total_s": now["sum"] - then["sum"], "max_le_s": longest,
-                           "by_bucket_le_ms": by_bucket}
+        out[generation] = {
+            "count": now["count"] - then["count"],
+            "total_s": now["sum"] - then["sum"],
+            "max_le_s": longest,
+            "by_bucket_le_ms": by_bucket,
+        }
     return out
 
 
 def gc_line(pauses: JSON | None) -> str:
     if not pauses:
         return "none"
-    return " / ".join((f"{pauses['count']}", f"{pauses['total_s']:.2f} s",
-                       f"<= {pauses['max_le_s'] * 1000:g} ms"))
+    return " / ".join(
+        (f"{pauses['count']}", f"{pauses['total_s']:.2f} s", f"<= {pauses['max_le_s'] * 1000:g} ms")
+    )
 
 
 def loop_lag_quantiles(text: str) -> JSON:
@@ -196,8 +218,12 @@ def loop_lag_quantiles(text: str) -> JSON:
     def quantile(q: float) -> float:
         return next(bound for bound, count in buckets if count >= q * total)
 
-    return {"samples": int(total), "p50_le_ms": quantile(0.5) * 1000,
-            "p99_le_ms": quantile(0.99) * 1000, "p999_le_ms": quantile(0.999) * 1000}
+    return {
+        "samples": int(total),
+        "p50_le_ms": quantile(0.5) * 1000,
+        "p99_le_ms": quantile(0.99) * 1000,
+        "p999_le_ms": quantile(0.999) * 1000,
+    }
 
 
 # ----- report -----------------------------------------------------------------------------------
@@ -219,94 +245,150 @@ def _ms(summary: JSON, key: str) -> str:
 
 def report(console: Console, data: JSON) -> None:
     setup = data["setup"]
-    table = Table(title=f"Soak: {setup['bots']:,} bots (one TCP connection each, "
-                        f"{setup['bot_procs']} client processes), {setup['matches']} concurrent "
-                        f"{setup['players']}-player matches, {setup['seconds']:g} s, decision "
-                        f"{setup['decision_ms']} ms + bank {setup['time_bank_ms']} ms")
+    table = Table(
+        title=f"Soak: {setup['bots']:,} bots (one TCP connection each, "
+        f"{setup['bot_procs']} client processes), {setup['matches']} concurrent "
+        f"{setup['players']}-player matches, {setup['seconds']:g} s, decision "
+        f"{setup['decision_ms']} ms + bank {setup['time_bank_ms']} ms"
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
     connect, rss, matches = data.get("connect", {}), data.get("rss", {}), data.get("matches", {})
     rows: list[tuple[str, str]] = []
     if connect:
-        rows += [("connect time, all bots", f"{connect['all_s']:.1f} s"),
-                 ("bots connected / failed", f"{connect['connected']:,} / {connect['failed']}"),
-                 ("referee sockets after connecting", f"{connect.get('referee_sockets', 0):,}")]
+        rows += [
+            ("connect time, all bots", f"{connect['all_s']:.1f} s"),
+            ("bots connected / failed", f"{connect['connected']:,} / {connect['failed']}"),
+            ("referee sockets after connecting", f"{connect.get('referee_sockets', 0):,}"),
+        ]
     if rss:
         fit = rss.get("fit_kb_per_finished_match")
-        rows += [("referee RSS idle (connected, no match)", f"{rss['idle_mb']:.0f} MB"),
-                 ("referee RSS peak (VmHWM / sampled)",
-                  f"{rss['peak_mb_vmhwm']:.0f} / {rss['peak_mb_sampled']:.0f} MB"),
-                 ("RSS growth per finished match (fit)",
-                  "-" if fit is None else f"{fit:.1f} kB ({rss['fit_samples']} samples)")]
+        rows += [
+            ("referee RSS idle (connected, no match)", f"{rss['idle_mb']:.0f} MB"),
+            (
+                "referee RSS peak (VmHWM / sampled)",
+                f"{rss['peak_mb_vmhwm']:.0f} / {rss['peak_mb_sampled']:.0f} MB",
+            ),
+            (
+                "RSS growth per finished match (fit)",
+                "-" if fit is None else f"{fit:.1f} kB ({rss['fit_samples']} samples)",
+            ),
+        ]
         late = rss.get("after_first_1000")
         if late:
-            rows.append(("RSS after 1,000 -> after last finished",
-                         f"{late['rss_mb_at_1000']:.0f} -> {late['rss_mb_last']:.0f} MB "
-                         f"({late['kb_per_match']:.1f} kB/match over "
-                         f"{late['finished_last'] - late['finished_at_1000']:,})"))
+            rows.append(
+                (
+                    "RSS after 1,000 -> after last finished",
+                    f"{late['rss_mb_at_1000']:.0f} -> {late['rss_mb_last']:.0f} MB "
+                    f"({late['kb_per_match']:.1f} kB/match over "
+                    f"{late['finished_last'] - late['finished_at_1000']:,})",
+                )
+            )
     if matches:
         decisions = data["decisions"]
         lat, own = data["latency_answer_round_trip"], data["latency_bot_own"]
         create = data["create_match"]
         batch = data["setup"].get("create_batch", 1)
         call = "CreateMatches" if batch > 1 else "CreateMatch"
-        rows += [("matches created / finished in window / total",
-                  f"{matches['created']:,} / {matches['finished_in_window']:,} / "
-                  f"{matches['finished_total']:,}"),
-                 ("matches finished per second", f"{matches['finished_per_s']:.1f}"),
-                 ("matches running at once in the window: mean / min / max (sampled)",
-                  _running(matches.get("running_at_once"))),
-                 ("decisions/s (accepted turn answers)", f"{decisions['per_s']:,.0f}"),
-                 ("answer -> next request p50 / p99 (lean)" if data.get("lean") else
-                  "answer round trip p50 / p99 (write -> AnswerResult)",
-                  f"{_ms(lat, 'p50_ms')} / {_ms(lat, 'p99_ms')} ms"),
-                 ("bot's own time p50 / p99 (request read -> answer written)",
-                  f"{_ms(own, 'p50_ms')} / {_ms(own, 'p99_ms')} ms"),
-                 (f"{call} p50 / p99, all",
-                  f"{_ms(create['latency'], 'p50_ms')} / {_ms(create['latency'], 'p99_ms')} ms"),
-                 (f"{call} p50 / p99, replacing ended matches",
-                  f"{_ms(create['latency_replacing'], 'p50_ms')} / "
-                  f"{_ms(create['latency_replacing'], 'p99_ms')} ms"),
-                 ("initial fill (all matches created at once)",
-                  f"{create['initial_fill_s']:.1f} s"),
-                 ("CreateMatch errors", json.dumps(create["errors"]) or "{}"),
-                 (f"{call} calls in flight at most", str(data["setup"].get(
-                     "create_concurrency", MAX_CREATING))),
-                 ("matches per call: asked at most / mean",
-                  f"{batch} / {create.get('mean_batch') or 1:.1f}"),
-                 ("referee loop lag p50 / p99 / p99.9 (histogram bound)",
-                  " / ".join(f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
-                             for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms"))),
-                 *((f"referee collections of generation {gen} in window: count / total / "
-                    "longest (bucket)", gc_line(data.get("gc_pauses_in_window", {}).get(gen)))
-                   for gen in ("0", "1", "2")),
-                 ("referee full garbage collections, whole run: count / total / longest",
-                  gc_line(data.get("gc_pauses", {}).get("2"))),
-                 ("referee CPU share in window", f"{data['cpu_share']['referee']:.0%}"),
-                 ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}")]
+        rows += [
+            (
+                "matches created / finished in window / total",
+                f"{matches['created']:,} / {matches['finished_in_window']:,} / "
+                f"{matches['finished_total']:,}",
+            ),
+            ("matches finished per second", f"{matches['finished_per_s']:.1f}"),
+            (
+                "matches running at once in the window: mean / min / max (sampled)",
+                _running(matches.get("running_at_once")),
+            ),
+            ("decisions/s (accepted turn answers)", f"{decisions['per_s']:,.0f}"),
+            (
+                "answer -> next request p50 / p99 (lean)"
+                if data.get("lean")
+                else "answer round trip p50 / p99 (write -> AnswerResult)",
+                f"{_ms(lat, 'p50_ms')} / {_ms(lat, 'p99_ms')} ms",
+            ),
+            (
+                "bot's own time p50 / p99 (request read -> answer written)",
+                f"{_ms(own, 'p50_ms')} / {_ms(own, 'p99_ms')} ms",
+            ),
+            (
+                f"{call} p50 / p99, all",
+                f"{_ms(create['latency'], 'p50_ms')} / {_ms(create['latency'], 'p99_ms')} ms",
+            ),
+            (
+                f"{call} p50 / p99, replacing ended matches",
+                f"{_ms(create['latency_replacing'], 'p50_ms')} / "
+                f"{_ms(create['latency_replacing'], 'p99_ms')} ms",
+            ),
+            ("initial fill (all matches created at once)", f"{create['initial_fill_s']:.1f} s"),
+            ("CreateMatch errors", json.dumps(create["errors"]) or "{}"),
+            (
+                f"{call} calls in flight at most",
+                str(data["setup"].get("create_concurrency", MAX_CREATING)),
+            ),
+            (
+                "matches per call: asked at most / mean",
+                f"{batch} / {create.get('mean_batch') or 1:.1f}",
+            ),
+            (
+                "referee loop lag p50 / p99 / p99.9 (histogram bound)",
+                " / ".join(
+                    f"<= {data.get('loop_lag', {}).get(k, 0):g} ms"
+                    for k in ("p50_le_ms", "p99_le_ms", "p999_le_ms")
+                ),
+            ),
+            *(
+                (
+                    f"referee collections of generation {gen} in window: count / total / "
+                    "longest (bucket)",
+                    gc_line(data.get("gc_pauses_in_window", {}).get(gen)),
+                )
+                for gen in ("0", "1", "2")
+            ),
+            (
+                "referee full garbage collections, whole run: count / total / longest",
+                gc_line(data.get("gc_pauses", {}).get("2")),
+            ),
+            ("referee CPU share in window", f"{data['cpu_share']['referee']:.0%}"),
+            ("client processes CPU share", f"{data['cpu_share']['clients']:.0%}"),
+        ]
     records = data.get("records", {})
     if records:
-        rows += [("records read: finished / all",
-                  f"{records.get('finished_records', 0):,} / "
-                  f"{sum(records.get('records_by_status', {}).values()):,}"),
-                 ("seats that drew on the time bank (all records)",
-                  f"{records.get('seats_that_drew_on_the_bank', 0):,} of "
-                  f"{records.get('seats', 0):,} (total "
-                  f"{records['bank_drawn_ms']['total'] / 1000:.1f} s, max "
-                  f"{records['bank_drawn_ms']['max']} ms; by record status "
-                  f"{json.dumps(records.get('drew_on_the_bank_by_status', {}))})"),
-                 ("time losses (timeouts) / forfeited seats",
-                  f"{records.get('timeouts', 0):,} / {records.get('forfeited_seats', 0):,}"),
-                 ("record notes by kind", json.dumps(records.get("notes_by_kind", {})))]
-    rows += [("bot-side problems", json.dumps(data.get("bot_problems", {}))),
-             ("streams ended / reconnects",
-              f"{json.dumps(data.get('stream_ends', {}))} / {data.get('reconnects', 0)}"),
-             ("matches by status (ListMatches)",
-              json.dumps(matches.get("by_status_listmatches", {}))),
-             ("health at the end", str(data.get("health_at_end"))),
-             ("referee log: error lines", str(data["referee_log_problems"]["lines"])),
-             ("referee stop (SIGTERM) / exit code",
-              f"{data.get('referee_stop_s', 0):.1f} s / {data.get('referee_exit')}")]
+        rows += [
+            (
+                "records read: finished / all",
+                f"{records.get('finished_records', 0):,} / "
+                f"{sum(records.get('records_by_status', {}).values()):,}",
+            ),
+            (
+                "seats that drew on the time bank (all records)",
+                f"{records.get('seats_that_drew_on_the_bank', 0):,} of "
+                f"{records.get('seats', 0):,} (total "
+                f"{records['bank_drawn_ms']['total'] / 1000:.1f} s, max "
+                f"{records['bank_drawn_ms']['max']} ms; by record status "
+                f"{json.dumps(records.get('drew_on_the_bank_by_status', {}))})",
+            ),
+            (
+                "time losses (timeouts) / forfeited seats",
+                f"{records.get('timeouts', 0):,} / {records.get('forfeited_seats', 0):,}",
+            ),
+            ("record notes by kind", json.dumps(records.get("notes_by_kind", {}))),
+        ]
+    rows += [
+        ("bot-side problems", json.dumps(data.get("bot_problems", {}))),
+        (
+            "streams ended / reconnects",
+            f"{json.dumps(data.get('stream_ends', {}))} / {data.get('reconnects', 0)}",
+        ),
+        ("matches by status (ListMatches)", json.dumps(matches.get("by_status_listmatches", {}))),
+        ("health at the end", str(data.get("health_at_end"))),
+        ("referee log: error lines", str(data["referee_log_problems"]["lines"])),
+        (
+            "referee stop (SIGTERM) / exit code",
+            f"{data.get('referee_stop_s', 0):.1f} s / {data.get('referee_exit')}",
+        ),
+    ]
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -23,7 +23,6 @@ from scout_client import (
     GreedyBot,
     Hello,
     MatchEnded,
-    MatchStart,
     Observation,
     ProtocolError,
     PublicAction,
@@ -36,7 +35,6 @@ from scout_client import (
     Scout,
     ScoutAndShow,
     Show,
-    TimeControl,
     convert,
 )
 from scout_client.runner import backoff_delay
@@ -50,6 +48,7 @@ from support.sdk_fakes import (
     cards,
     observation,
     play,
+    resumed_start,
     start,
 )
 
@@ -211,19 +210,7 @@ def test_a_lean_stream_resyncs_after_a_reconnect() -> None:
 
     async def resumes(conn: Connection) -> None:
         hellos.append(await conn.handshake(resumed=True))
-        await conn.send(
-            MatchStart(
-                "m1",
-                0,
-                ("a", "b", "c", "d"),
-                4,
-                4,
-                TimeControl(1000, 0),
-                resumed=True,
-                time_bank_ms=4000,
-                strikes=0,
-            )
-        )
+        await conn.send(resumed_start(time_bank_ms=4000, strikes=0))
         await conn.send(replace(second, deadline_ms=2500))  # still open: its answer was lost
         assert await conn.recv() == ActionChoice("m1", 2, second.legal_shows[-1])
         await conn.send(third)

@@ -32,7 +32,6 @@ from scout_client import (
     Scout,
     ScoutAndShow,
     Show,
-    TimeControl,
     convert,
     testing,
 )
@@ -45,6 +44,7 @@ from support.sdk_fakes import (
     cards,
     observation,
     play,
+    resumed_start,
     start,
 )
 
@@ -381,19 +381,7 @@ def test_reconnects_and_answers_resent_requests_once() -> None:
 
     async def resumes(conn: Connection) -> None:
         await conn.handshake(resumed=True)
-        await conn.send(
-            MatchStart(
-                "m1",
-                0,
-                ("a", "b", "c", "d"),
-                4,
-                4,
-                TimeControl(1000, 0),
-                resumed=True,
-                time_bank_ms=500,
-                strikes=1,
-            )
-        )
+        await conn.send(resumed_start(time_bank_ms=500, strikes=1))
         await conn.send(first)  # "the answer never arrived": the same request again
         assert await conn.recv() == ActionChoice("m1", 1, first.legal_shows[-1])
         await conn.send(AnswerResult("m1", 1, AnswerStatus.ACCEPTED), second)

@@ -260,6 +260,21 @@ def start(match_id: str = "m1", players: int = 4) -> MatchStart:
     return MatchStart(match_id, 0, names, players, players, TimeControl(1000, 10000))
 
 
+def resumed_start(time_bank_ms: int, strikes: int) -> MatchStart:
+    """The MatchStart of m1 resumed after a reconnect, seat 0 of a, b, c, d (1 s a decision)."""
+    return MatchStart(
+        "m1",
+        0,
+        ("a", "b", "c", "d"),
+        4,
+        4,
+        TimeControl(1000, 0),
+        resumed=True,
+        time_bank_ms=time_bank_ms,
+        strikes=strikes,
+    )
+
+
 class Recorder(Bot):
     """Remembers every call; shows the last legal show (never the fallback) when it can."""
 

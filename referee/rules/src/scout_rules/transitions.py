@@ -33,6 +33,7 @@ __all__ = [
 
 _LEFT, _RIGHT = End.LEFT, End.RIGHT
 
+
 def end_round(state: State, reason: RoundEnd, exempt: int | None) -> None:
     """Score the round, log its result, and deal the next round or end the match."""
     n = state.num_players
@@ -41,9 +42,18 @@ def end_round(state: State, reason: RoundEnd, exempt: int | None) -> None:
     scores = tuple(
         captured[s] + chips[s] - (0 if s == exempt else len(state.hands[s])) for s in range(n)
     )
-    result = RoundResult(state.round_index, reason, exempt, captured, chips,
-                         tuple(Hand(h) for h in state.hands), scores, tuple(state.active),
-                         state.active_owner, tuple(state.scout_show_tokens))
+    result = RoundResult(
+        state.round_index,
+        reason,
+        exempt,
+        captured,
+        chips,
+        tuple(Hand(h) for h in state.hands),
+        scores,
+        tuple(state.active),
+        state.active_owner,
+        tuple(state.scout_show_tokens),
+    )
     state.round_results.append(result)
     state.round_logs[-1].result = result
     for s in range(n):
@@ -54,14 +64,14 @@ def end_round(state: State, reason: RoundEnd, exempt: int | None) -> None:
         state.phase = Phase.MATCH_OVER
         state.current_seat = None
 
+
 def choose_rotation(state: State, seat: int, rotate: bool) -> None:
     """`State.choose_rotation`."""
     state._checked = None
     if state.phase is not Phase.ROTATION:
         raise OutOfTurn("rotation is chosen only before a round's first turn")
     if not 0 <= seat < state.num_players:
-        raise MalformedAction(
-            f"seat {seat} does not exist in a {state.num_players}-player match")
+        raise MalformedAction(f"seat {seat} does not exist in a {state.num_players}-player match")
     if not isinstance(rotate, bool):
         raise MalformedAction(f"a rotation choice is true or false, got {rotate!r}")
     rotations = state.round_logs[-1].rotations
@@ -74,6 +84,7 @@ def choose_rotation(state: State, seat: int, rotate: bool) -> None:
     if all(r is not None for r in rotations):
         state.phase = Phase.PLAY
         state.current_seat = state.starting_seat
+
 
 def pending_rotations(state: State) -> tuple[int, ...]:
     """`State.pending_rotations`."""
@@ -106,12 +117,25 @@ def observation_of(state: State, seat: int) -> Observation:
     if not 0 <= seat < n:
         raise MalformedAction(f"seat {seat} does not exist in a {n}-player match")
     return new_observation(
-        seat, n, state.rules.rounds, state.round_index, state.starting_seat, state.phase,
-        Hand(state.hands[seat]), state.round_logs[-1].rotations[seat] is not None,
-        tuple(map(len, state.hands)), tuple(state.active), state.active_owner,
-        tuple(map(len, state.captured)), tuple(state.scout_chips),
-        tuple(state.scout_show_tokens), tuple(state.scores), state.current_seat,
-        tuple(state.history))
+        seat,
+        n,
+        state.rules.rounds,
+        state.round_index,
+        state.starting_seat,
+        state.phase,
+        Hand(state.hands[seat]),
+        state.round_logs[-1].rotations[seat] is not None,
+        tuple(map(len, state.hands)),
+        tuple(state.active),
+        state.active_owner,
+        tuple(map(len, state.captured)),
+        tuple(state.scout_chips),
+        tuple(state.scout_show_tokens),
+        tuple(state.scores),
+        state.current_seat,
+        tuple(state.history),
+    )
+
 
 def check_scout_and_show(state: State, seat: int, scout: Scout, show: Show) -> None:
     """`State.check`'s verdict on a Scout & Show whose two parts are well formed."""
@@ -126,25 +150,39 @@ def check_scout_and_show(state: State, seat: int, scout: Scout, show: Show) -> N
     rest = state.active_faces[1:] if scout.end == End.LEFT else state.active_faces[:-1]
     check_show(new_faces, show, rest)
 
+
 def plainly_legal_scout_and_show(state: State, seat: int, scout: object, show: object) -> bool:
     """`State._plainly_legal` for a Scout & Show (rare: 3 players or more, once a round)."""
-    if (type(scout) is not Scout or type(show) is not Show or state.num_players == 2
-            or not state.scout_show_tokens[seat] or not state.active):
+    if (
+        type(scout) is not Scout
+        or type(show) is not Show
+        or state.num_players == 2
+        or not state.scout_show_tokens[seat]
+        or not state.active
+    ):
         return False
     faces = state.faces[seat]
     size = len(faces)
     end, flip, at = scout
     start, length = show
-    if not ((end is _LEFT or end is _RIGHT) and (flip is True or flip is False)
-            and type(at) is int and 0 <= at <= size and type(start) is int
-            and type(length) is int and length >= 1 and start >= 0
-            and start + length <= size + 1):
+    if not (
+        (end is _LEFT or end is _RIGHT)
+        and (flip is True or flip is False)
+        and type(at) is int
+        and 0 <= at <= size
+        and type(start) is int
+        and type(length) is int
+        and length >= 1
+        and start >= 0
+        and start + length <= size + 1
+    ):
         return False
     taken = state.active[0] if end is _LEFT else state.active[-1]
     grown = [*faces[:at], taken.other if flip else taken.face, *faces[at:]]
     rest = state.active_faces[1:] if end is _LEFT else state.active_faces[:-1]
     beat = group_key(rest) if rest else NO_ACTIVE_SET
-    return group_key(grown[start:start + length]) > beat
+    return group_key(grown[start : start + length]) > beat
+
 
 def cards_in_play(state: State) -> list[tuple[int, int]]:
     """`State.cards_in_play`: every card of the round wherever it is, as deck pairs."""
