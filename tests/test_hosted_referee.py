@@ -55,10 +55,7 @@ async def test_a_bot_crashing_at_start_forfeits_at_once_and_the_match_goes_on(
     async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
         remote = await start_remote(hr.server.address, "remote-token")
         try:
-            hr.expect("m-crash", "crasher")
-            hr.referee.host_match("m-crash", [("crasher", _ticket()), ("remote", _ticket())],
-                                  1, FAST, 120)
-            await hr.host.start("m-crash", [hosted("crasher", "crash_at_start", tmp_path)])
+            await hr.start_hosted("m-crash", "crasher", "crash_at_start", tmp_path, 1, FAST, 120)
             match = await hr.finished("m-crash", timeout=60)  # not the 120 s join deadline
             report = await hr.report("m-crash", "crasher")
             assert match.record is not None and match.record.outcome is not None
@@ -77,10 +74,7 @@ async def test_a_bot_dying_mid_match_forfeits_without_the_reconnect_grace(
     async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
         remote = await start_remote(hr.server.address, "remote-token")
         try:
-            hr.expect("m-dies", "dying")
-            hr.referee.host_match("m-dies", [("dying", _ticket()), ("remote", _ticket())],
-                                  2, FAST, 30)
-            await hr.host.start("m-dies", [hosted("dying", "crash_mid", tmp_path)])
+            await hr.start_hosted("m-dies", "dying", "crash_mid", tmp_path, 2, FAST, 30)
             match = await hr.finished("m-dies", timeout=25)  # the grace here is 30 s
             report = await hr.report("m-dies", "dying")
             assert match.record is not None and match.record.outcome is not None
@@ -97,10 +91,7 @@ async def test_a_bot_that_never_connects_forfeits_at_the_deadline_and_is_stopped
     async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
         remote = await start_remote(hr.server.address, "remote-token")
         try:
-            hr.expect("m-sleep", "sleeper")
-            hr.referee.host_match("m-sleep", [("sleeper", _ticket()), ("remote", _ticket())],
-                                  3, FAST, 2)
-            await hr.host.start("m-sleep", [hosted("sleeper", "never_connects", tmp_path)])
+            await hr.start_hosted("m-sleep", "sleeper", "never_connects", tmp_path, 3, FAST, 2)
             match = await hr.finished("m-sleep")
             report = await hr.report("m-sleep", "sleeper")
             assert match.record is not None and match.record.outcome is not None
@@ -116,10 +107,8 @@ async def test_a_bot_that_never_connects_forfeits_at_the_deadline_and_is_stopped
 async def test_a_run_cut_short_by_a_shutdown_before_it_connects_is_not_the_bots_failure(
         tmp_path: Path) -> None:
     async with hosted_referee(tmp_path) as hr:
-        hr.expect("m-cut", "sleeper")
-        hr.referee.host_match("m-cut", [("sleeper", _ticket()), ("other", _ticket())], 4,
-                              FAST, 30)
-        await hr.host.start("m-cut", [hosted("sleeper", "never_connects", tmp_path)])
+        await hr.start_hosted("m-cut", "sleeper", "never_connects", tmp_path, 4, FAST, 30,
+                              against="other")
         await hr.referee.shutdown(0)
         report = await hr.report("m-cut", "sleeper")
         assert not report.connected and report.interrupted and not report.failed
@@ -159,11 +148,9 @@ async def test_a_hosted_bot_reaches_no_tcp_port_of_the_host(tmp_path: Path) -> N
         other = listener.sockets[0].getsockname()[1]
         remote = await start_remote(hr.server.address, "remote-token")
         try:
-            hr.expect("m-probe", "prober")
-            hr.referee.host_match("m-probe", [("prober", _ticket()), ("remote", _ticket())], 5,
-                                  FAST, 30)
             probe = f"{hr.server.address} 127.0.0.1:{other}"
-            await hr.host.start("m-probe", [hosted("prober", "tcp_probe", tmp_path, probe)])
+            await hr.start_hosted("m-probe", "prober", "tcp_probe", tmp_path, 5, FAST, 30,
+                                  probe=probe)
             match = await hr.finished("m-probe")
             report = await hr.report("m-probe", "prober")
             tail = report.outcome.output_tail

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import secrets
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -17,6 +18,7 @@ from typing import Any, ParamSpec
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
 from scout_arena.sandbox import Sandbox, pack_folder
 from scout_arena.server import Referee, RefereeServer
+from scout_arena.server.clock import TimeControl
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
 
@@ -59,6 +61,17 @@ class HostedReferee:
 
     async def report(self, match_id: str, bot: str, timeout: float = 60) -> RunReport:
         return await asyncio.wait_for(self.reported[(match_id, bot)], timeout)
+
+    async def start_hosted(self, match_id: str, name: str, kind: str, tmp: Path, seed: int,
+                           time_control: TimeControl, join_s: float, against: str = "remote",
+                           probe: str = "") -> None:
+        """Seat the hosted test bot ``kind`` as ``name`` against ``against`` (seat 1), expect
+        the match and the bot's report, and start the bot."""
+        self.expect(match_id, name)
+        self.referee.host_match(match_id, [(name, secrets.token_urlsafe(16)),
+                                           (against, secrets.token_urlsafe(16))],
+                                seed, time_control, join_s)
+        await self.host.start(match_id, [hosted(name, kind, tmp, probe)])
 
 
 @contextlib.asynccontextmanager
