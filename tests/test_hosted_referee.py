@@ -12,7 +12,14 @@ import grpc
 from scout.v1 import arena_pb2, arena_pb2_grpc
 from scout_arena.hosting import unpack_data
 from scout_arena.server.clock import TimeControl
-from support.hosting import hosted, hosted_referee, run_async, start_remote, stop_processes
+from support.hosting import (
+    hosted,
+    hosted_referee,
+    hosted_referee_and_remote,
+    run_async,
+    start_remote,
+    stop_processes,
+)
 from support.rawbot import hello
 
 FAST = TimeControl(decision_ms=1000, time_bank_ms=5000)
@@ -24,83 +31,67 @@ def _ticket() -> str:
 
 @run_async
 async def test_a_hosted_bot_plays_through_its_socket_and_keeps_its_data(tmp_path: Path) -> None:
-    async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
-        remote = await start_remote(hr.server.address, "remote-token")
-        try:
-            data = b""
-            for index in range(2):
-                match_id = f"m-{index}"
-                hr.expect(match_id, "counter")
-                hr.referee.host_match(match_id, [("counter", _ticket()), ("remote", _ticket())],
-                                      index, FAST, 30)
-                await hr.host.start(match_id, [hosted("counter", "counter", tmp_path / str(index),
-                                                      data=data)])
-                match = await hr.finished(match_id)
-                report = await hr.report(match_id, "counter")
-                assert match.record is not None and match.record.status == "finished"
-                assert match.record.outcome is not None and not match.record.outcome.forfeits
-                assert report.connected and not report.failed, report
-                assert f"run number {index + 1}" in report.outcome.output_tail
-                assert report.data
-                data = report.data
-            unpack_data(data, tmp_path / "final")
-            assert (tmp_path / "final" / "count").read_text() == "2"
-        finally:
-            await stop_processes(remote)
+    async with hosted_referee_and_remote(tmp_path) as hr:
+        data = b""
+        for index in range(2):
+            match_id = f"m-{index}"
+            hr.expect(match_id, "counter")
+            hr.referee.host_match(match_id, [("counter", _ticket()), ("remote", _ticket())],
+                                  index, FAST, 30)
+            await hr.host.start(match_id, [hosted("counter", "counter", tmp_path / str(index),
+                                                  data=data)])
+            match = await hr.finished(match_id)
+            report = await hr.report(match_id, "counter")
+            assert match.record is not None and match.record.status == "finished"
+            assert match.record.outcome is not None and not match.record.outcome.forfeits
+            assert report.connected and not report.failed, report
+            assert f"run number {index + 1}" in report.outcome.output_tail
+            assert report.data
+            data = report.data
+        unpack_data(data, tmp_path / "final")
+        assert (tmp_path / "final" / "count").read_text() == "2"
 
 
 @run_async
 async def test_a_bot_crashing_at_start_forfeits_at_once_and_the_match_goes_on(
         tmp_path: Path) -> None:
-    async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
-        remote = await start_remote(hr.server.address, "remote-token")
-        try:
-            await hr.start_hosted("m-crash", "crasher", "crash_at_start", tmp_path, 1, FAST, 120)
-            match = await hr.finished("m-crash", timeout=60)  # not the 120 s join deadline
-            report = await hr.report("m-crash", "crasher")
-            assert match.record is not None and match.record.outcome is not None
-            assert match.record.status == "finished"
-            assert match.record.outcome.forfeits == frozenset({0})
-            assert report.failed and not report.connected
-            assert "ZeroDivisionError on purpose" in report.outcome.output_tail
-            assert "never connected" in report.why
-        finally:
-            await stop_processes(remote)
+    async with hosted_referee_and_remote(tmp_path) as hr:
+        await hr.start_hosted("m-crash", "crasher", "crash_at_start", tmp_path, 1, FAST, 120)
+        match = await hr.finished("m-crash", timeout=60)  # not the 120 s join deadline
+        report = await hr.report("m-crash", "crasher")
+        assert match.record is not None and match.record.outcome is not None
+        assert match.record.status == "finished"
+        assert match.record.outcome.forfeits == frozenset({0})
+        assert report.failed and not report.connected
+        assert "ZeroDivisionError on purpose" in report.outcome.output_tail
+        assert "never connected" in report.why
 
 
 @run_async
 async def test_a_bot_dying_mid_match_forfeits_without_the_reconnect_grace(
         tmp_path: Path) -> None:
-    async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
-        remote = await start_remote(hr.server.address, "remote-token")
-        try:
-            await hr.start_hosted("m-dies", "dying", "crash_mid", tmp_path, 2, FAST, 30)
-            match = await hr.finished("m-dies", timeout=25)  # the grace here is 30 s
-            report = await hr.report("m-dies", "dying")
-            assert match.record is not None and match.record.outcome is not None
-            assert match.record.outcome.forfeits == frozenset({0})
-            assert report.connected and report.ended_early and report.failed
-            assert "dying mid-match" in report.outcome.output_tail
-        finally:
-            await stop_processes(remote)
+    async with hosted_referee_and_remote(tmp_path) as hr:
+        await hr.start_hosted("m-dies", "dying", "crash_mid", tmp_path, 2, FAST, 30)
+        match = await hr.finished("m-dies", timeout=25)  # the grace here is 30 s
+        report = await hr.report("m-dies", "dying")
+        assert match.record is not None and match.record.outcome is not None
+        assert match.record.outcome.forfeits == frozenset({0})
+        assert report.connected and report.ended_early and report.failed
+        assert "dying mid-match" in report.outcome.output_tail
 
 
 @run_async
 async def test_a_bot_that_never_connects_forfeits_at_the_deadline_and_is_stopped(
         tmp_path: Path) -> None:
-    async with hosted_referee(tmp_path, {"remote": "remote-token"}) as hr:
-        remote = await start_remote(hr.server.address, "remote-token")
-        try:
-            await hr.start_hosted("m-sleep", "sleeper", "never_connects", tmp_path, 3, FAST, 2)
-            match = await hr.finished("m-sleep")
-            report = await hr.report("m-sleep", "sleeper")
-            assert match.record is not None and match.record.outcome is not None
-            assert match.record.outcome.forfeits == frozenset({0})
-            assert not report.connected and report.failed and not report.ended_early
-            assert "sleeping instead of connecting" in report.outcome.output_tail
-            assert hr.host.running == 0
-        finally:
-            await stop_processes(remote)
+    async with hosted_referee_and_remote(tmp_path) as hr:
+        await hr.start_hosted("m-sleep", "sleeper", "never_connects", tmp_path, 3, FAST, 2)
+        match = await hr.finished("m-sleep")
+        report = await hr.report("m-sleep", "sleeper")
+        assert match.record is not None and match.record.outcome is not None
+        assert match.record.outcome.forfeits == frozenset({0})
+        assert not report.connected and report.failed and not report.ended_early
+        assert "sleeping instead of connecting" in report.outcome.output_tail
+        assert hr.host.running == 0
 
 
 @run_async

@@ -136,3 +136,15 @@ def run_async(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+@contextlib.asynccontextmanager
+async def hosted_referee_and_remote(tmp: Path) -> AsyncIterator[HostedReferee]:
+    """`hosted_referee` with one remote bundled bot connected ("remote", token
+    "remote-token"), stopped on the way out."""
+    async with hosted_referee(tmp, {"remote": "remote-token"}) as hr:
+        remote = await start_remote(hr.server.address, "remote-token")
+        try:
+            yield hr
+        finally:
+            await stop_processes(remote)
