@@ -21,6 +21,7 @@ from scout_codec import (
     goodbye_to_proto,
     inverse,
     match_ended_to_proto,
+    observation_to_proto,
     probation_to_proto,
     scout_to_proto,
     show_to_proto,
@@ -92,24 +93,8 @@ def _time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
 
 
 def decision_request_to_proto(observation: Observation) -> arena_pb2.DecisionRequest:
-    seen = game_pb2.Observation(
-        match_id=observation.match_id,
-        seat=observation.seat,
-        num_players=observation.num_players,
-        round_index=observation.round_index,
-        num_rounds=observation.num_rounds,
-        starting_seat=observation.starting_seat,
-        hand=_cards_to_proto(observation.hand),
-        hand_sizes=observation.hand_sizes,
-        active_set=_cards_to_proto(observation.active_set),
-        active_owner=observation.active_owner,
-        captured_counts=observation.captured_counts,
-        scout_chips=observation.scout_chips,
-        scout_show_tokens=observation.scout_show_tokens,
-        scores=observation.scores,
-        current_seat=observation.current_seat,
-        history=[public_action_to_proto(action) for action in observation.history],
-    )
+    history = [public_action_to_proto(action) for action in observation.history]
+    seen = observation_to_proto(observation, observation.match_id, history)
     return arena_pb2.DecisionRequest(
         match_id=observation.match_id,
         request_id=observation.request_id,

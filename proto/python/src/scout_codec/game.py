@@ -6,8 +6,8 @@ Both sides speak the rules package's types, so the mapping is written once, here
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from scout.v1 import game_pb2
 from scout_rules import (
@@ -174,3 +174,72 @@ def public_action_from_proto(action: game_pb2.PublicAction) -> PublicAction:
         insert_at=action.insert_at if scouts else None,
         by_referee=action.by_referee,
     )
+
+
+# --- a seat's view -------------------------------------------------------------------------------
+
+
+class SeatView(Protocol):
+    """What an Observation message carries: the engine's `scout_rules.Observation` and the
+    SDK's both have it, so one function writes the message for the referee and a fake one."""
+
+    @property
+    def seat(self) -> int: ...
+    @property
+    def num_players(self) -> int: ...
+    @property
+    def round_index(self) -> int: ...
+    @property
+    def num_rounds(self) -> int: ...
+    @property
+    def starting_seat(self) -> int: ...
+    @property
+    def hand(self) -> Sequence[Card]: ...
+    @property
+    def hand_sizes(self) -> Sequence[int]: ...
+    @property
+    def active_set(self) -> Sequence[Card]: ...
+    @property
+    def active_owner(self) -> int | None: ...
+    @property
+    def captured_counts(self) -> Sequence[int]: ...
+    @property
+    def scout_chips(self) -> Sequence[int]: ...
+    @property
+    def scout_show_tokens(self) -> Sequence[bool]: ...
+    @property
+    def scores(self) -> Sequence[int]: ...
+    @property
+    def current_seat(self) -> int | None: ...
+    @property
+    def history(self) -> Sequence[PublicAction]: ...
+
+
+def observation_to_proto(
+    view: SeatView, match_id: str, history: Sequence[game_pb2.PublicAction] | None = None
+) -> game_pb2.Observation:
+    """``history``: the round's actions already converted (the referee keeps them as it
+    broadcasts, so a long round does not reconvert every action at every decision); by
+    default the view's own, none of them marked as the referee's."""
+    msg = game_pb2.Observation(
+        match_id=match_id,
+        seat=view.seat,
+        num_players=view.num_players,
+        round_index=view.round_index,
+        num_rounds=view.num_rounds,
+        starting_seat=view.starting_seat,
+        hand=cards_to_proto(view.hand),
+        hand_sizes=view.hand_sizes,
+        active_set=cards_to_proto(view.active_set),
+        captured_counts=view.captured_counts,
+        scout_chips=view.scout_chips,
+        scout_show_tokens=view.scout_show_tokens,
+        scores=view.scores,
+        current_seat=view.current_seat if view.current_seat is not None else -1,
+        history=history
+        if history is not None
+        else [public_action_to_proto(a) for a in view.history],
+    )
+    if view.active_owner is not None:
+        msg.active_owner = view.active_owner
+    return msg

@@ -21,6 +21,7 @@ from .errors import BadShape, CardsDontAddUp, InconsistentTable
 from .observation import Observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position
 from .rounds import Phase
+from .snapshots import state_at
 from .state import State
 
 __all__ = ["InformationSet"]
@@ -150,7 +151,7 @@ class InformationSet:
         """The engine at this moment with the unseen cards filled by `deal`: a legal,
         consistent state whose match ends when this round does (its scores are then the
         match totals after the round)."""
-        return State._at(self._position(self.deal(rng)))
+        return state_at(State.__new__(State), self._position(self.deal(rng)))
 
     def position(self, hands: Sequence[Sequence[Card]]) -> Position:
         """The `Position` with these hands, checked to fit: this seat's hand as it is, every
@@ -159,7 +160,7 @@ class InformationSet:
 
     def state(self, hands: Sequence[Sequence[Card]]) -> State:
         """`State.from_position` of `position` (``hands`` checked the same way)."""
-        return State._at(self.position(hands))
+        return state_at(State.__new__(State), self.position(hands))
 
     def _fit(self, hands: Sequence[Sequence[Card]]) -> tuple[tuple[Card, ...], ...]:
         r = self._replay

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from .actions import Action, ActionKind, End, PublicAction, Scout, ScoutAndShow, Show
-from .cards import Card, Hand, card_of, deal_match, face_of, player_count_rules
+from .cards import Card, Hand, card_of, deal_match, player_count_rules
 from .errors import IllegalAction, MalformedAction, OutOfTurn
 from .moves import (
     NO_ACTIVE_SET,
@@ -27,12 +27,22 @@ from .moves import (
     legal_scout_and_shows,
     legal_scouts,
     legal_shows,
-    scouted_card,
 )
-from .observation import Observation, new_observation
+from .observation import Observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position, validated_deals
 from .rounds import MAX_ROUND_ACTIONS, Phase, RoundEnd, RoundLog, RoundResult, rank_scores
 from .snapshots import copy_state, position_of, state_at
+from .transitions import cards_in_play as _cards_in_play
+from .transitions import (
+    check_scout_allowed,
+    check_scout_and_show,
+    end_round,
+    not_acting,
+    observation_of,
+    pending_rotations,
+    plainly_legal_scout_and_show,
+)
+from .transitions import choose_rotation as _choose_rotation
 
 __all__ = ["State"]
 
@@ -103,12 +113,7 @@ class State:
         (all `InvalidPosition`) unless play can reach it. The state's logs start there: its
         round log holds the actions played from then on, and rounds before are not known."""
         check_position(position)
-        return cls._at(position)
-
-    @classmethod
-    def _at(cls, p: Position) -> State:
-        """`from_position` for a position known to be valid (an information set's fill)."""
-        return state_at(cls.__new__(cls), p)
+        return state_at(cls.__new__(cls), position)
 
     def position(self) -> Position:
         """The round in play as a `Position` (`from_position` of it plays on exactly as this
@@ -160,35 +165,19 @@ class State:
 
     def pending_rotations(self) -> tuple[int, ...]:
         """Seats that still have to choose whether to rotate their hand this round."""
-        if self.phase is not Phase.ROTATION:
-            return ()
-        return tuple(s for s, r in enumerate(self.round_logs[-1].rotations) if r is None)
+        return pending_rotations(self)
 
     def ranks(self, forfeited: Iterable[int] = ()) -> tuple[int, ...]:
         return rank_scores(self.scores, forfeited)
 
     def observation(self, seat: int) -> Observation:
-        n = self.num_players
-        if not 0 <= seat < n:
-            raise MalformedAction(f"seat {seat} does not exist in a {n}-player match")
-        return new_observation(
-            seat, n, self.rules.rounds, self.round_index, self.starting_seat, self.phase,
-            Hand(self.hands[seat]), self.round_logs[-1].rotations[seat] is not None,
-            tuple(map(len, self.hands)), tuple(self.active), self.active_owner,
-            tuple(map(len, self.captured)), tuple(self.scout_chips),
-            tuple(self.scout_show_tokens), tuple(self.scores), self.current_seat,
-            tuple(self.history))
+        return observation_of(self, seat)
 
     # ----- move generation -----------------------------------------------------------------
 
     def _acting(self) -> int:
         if self.phase is not Phase.PLAY or self.current_seat is None:
-            if self.phase is Phase.ROTATION:
-                raise OutOfTurn(
-                    f"round {self.round_index + 1} has not started: seats "
-                    f"{list(self.pending_rotations())} must still choose their rotation"
-                )
-            raise OutOfTurn("the match is over; no more actions are taken")
+            raise not_acting(self)
         return self.current_seat
 
     def legal_shows(self) -> list[Show]:
@@ -226,20 +215,11 @@ class State:
             check_show(self.faces[seat], show, self.active_faces)
         elif isinstance(action, Scout):
             check_scout_shape(action, hand_size)
-            self._check_scout_allowed(seat)
+            check_scout_allowed(self, seat)
         elif isinstance(action, ScoutAndShow):
             scout = check_scout_shape(action.scout, hand_size)
             show = check_show_shape(action.show, hand_size + 1)
-            if self.num_players == 2:
-                raise IllegalAction("Scout & Show is not part of the 2-player game")
-            if not self.scout_show_tokens[seat]:
-                raise IllegalAction("you have already used your Scout & Show this round")
-            self._check_scout_allowed(seat)
-            card = scouted_card(self.active, scout)
-            faces = self.faces[seat]
-            new_faces = [*faces[: scout.insert_at], card.face, *faces[scout.insert_at :]]
-            rest = self.active_faces[1:] if scout.end == End.LEFT else self.active_faces[:-1]
-            check_show(new_faces, show, rest)
+            check_scout_and_show(self, seat, scout, show)
         else:
             raise MalformedAction(
                 f"an action is a Show, a Scout or a ScoutAndShow, not {type(action).__name__}"
@@ -253,34 +233,11 @@ class State:
             return False
         return True
 
-    def _check_scout_allowed(self, seat: int) -> None:
-        if not self.active:
-            raise IllegalAction("there is no active set to scout from; you must Show")
-        if self.num_players == 2 and self.scout_chips[seat] == 0:
-            raise IllegalAction("you have spent all 3 Scout chips this round; you must Show")
-
     # ----- transitions ----------------------------------------------------------------------
 
     def choose_rotation(self, seat: int, rotate: bool) -> None:
         """Record one seat's secret choice; when every seat has chosen, the round's play starts."""
-        self._checked = None
-        if self.phase is not Phase.ROTATION:
-            raise OutOfTurn("rotation is chosen only before a round's first turn")
-        if not 0 <= seat < self.num_players:
-            raise MalformedAction(
-                f"seat {seat} does not exist in a {self.num_players}-player match")
-        if not isinstance(rotate, bool):
-            raise MalformedAction(f"a rotation choice is true or false, got {rotate!r}")
-        rotations = self.round_logs[-1].rotations
-        if rotations[seat] is not None:
-            raise OutOfTurn(f"seat {seat} has already chosen its rotation this round")
-        rotations[seat] = rotate
-        if rotate:
-            self.hands[seat] = list(Hand(self.hands[seat]).rotated())
-            self.faces[seat] = list(map(face_of, self.hands[seat]))
-        if all(r is not None for r in rotations):
-            self.phase = Phase.PLAY
-            self.current_seat = self.starting_seat
+        _choose_rotation(self, seat, rotate)
 
     def _plainly_legal(self, action: Action) -> bool:
         """True when ``action`` is a well-formed, legal action of the engine's own types (what
@@ -304,21 +261,7 @@ class State:
                     and (self.num_players != 2 or self.scout_chips[seat] > 0))
         if kind is ScoutAndShow:
             scout, show = action  # type: ignore[misc]
-            if (type(scout) is not Scout or type(show) is not Show or self.num_players == 2
-                    or not self.scout_show_tokens[seat] or not self.active):
-                return False
-            end, flip, at = scout
-            start, length = show
-            if not ((end is _LEFT or end is _RIGHT) and (flip is True or flip is False)
-                    and type(at) is int and 0 <= at <= size and type(start) is int
-                    and type(length) is int and length >= 1 and start >= 0
-                    and start + length <= size + 1):
-                return False
-            taken = self.active[0] if end is _LEFT else self.active[-1]
-            grown = [*faces[:at], taken.other if flip else taken.face, *faces[at:]]
-            rest = self.active_faces[1:] if end is _LEFT else self.active_faces[:-1]
-            beat = group_key(rest) if rest else NO_ACTIVE_SET
-            return group_key(grown[start:start + length]) > beat
+            return plainly_legal_scout_and_show(self, seat, scout, show)
         return False
 
     def apply(self, action: Action) -> None:
@@ -340,11 +283,11 @@ class State:
             if self.num_players == 2:
                 self.scout_chips[seat] -= 1
                 if not self.scout_chips[seat] and not has_show(self.faces[seat], self.active_key):
-                    self._end_round(RoundEnd.NO_LEGAL_MOVE, self.last_shower)
+                    end_round(self, RoundEnd.NO_LEGAL_MOVE, self.last_shower)
             else:
                 self.scouts_since_show += 1
                 if self.scouts_since_show == self.num_players - 1:
-                    self._end_round(RoundEnd.UNBEATEN_SHOW, self.last_shower)
+                    end_round(self, RoundEnd.UNBEATEN_SHOW, self.last_shower)
                 else:
                     self.current_seat = (seat + 1) % self.num_players
         else:
@@ -352,7 +295,7 @@ class State:
             card = self._scout(seat, action.scout)
             self._show(seat, action.show, (card, action.scout))
         if round_log.result is None and self.round_actions >= self.max_round_actions:
-            self._end_round(RoundEnd.ACTION_LIMIT, None)
+            end_round(self, RoundEnd.ACTION_LIMIT, None)
 
     def _publish(self, action: PublicAction) -> None:
         self.history.append(action)
@@ -398,33 +341,13 @@ class State:
                 seat, ActionKind.SCOUT_AND_SHOW, (card, *played), start, show.length,
                 _ENDS[scout.end], scout.insert_at, False)))
         if not hand:
-            self._end_round(RoundEnd.HAND_EMPTIED, None)
+            end_round(self, RoundEnd.HAND_EMPTIED, None)
             return
         nxt = (seat + 1) % self.num_players
         self.current_seat = nxt
         if (self.num_players == 2 and not self.scout_chips[nxt]
                 and not has_show(self.faces[nxt], self.active_key)):
-            self._end_round(RoundEnd.NO_LEGAL_MOVE, seat)
-
-    def _end_round(self, reason: RoundEnd, exempt: int | None) -> None:
-        n = self.num_players
-        captured = tuple(len(c) for c in self.captured)
-        chips = tuple(self.scout_chips)
-        scores = tuple(
-            captured[s] + chips[s] - (0 if s == exempt else len(self.hands[s])) for s in range(n)
-        )
-        result = RoundResult(self.round_index, reason, exempt, captured, chips,
-                             tuple(Hand(h) for h in self.hands), scores, tuple(self.active),
-                             self.active_owner, tuple(self.scout_show_tokens))
-        self.round_results.append(result)
-        self.round_logs[-1].result = result
-        for s in range(n):
-            self.scores[s] += scores[s]
-        if self.round_index < self.last_round:
-            self._start_round(self.round_index + 1)
-        else:
-            self.phase = Phase.MATCH_OVER
-            self.current_seat = None
+            end_round(self, RoundEnd.NO_LEGAL_MOVE, seat)
 
     # ----- copies and invariants ------------------------------------------------------------
 
@@ -434,7 +357,4 @@ class State:
 
     def cards_in_play(self) -> list[tuple[int, int]]:
         """Every card of this round wherever it is (hands, captured, active), as deck pairs."""
-        out = [c.pair for h in self.hands for c in h]
-        out += [c.pair for cs in self.captured for c in cs]
-        out += [c.pair for c in self.active]
-        return out
+        return _cards_in_play(self)

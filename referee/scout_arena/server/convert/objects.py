@@ -25,6 +25,7 @@ from scout_codec import (
     cards_to_proto,
     goodbye_to_proto,
     match_ended_to_proto,
+    observation_to_proto,
     probation_to_proto,
     public_action_to_proto,
     scout_to_proto,
@@ -67,6 +68,7 @@ scout_to_pb = scout_to_proto
 action_to_pb = action_to_proto
 action_from_pb = action_from_proto
 public_action_to_pb = public_action_to_proto
+observation_to_pb = observation_to_proto
 
 _REASON_TO_PB = {
     RoundEnd.HAND_EMPTIED: game_pb2.ROUND_END_REASON_HAND_EMPTIED,
@@ -93,34 +95,6 @@ def legal_scouts_to_pb(obs: Observation) -> list[game_pb2.Scout]:
     return cached
 
 
-def observation_to_pb(obs: Observation, match_id: str,
-                      history: Sequence[game_pb2.PublicAction] | None = None
-                      ) -> game_pb2.Observation:
-    """``history``: the round's actions already converted (the referee keeps them as it
-    broadcasts), so a long round does not reconvert every action at every decision."""
-    msg = game_pb2.Observation(
-        match_id=match_id,
-        seat=obs.seat,
-        num_players=obs.num_players,
-        round_index=obs.round_index,
-        num_rounds=obs.num_rounds,
-        starting_seat=obs.starting_seat,
-        hand=cards_to_pb(obs.hand),
-        hand_sizes=obs.hand_sizes,
-        active_set=cards_to_pb(obs.active_set),
-        captured_counts=obs.captured_counts,
-        scout_chips=obs.scout_chips,
-        scout_show_tokens=obs.scout_show_tokens,
-        scores=obs.scores,
-        current_seat=obs.current_seat if obs.current_seat is not None else -1,
-        history=history if history is not None else [public_action_to_pb(a)
-                                                     for a in obs.history],
-    )
-    if obs.active_owner is not None:
-        msg.active_owner = obs.active_owner
-    return msg
-
-
 def decision_request(obs: Observation, match_id: str, request_id: int, deadline_ms: int,
                      time_bank_ms: int,
                      history: Sequence[game_pb2.PublicAction] | None = None
@@ -129,7 +103,7 @@ def decision_request(obs: Observation, match_id: str, request_id: int, deadline_
     return arena_pb2.RefereeMessage(decision_request=arena_pb2.DecisionRequest(
         match_id=match_id,
         request_id=request_id,
-        observation=observation_to_pb(obs, match_id, history),
+        observation=observation_to_proto(obs, match_id, history),
         legal_shows=[show_to_proto(s) for s in obs.legal_shows()],
         legal_scouts=legal_scouts_to_pb(obs),
         scout_and_show_available=obs.can_scout_and_show(),
