@@ -281,6 +281,12 @@ def test_a_ray_worker_node_killed_mid_run_loses_nothing_and_records_nothing_twic
     assert process.returncode == 0, stderr
     assert _summary(out)["matches_finished"] == MATCHES
     _assert_same_as_local(out, local_run)
+    # A chunk the kill caught is retried; the attempts actor sits on the head node, so it
+    # outlives the worker node and says what became of the first attempt (unless the kill
+    # came before that attempt could tell it).
+    retried = [f for f in _summary(out)["faults"] if f["kind"] == "ray_chunk_retried"]
+    assert all("its node died" in f["detail"] or "before they could say" in f["detail"]
+               for f in retried), (retried, stderr)
     _assert_no_bot_left(bot_dir)
     shutil.rmtree(out)
 
@@ -320,7 +326,7 @@ def test_a_ray_chunk_whose_worker_died_and_was_retried_is_listed_in_the_faults(
     retried = [f for f in faults if f["kind"] == "ray_chunk_retried"]
     assert len(retried) == 1 and len(faults) == 1, (faults, stderr)
     assert retried[0]["attempts"] == 2 and retried[0]["matches"] == 3, retried
-    assert "attempt 1 on 127.0.0." in retried[0]["detail"], retried
+    assert "attempt 1 on 127.0.0." in retried[0]["detail"], (retried, stderr)
     assert "its worker process" in retried[0]["detail"], retried
     _assert_no_bot_left(bot_dir)
 

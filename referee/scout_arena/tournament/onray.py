@@ -5,7 +5,7 @@ returns its finished records as JSON.
 
 Ray runs a task again when its worker process or node dies (``max_retries``), and says nothing
 of it to the driver when the new attempt succeeds. So that such a retry is not invisible, every
-attempt first tells a small actor of the driver's (`ChunkAttempts`, on the driver's node, no
+attempt first tells a small actor of the driver's (`ChunkAttempts`, on the head node, no
 CPU) that it started, where, and in which process; an attempt that finds earlier ones reports
 them with its result, and the driver lists a ``ray_chunk_retried`` fault saying what became of
 each (its node is gone, or only its worker process died). The attempt's number itself comes
@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -115,11 +116,11 @@ class ChunkAttempts:
         return len(self.started.get(chunk, []))
 
 
-def _attempt_started(attempts: Any, chunk: int | None) -> list[list[object]] | None:
+def _attempt_started(attempts: Any, chunk: int | None) -> list[list[object]] | str:
     """Tell the attempts actor (an actor handle) that this attempt of ``chunk`` started; the
-    attempts before it, or None when the actor cannot be reached."""
+    attempts before it, or why the actor could not be reached."""
     if attempts is None or chunk is None:
-        return None
+        return "the run has no attempts actor"
     ray = _ray()
     node_id = str(ray.get_runtime_context().get_node_id())
     try:
@@ -127,7 +128,7 @@ def _attempt_started(attempts: Any, chunk: int | None) -> list[list[object]] | N
                           timeout=ATTEMPTS_TIMEOUT_S)
     except ray.exceptions.RayError as exc:
         log.warning("chunk %s: its attempts are not counted (%s)", chunk, exc)
-        return None
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return list(earlier)
 
 
@@ -152,7 +153,7 @@ def ray_chunk(config_json: JSON, items_json: ItemsJSON, cwd: str | None,
     this attempt's number and the earlier attempts of this chunk that `ChunkAttempts` (the
     actor ``attempts``, if any) heard of."""
     earlier = _attempt_started(attempts, chunk)
-    attempt = _attempt_number() or (None if earlier is None else len(earlier) + 1)
+    attempt = _attempt_number() or (None if isinstance(earlier, str) else len(earlier) + 1)
     if cwd is not None and os.path.isdir(cwd):
         os.chdir(cwd)
     config = TournamentConfig.from_json(config_json)
@@ -161,7 +162,7 @@ def ray_chunk(config_json: JSON, items_json: ItemsJSON, cwd: str | None,
         records, bots = asyncio.run(play_chunk(config, items_from_json(items_json), logs))
         return {"node": _ray_node_name(), "records": [record_to_json(r) for r in records],
                 "bots": bots_report(bots), "logs": _log_tails(logs), "attempt": attempt,
-                "earlier": earlier or []}
+                "earlier": earlier}
     finally:
         shutil.rmtree(logs, ignore_errors=True)
 
@@ -188,14 +189,31 @@ def _ray_init(ray: Any, address: str,  # Any: the untyped ray module (see _ray)
         signal.signal(signal.SIGTERM, previous)
 
 
+HEAD_RESOURCE = "node:__internal_head__"
+"""The resource only Ray's head node has."""
+
+
+def _head_node_id(ray: Any) -> str | None:  # Any: the untyped ray module (see _ray)
+    """The head node, which lives as long as the cluster; the driver's own node may be a
+    worker node that dies mid-run (on a one-machine cluster Ray may attach the driver to any)."""
+    for node in ray.nodes():
+        if node.get("Alive") and HEAD_RESOURCE in node.get("Resources", {}):
+            return str(node["NodeID"])
+    return None
+
+
 def _attempts_actor(ray: Any) -> Any:  # Any: the untyped ray module and actor handle
-    """A `ChunkAttempts` on the driver's node (it lives as long as the driver's job), or None
-    when Ray cannot create it (the run goes on, without counting attempts)."""
+    """A `ChunkAttempts` on the head node (it lives as long as the driver's job), or None
+    when Ray cannot create it (the run goes on, without counting attempts). The placement is
+    strict: a soft one lets Ray put it on a worker node, which may die with its record."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     actor = None
     try:
+        head = _head_node_id(ray)
+        here = (NodeAffinitySchedulingStrategy(head, soft=False) if head is not None else
+                NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                               soft=True))
         actor = ray.remote(ChunkAttempts).options(num_cpus=0, scheduling_strategy=here).remote()
         ray.get(actor.count.remote(-1), timeout=ATTEMPTS_TIMEOUT_S)  # ready before any task
         return actor
@@ -207,17 +225,33 @@ def _attempts_actor(ray: Any) -> Any:  # Any: the untyped ray module and actor h
         return None
 
 
-def _earlier_causes(ray: Any, attempt: int, earlier: Sequence[Sequence[object]]) -> str:
+def _raylet_answers(node: Mapping[str, Any]) -> bool:  # Any: a ray.nodes() entry
+    """Whether the node's raylet accepts a connection: Ray's own health check takes seconds to
+    declare a killed node dead, and a retry can finish before that."""
+    try:
+        with socket.create_connection((str(node["NodeManagerAddress"]),
+                                       int(node["NodeManagerPort"])), timeout=1.0):
+            return True
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def _earlier_causes(ray: Any, attempt: int, earlier: Sequence[Sequence[object]] | str) -> str:
     """What became of each attempt before ``attempt`` ([node id, pid] each, those the actor
-    heard of): its node is gone, or only its worker process died (Ray retries a task on nothing
-    else: ``retry_exceptions`` is off)."""
+    heard of; or why this attempt could not reach the actor): its node is gone, or only its
+    worker process died (Ray retries a task on nothing else: ``retry_exceptions`` is off)."""
+    if isinstance(earlier, str):
+        return f"where the earlier attempts ran is not known ({earlier})"
     nodes = {str(n.get("NodeID")): n for n in ray.nodes()}
     causes = [] if len(earlier) >= attempt - 1 else [
         f"{attempt - 1 - len(earlier)} attempt(s) died before they could say where they ran"]
     for number, (node_id, pid) in enumerate(earlier, start=1):
         node = nodes.get(str(node_id), {})
         where = _node_label(node, str(node_id)) if node else str(node_id)[:8]
-        if node.get("Alive", False):
+        if node.get("Alive", False) and not _raylet_answers(node):
+            causes.append(f"attempt {number} on {where}: its node died (its raylet does not "
+                          "answer; Ray has not noticed yet)")
+        elif node.get("Alive", False):
             causes.append(f"attempt {number} on {where}: its worker process {pid} died")
         else:
             why = node.get("DeathReasonMessage") or "it left the cluster"
@@ -290,11 +324,12 @@ async def play_on_ray(config: TournamentConfig, items: Sequence[ScheduledMatch],
                 node = str(result["node"])
                 attempt = result.get("attempt")
                 if isinstance(attempt, int) and attempt > 1:
+                    causes = await asyncio.to_thread(_earlier_causes, ray, attempt,
+                                                     result["earlier"])
                     fault(NodeFault(
                         "ray_chunk_retried", node, f"chunk {index} ({len(chunk)} matches) "
                         f"finished on attempt {attempt}, on {node}, and was played again from "
-                        f"its start: {_earlier_causes(ray, attempt, result['earlier'])}",
-                        index, len(chunk), attempt))
+                        f"its start: {causes}", index, len(chunk), attempt))
                 if on_bots is not None:
                     on_bots(node, _report_from_json(result["bots"]))
                 if logs_dir is not None:
