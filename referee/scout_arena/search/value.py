@@ -52,16 +52,31 @@ def _hand_shape(faces: Sequence[int], active_key: int) -> list[float]:
     grouped = 0
     run_set = run_up = run_down = 1
     prev_in = False
-    for i in range(1, n):
-        d = faces[i] - faces[i - 1]
-        run_set = run_set + 1 if d == 0 else 1
-        run_up = run_up + 1 if d == 1 else 1
-        run_down = run_down + 1 if d == -1 else 1
-        longest_set = max(longest_set, run_set)
-        longest_run = max(longest_run, run_up, run_down)
-        joined = -1 <= d <= 1
-        grouped += (0 if prev_in else 1) + 1 if joined else 0
-        prev_in = joined
+    prev = faces[0] if n else 0
+    for f in faces[1:]:  # comparisons, not max(): this runs for every seat at every leaf
+        d = f - prev
+        prev = f
+        if d == 0:
+            run_set += 1
+            run_up = run_down = 1
+            if run_set > longest_set:
+                longest_set = run_set
+        elif d == 1:
+            run_up += 1
+            run_set = run_down = 1
+            if run_up > longest_run:
+                longest_run = run_up
+        elif d == -1:
+            run_down += 1
+            run_set = run_up = 1
+            if run_down > longest_run:
+                longest_run = run_down
+        else:
+            run_set = run_up = run_down = 1
+            prev_in = False
+            continue
+        grouped += 1 if prev_in else 2
+        prev_in = True
     shows = legal_shows(faces, active_key) if n else []
     best = max((s.length for s in shows), default=0)
     return [n / 15, *hist, longest_set / 5, longest_run / 5, grouped / 10,
