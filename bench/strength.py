@@ -54,13 +54,17 @@ JSON = dict[str, Any]
 Match = tuple[float, float, float, float, float, float, float]
 
 
-def _value(text: str) -> int | float | bool:
+def _value(text: str) -> int | float | bool | str:
     if text in ("true", "false"):
         return text == "true"
     try:
         return int(text)
     except ValueError:
+        pass
+    try:
         return float(text)
+    except ValueError:
+        return text  # eval=net, weights=PATH
 
 
 def make(spec: str, seed: int) -> Bot:

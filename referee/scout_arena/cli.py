@@ -24,6 +24,7 @@ from .clierrors import (
 )
 from .server.configfile import parse_with_config
 from .tournament_cli import seed_arg
+from .train_cli import add_train_parser
 
 if TYPE_CHECKING:
     from .record import MatchRecord
@@ -256,6 +257,7 @@ COMMANDS: tuple[tuple[dict[str, str], Callable[[_Subparsers], None]], ...] = (
     ({"web": "serve the web pages of a tournament output directory"}, _add_web),
     ({"ladder": "the rating ladder: serve, register, standings"}, _add_ladder),
     ({"deal": "print a seed's deal as JSON: deals[round][seat]"}, _add_deal),
+    ({"train": "train the search bot's value network by self-play"}, add_train_parser),
 )
 
 

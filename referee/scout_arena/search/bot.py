@@ -13,6 +13,7 @@ from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potent
 from scout_rules.playout import greedy_action
 
 from .mcts import SearchResult, Width, rollout, search
+from .value import load_net
 
 __all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
            "SearchStats", "time_budget_ms"]
@@ -22,6 +23,9 @@ DEFAULT_THINK_MS = 200
 #: Kept free below the request's deadline_ms for the answer's way back and a busy machine.
 SAFETY_MARGIN_MS = 150
 
+
+#: The leaf evaluations (`SearchBot`'s ``eval``).
+EVALS = ("rollout", "net", "mix")
 
 #: Iterations the bot runs even past ``think_ms`` while the deadline (less the margin) allows.
 DEFAULT_MIN_ITERATIONS = 100
@@ -60,7 +64,10 @@ class SearchBot(sdk.Bot):
     ``sample_tries``: draws per determinization to find opponents' hands that agree with their
     Scouts (a greedy-like player scouts only without a Show; 1, the default, assumes nothing).
     ``root_scouts``, ``root_combos``, ``scouts``, ``combos``: the actions tried at a node
-    (`mcts.Width`).
+    (`mcts.Width`). ``eval``: the leaf evaluation, ``rollout`` (greedy playouts, the default),
+    ``net`` (the learned `value.ValueNet`) or ``mix`` (``net_weight`` of the net, the rest
+    rollout); ``prior`` > 0 ranks and biases the root's actions by the net (see `mcts.search`);
+    ``weights``: the network's ``.npz`` (default: the one shipped in the package).
     """
 
     name = "search"
@@ -72,6 +79,8 @@ class SearchBot(sdk.Bot):
                  opponents_search: bool = True, sample_tries: int = 1,
                  min_iterations: int = DEFAULT_MIN_ITERATIONS, root_scouts: int = 3,
                  root_combos: int = 6, scouts: int = 2, combos: int = 4,
+                 eval: str = "rollout", net_weight: float = 0.5, prior: float = 0.0,
+                 weights: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if think_ms is None and iterations is None:
             think_ms = DEFAULT_THINK_MS
@@ -85,6 +94,12 @@ class SearchBot(sdk.Bot):
         self.sample_tries = sample_tries
         self.min_iterations = min_iterations
         self.width = Width(root_scouts, root_combos, scouts, combos)
+        if eval not in EVALS:
+            raise ValueError(f"eval is one of {', '.join(EVALS)}, not {eval!r}")
+        self.eval = eval
+        self.net_weight = {"rollout": 0.0, "net": 1.0}.get(eval, net_weight)
+        self.prior = prior
+        self.net = (load_net(weights) if self.net_weight > 0 or prior > 0 else None)
         self.clock = clock
         self.last_stats = SearchStats(0, None, False)
         self.fallbacks = 0  # decisions answered by the greedy policy (an InvalidPosition)
@@ -172,7 +187,8 @@ class SearchBot(sdk.Bot):
                             sample_tries=self.sample_tries,
                             min_iterations=0 if self.iterations is not None
                             else self.min_iterations,
-                            hard_deadline=hard, width=self.width)
+                            hard_deadline=hard, width=self.width, net=self.net,
+                            net_weight=self.net_weight, prior=self.prior)
         if result is None:
             action = greedy_action(info.determinize(rng))
             self.last_stats = SearchStats(0, budget, False)

@@ -16,11 +16,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scout_rules import Action, InformationSet, State
 from scout_rules.playout import candidates, greedy_action, round_scores
 
 from .knowledge import ScoutReads, sample
+
+if TYPE_CHECKING:
+    from .value import ValueNet
 
 __all__ = ["SearchResult", "TreeNode", "Width", "reward", "rollout", "search"]
 
@@ -96,13 +100,37 @@ def rollout(state: State, round_start_scores: Sequence[int]) -> list[float]:
     return reward(round_scores(state), index, round_start_scores)
 
 
+def _root_prior(state: State, actions: Sequence[Action], net: ValueNet,
+                start_scores: Sequence[int], weight: float) -> dict[Action, float]:
+    """``weight`` x the net's value, for the seat to act, of the position after each action
+    (the round's exact reward when the action ends it). Only the seat's own hand and public
+    counters enter the features, so the determinization's hidden cards do not matter."""
+    from .value import features
+
+    seat = state.current_seat
+    assert seat is not None
+    rows: list[list[float]] = []
+    exact: dict[int, float] = {}
+    for i, action in enumerate(actions):
+        after = state.clone()
+        after.apply(action)
+        if after.is_over:
+            exact[i] = rollout(after, start_scores)[seat]
+            rows.append(features(state, seat))  # a placeholder row, replaced below
+        else:
+            rows.append(features(after, seat))
+    values = net.predict(rows).tolist()
+    return {a: weight * exact.get(i, values[i]) for i, a in enumerate(actions)}
+
+
 def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
            deadline: float | None, exploration: float = 0.7,
            clock: Callable[[], float] = time.perf_counter,
            root_actions: Sequence[Action] | None = None,
            opponents_search: bool = True, sample_tries: int = 1,
            min_iterations: int = 0, hard_deadline: float | None = None,
-           width: Width | None = None
+           width: Width | None = None, net: ValueNet | None = None,
+           net_weight: float = 1.0, prior: float = 0.0
            ) -> SearchResult | None:
     """Search from ``info`` until ``iterations`` are done or ``clock()`` passes
     ``deadline`` (whichever comes first; at least one must be given). None when not even one
@@ -113,7 +141,13 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
     so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
     ``sample_tries``: draws per determinization to find hands that agree with the opponents'
-    Scouts (see `knowledge.sample`). ``width``: the actions tried at a node (`Width`)."""
+    Scouts (see `knowledge.sample`). ``width``: the actions tried at a node (`Width`).
+
+    ``net`` (`value.ValueNet`): a learned evaluation. At a leaf its values for every seat count
+    ``net_weight`` and the greedy rollout's the rest (1: no rollout at all). ``prior`` > 0:
+    the root's actions are ranked by the net's value of the position after them (for this
+    seat, on the first determinization), tried in that order, and that value, times ``prior``
+    and shrinking as 1 / (1 + visits), is added to their UCB1 score (progressive bias)."""
     if iterations is None and deadline is None:
         raise ValueError("search needs an iteration count or a deadline")
     root = TreeNode()
@@ -123,6 +157,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     shape = width or Width()
     done = 0
     fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
+    bias: dict[Action, float] | None = None
+    leaf_net = net if net_weight > 0 else None
     while iterations is None or done < iterations:
         if deadline is not None or hard_deadline is not None:
             now = clock()
@@ -134,6 +170,9 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
                  else info.state(sample(info, reads, rng, sample_tries)))
         if fixed_root is None:
             fixed_root = candidates(state, shape.root_scouts, shape.root_combos)
+        if prior > 0 and net is not None and bias is None:
+            bias = ranked = _root_prior(state, fixed_root, net, start_scores, prior)
+            fixed_root.sort(key=lambda a: -ranked[a])
         node = root
         path: list[tuple[TreeNode, int]] = []
         while not state.is_over:
@@ -159,6 +198,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
                 if untried is None:
                     value = (child.total / child.visits
                              + exploration * math.sqrt(math.log(child.avail) / child.visits))
+                    if bias is not None and node is root:
+                        value += bias[action] / (1 + child.visits)
                     if value > best_value:
                         best, best_action, best_value = child, action, value
             if untried is not None:
@@ -172,7 +213,14 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             state.apply(best_action)
             path.append((best, actor))
             node = best
-        rewards = rollout(state, start_scores)
+        if leaf_net is None or state.is_over:
+            rewards = rollout(state, start_scores)
+        else:
+            rewards = leaf_net.seat_values(state)
+            if net_weight < 1:
+                played = rollout(state, start_scores)
+                rewards = [net_weight * v + (1 - net_weight) * r
+                           for v, r in zip(rewards, played, strict=True)]
         for child, actor in path:
             child.visits += 1
             child.total += rewards[actor]
