@@ -38,9 +38,9 @@ from typing import Any
 from common import write_json
 from rich.console import Console
 from rich.table import Table
-from scout_arena.local import play_match
+from scout_arena.local import bot_from_spec, play_match
 from scout_arena.search import SearchBot
-from scout_client import Action, Bot, GreedyBot, Observation, RandomBot
+from scout_client import Action, Bot, Observation
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 #: Win-rate targets by opponent (the issues' figures).
@@ -54,30 +54,12 @@ JSON = dict[str, Any]
 Match = tuple[float, float, float, float, float, float, float]
 
 
-def _value(text: str) -> int | float | bool | str:
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text  # eval=net, weights=PATH
-
-
 def make(spec: str, seed: int) -> Bot:
     """The bot a spec names (``NAME[:KEY=VALUE,...]``), seeded with ``seed``."""
-    name, _, params = spec.partition(":")
-    kwargs = {k: _value(v) for k, v in (p.split("=", 1) for p in params.split(",") if p)}
-    if name == "greedy" and not kwargs:
-        return GreedyBot()
-    if name == "random" and not kwargs:
-        return RandomBot(seed)
-    if name == "search":
-        return SearchBot(seed, **kwargs)  # type: ignore[arg-type]
-    raise SystemExit(f"unknown bot spec {spec!r}")
+    try:
+        return bot_from_spec(spec, seed)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _count_iterations(bot: Bot) -> list[int]:

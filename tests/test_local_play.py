@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from scout_arena.local import play_match
+import pytest
+from scout_arena.local import bot_from_spec, play_match
+from scout_arena.search import SearchBot
 from scout_client import (
     Action,
     GreedyBot,
@@ -104,3 +106,18 @@ def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
                 "m", seat, tuple(b.display_name for b in bots), players, state.num_rounds,
                 TimeControl(), False, DEFAULT_TIME_BANK_MS, 0)))
             assert bot.heard[0] == start
+
+
+def test_a_bot_spec_names_a_bundled_bot_or_a_search_bot_with_options() -> None:
+    assert isinstance(bot_from_spec("greedy"), GreedyBot)
+    bot = bot_from_spec("search:iterations=50,exploration=0.5,opponents_search=false,eval=rollout",
+                        seed=3)
+    assert isinstance(bot, SearchBot)
+    assert (bot.iterations, bot.exploration, bot.opponents_search, bot.seed) == (50, 0.5, False, 3)
+
+
+@pytest.mark.parametrize("spec", ["nobody", "greedy:depth=2", "search:iterations",
+                                  "search:no_such_option=1", "search:eval=oracle"])
+def test_a_bad_bot_spec_is_refused_with_a_value_error(spec: str) -> None:
+    with pytest.raises(ValueError):
+        bot_from_spec(spec)

@@ -21,7 +21,7 @@ from scout_rules import Action, Phase, State, rank_scores
 from .search import SearchBot
 from .timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
-__all__ = ["BUNDLED_BOTS", "make_bot", "play_match"]
+__all__ = ["BUNDLED_BOTS", "bot_from_spec", "make_bot", "play_match"]
 
 #: The bundled bots by the name `scout-arena play --bot`, tournaments and `bot run` know them by.
 BUNDLED_BOTS: dict[str, Callable[[int], Bot]] = {
@@ -43,6 +43,35 @@ def make_bot(name: str, seed: int = 0) -> Bot:
     except KeyError:
         raise ValueError(f"unknown bot {name!r}; bundled bots: "
                          f"{', '.join(sorted(BUNDLED_BOTS))}") from None
+
+
+def _option(text: str) -> int | float | bool | str:
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text  # eval=net, weights=PATH
+
+
+def bot_from_spec(spec: str, seed: int = 0) -> Bot:
+    """The bot ``NAME[:KEY=VALUE,...]`` names: a bundled bot, the keys `SearchBot`'s keyword
+    arguments (``search:iterations=200,eval=mix``); what benches and training pit together."""
+    name, _, params = spec.partition(":")
+    if not params:
+        return make_bot(name, seed)
+    if name != "search":
+        raise ValueError(f"only search takes options, not {name!r} in {spec!r}")
+    try:
+        options = {k: _option(v) for k, v in (p.split("=", 1) for p in params.split(",") if p)}
+    except ValueError:
+        raise ValueError(f"options are KEY=VALUE, got {params!r}") from None
+    try:
+        return SearchBot(seed, **options)  # type: ignore[arg-type]  # values checked by the bot
+    except TypeError as error:
+        raise ValueError(f"bad search option in {spec!r}: {error}") from None
 
 
 def _resolve(loop: asyncio.AbstractEventLoop, value: T | Awaitable[T]) -> T:

@@ -24,14 +24,20 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .clierrors import REFUSED, CommandError
+from .record.model import JSON
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import Pool
+
+    from sklearn.neural_network import MLPRegressor
+
     from .search.value import ValueNet
 
 __all__ = ["add_train_parser", "cmd_train", "evaluate", "self_play"]
 
-JSON = dict[str, Any]
 Rows = tuple[list[list[float]], list[float]]
 _EVAL_SEED = 0x7EA1_0000
 
@@ -91,29 +97,13 @@ def _self_play_task(task: tuple[int, int, str | None, int, float, float, float])
 
 def _duplicate_deal(task: tuple[int, int, str, str]) -> list[tuple[float, float]]:
     """One deal with the candidate at every seat: (win share, score difference) per match."""
-    from scout_client import GreedyBot
-
-    from .local import play_match
-    from .search import SearchBot
+    from .local import bot_from_spec, play_match
 
     num_players, deal, candidate, opponent = task
 
-    def make(spec: str, seed: int) -> Any:
-        name, _, params = spec.partition(":")
-        if name == "greedy":
-            return GreedyBot()
-        kwargs: dict[str, Any] = {}
-        for item in filter(None, params.split(",")):
-            key, _, value = item.partition("=")
-            try:
-                kwargs[key] = float(value) if "." in value else int(value)
-            except ValueError:
-                kwargs[key] = value
-        return SearchBot(seed, **kwargs)
-
     out = []
     for position in range(num_players):
-        bots = [make(candidate if s == position else opponent, deal * 10 + s)
+        bots = [bot_from_spec(candidate if s == position else opponent, deal * 10 + s)
                 for s in range(num_players)]
         state = play_match(bots, _EVAL_SEED + num_players * 1_000_003 + deal,
                            match_id=f"train-{num_players}-{deal}-{position}")
@@ -125,7 +115,7 @@ def _duplicate_deal(task: tuple[int, int, str, str]) -> list[tuple[float, float]
     return out
 
 
-def evaluate(pool: Any, num_players: int, deals: int, candidate: str, opponent: str) -> JSON:
+def evaluate(pool: Pool, num_players: int, deals: int, candidate: str, opponent: str) -> JSON:
     """Win rate and score difference of ``candidate`` against ``opponent`` on ``deals`` fixed
     duplicate deals, with normal 95 % intervals over the per-deal means."""
     results = pool.map(_duplicate_deal, [(num_players, d, candidate, opponent)
@@ -141,7 +131,7 @@ def evaluate(pool: Any, num_players: int, deals: int, candidate: str, opponent: 
     return out
 
 
-def _to_net(model: Any) -> ValueNet:
+def _to_net(model: MLPRegressor) -> ValueNet:
     from .search.value import ValueNet
 
     return ValueNet(model.coefs_, model.intercepts_)
@@ -154,8 +144,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     import warnings
 
     import numpy as np
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPRegressor
+    try:
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.neural_network import MLPRegressor
+    except ImportError as exc:
+        raise CommandError("scikit-learn is not installed: pip install 'scout-arena[train]'",
+                           REFUSED) from exc
 
     from .search.value import FEATURES
 
@@ -168,9 +162,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     eval_bot = f"search:iterations={args.eval_iterations},{leaf},weights={work}"
     model = MLPRegressor(hidden_layer_sizes=(128, 64), activation="relu", alpha=1e-4,
                          batch_size=256, learning_rate_init=args.learning_rate,
-                         max_iter=args.epochs, shuffle=True, random_state=args.seed,
-                         warm_start=True)
+                         shuffle=True, random_state=args.seed)
     settings = {k: v for k, v in vars(args).items() if k != "func"}
+    settings["out"] = out.name  # the file, not where on the trainer's disk it was
     curve: JSON = {"settings": settings, "features": FEATURES, "iterations": []}
     data_x: list[list[list[float]]] = []
     data_y: list[list[float]] = []
@@ -215,7 +209,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             y = np.array([v for chunk in data_y for v in chunk], dtype=np.float64)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model.fit(x, y)
+                for _ in range(args.epochs):  # partial_fit: no early-stopping state across fits
+                    model.partial_fit(x, y)
             net = _to_net(model)
             net.save(work)
             held = float(np.mean((net.predict(held_x) - np.array(held_y)) ** 2))
@@ -259,7 +254,7 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--keep", type=float, default=0.3, help="share of positions recorded")
     p.add_argument("--window", type=int, default=400_000,
                    help="positions fitted on: the most recent iterations that fill it")
-    p.add_argument("--epochs", type=int, default=15, help="MLPRegressor max_iter a fit")
+    p.add_argument("--epochs", type=int, default=15, help="passes over the window a fit")
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--net-weight", type=float, default=0.3,
                    help="the net's share of a leaf's value, the rest greedy rollout (1: net "

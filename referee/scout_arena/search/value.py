@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    FloatArray = npt.NDArray[np.floating[Any]]
+    FloatArray = npt.NDArray[np.floating[Any]]  # Any: float32 or float64, numpy's own spelling
 
 __all__ = ["FEATURES", "MAX_SEATS", "ValueNet", "default_weights", "features", "load_net",
            "seat_rows"]
@@ -177,12 +177,12 @@ class ValueNet:
             return cls([data[f"w{i}"] for i in range(layers)],
                        [data[f"b{i}"] for i in range(layers)])
 
-    def save(self, path: str | Path, **extra: Any) -> None:
-        arrays: dict[str, Any] = {f"w{i}": w for i, w in enumerate(self.weights)}
+    def save(self, path: str | Path, **extra: int) -> None:
+        arrays: dict[str, FloatArray | int] = {f"w{i}": w for i, w in enumerate(self.weights)}
         arrays.update({f"b{i}": b for i, b in enumerate(self.biases)})
         arrays.update(extra, features=FEATURES)
         with open(path, "wb") as file:  # savez would add ".npz" to a name without it
-            self._np.savez(file, **arrays)
+            self._np.savez(file, allow_pickle=False, **arrays)
 
     def predict(self, rows: Sequence[Sequence[float]] | FloatArray) -> FloatArray:
         """One value per row of features."""

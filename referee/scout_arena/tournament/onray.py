@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..record import JSON, MatchRecord, record_from_json, record_to_json
 from .config import ScheduledMatch, TournamentConfig
@@ -68,13 +68,19 @@ async def play_chunk(config: TournamentConfig, items: Sequence[ScheduledMatch], 
     return records, bots
 
 
-def _ray() -> Any:  # Any: ray ships no type information
+#: ray ships no type information: its module, an actor's handle and a ``ray.nodes()`` entry.
+RayModule: TypeAlias = Any  # Any: untyped third-party module
+RayActor: TypeAlias = Any  # Any: untyped actor handle
+RayNode: TypeAlias = Mapping[str, Any]  # Any: ray.nodes() entries mix value types
+
+
+def _ray() -> RayModule:
     """The ray module (an optional dependency: ``pip install 'scout-arena[ray]'``), untyped
     here so that the rest type-checks where it is not installed."""
     return importlib.import_module("ray")
 
 
-def _node_label(node: Mapping[str, Any], node_id: str) -> str:  # Any: ray.nodes() entries
+def _node_label(node: RayNode, node_id: str) -> str:
     return f"{node.get('NodeName') or node.get('NodeManagerAddress')} ({node_id[:8]})"
 
 
@@ -116,7 +122,7 @@ class ChunkAttempts:
         return len(self.started.get(chunk, []))
 
 
-def _attempt_started(attempts: Any, chunk: int | None) -> list[list[object]] | str:
+def _attempt_started(attempts: RayActor, chunk: int | None) -> list[list[object]] | str:
     """Tell the attempts actor (an actor handle) that this attempt of ``chunk`` started; the
     attempts before it, or why the actor could not be reached."""
     if attempts is None or chunk is None:
@@ -147,7 +153,7 @@ def _attempt_number() -> int | None:
 
 
 def ray_chunk(config_json: JSON, items_json: ItemsJSON, cwd: str | None,
-              chunk: int | None = None, attempts: Any = None) -> JSON:
+              chunk: int | None = None, attempts: RayActor = None) -> JSON:
     """The body of one Ray task: `play_chunk` on the node that runs it; returns its name, the
     finished records as JSON, each bot's status and notes, the tail of each bot's stderr, and
     this attempt's number and the earlier attempts of this chunk that `ChunkAttempts` (the
@@ -175,7 +181,7 @@ def _append_logs(logs_dir: Path, node: str, chunk: int, tails: Mapping[str, str]
             f.write(text if text.endswith("\n") else text + "\n")
 
 
-def _ray_init(ray: Any, address: str,  # Any: the untyped ray module (see _ray)
+def _ray_init(ray: RayModule, address: str,
               working_dir: Path | None) -> None:
     """Connect to the cluster, keeping this process's SIGTERM handling (ray.init sets its own,
     which would bypass the tournament's clean stop). A working directory to ship is a job-level
@@ -193,7 +199,7 @@ HEAD_RESOURCE = "node:__internal_head__"
 """The resource only Ray's head node has."""
 
 
-def _head_node_id(ray: Any) -> str | None:  # Any: the untyped ray module (see _ray)
+def _head_node_id(ray: RayModule) -> str | None:
     """The head node, which lives as long as the cluster; the driver's own node may be a
     worker node that dies mid-run (on a one-machine cluster Ray may attach the driver to any)."""
     for node in ray.nodes():
@@ -202,7 +208,7 @@ def _head_node_id(ray: Any) -> str | None:  # Any: the untyped ray module (see _
     return None
 
 
-def _attempts_actor(ray: Any) -> Any:  # Any: the untyped ray module and actor handle
+def _attempts_actor(ray: RayModule) -> RayActor:
     """A `ChunkAttempts` on the head node (it lives as long as the driver's job), or None
     when Ray cannot create it (the run goes on, without counting attempts). The placement is
     strict: a soft one lets Ray put it on a worker node, which may die with its record."""
@@ -225,7 +231,7 @@ def _attempts_actor(ray: Any) -> Any:  # Any: the untyped ray module and actor h
         return None
 
 
-def _raylet_answers(node: Mapping[str, Any]) -> bool:  # Any: a ray.nodes() entry
+def _raylet_answers(node: RayNode) -> bool:
     """Whether the node's raylet accepts a connection: Ray's own health check takes seconds to
     declare a killed node dead, and a retry can finish before that."""
     try:
@@ -236,7 +242,7 @@ def _raylet_answers(node: Mapping[str, Any]) -> bool:  # Any: a ray.nodes() entr
         return False
 
 
-def _earlier_causes(ray: Any, attempt: int, earlier: Sequence[Sequence[object]] | str) -> str:
+def _earlier_causes(ray: RayModule, attempt: int, earlier: Sequence[Sequence[object]] | str) -> str:
     """What became of each attempt before ``attempt`` ([node id, pid] each, those the actor
     heard of; or why this attempt could not reach the actor): its node is gone, or only its
     worker process died (Ray retries a task on nothing else: ``retry_exceptions`` is off)."""
@@ -259,7 +265,7 @@ def _earlier_causes(ray: Any, attempt: int, earlier: Sequence[Sequence[object]] 
     return "; ".join(causes)
 
 
-async def _attempts_of(ray: Any, attempts: Any, chunk: int) -> int | None:
+async def _attempts_of(ray: RayModule, attempts: RayActor, chunk: int) -> int | None:
     if attempts is None:
         return None
     try:
