@@ -1,8 +1,5 @@
-"""End-to-end tests of the referee: a real `scout-arena referee serve` process, real `scout-arena
-bot run` processes, and raw gRPC clients written here, all on 127.0.0.1.
-
-Most tests share one referee (module fixture `arena`) with six bundled bots connected; the TLS
-and shutdown tests start their own referee."""
+"""End-to-end tests of the referee: a real `scout-arena referee serve` process with six real
+`scout-arena bot run` processes (the shared fixture `arena`) and raw gRPC clients, on 127.0.0.1."""
 
 from __future__ import annotations
 
