@@ -122,9 +122,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def _one_match(args: argparse.Namespace, bots: list[Bot], specs: list[str]) -> int:
-    from .cli import format_match
     from .local import play_match
-    from .record import build_record, dump_record
+    from .record import build_record, dump_record, format_match
 
     state = play_match(bots, args.seed)
     record = build_record(state, specs)
