@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scout_rules import (
     BadShape,
@@ -94,6 +94,7 @@ def test_a_state_reached_by_play_round_trips_through_its_position_and_plays_on_t
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(positions, st.integers(0, 4), st.integers(0, 99))
+@example((2, 0, 18, 0), 1, 0)  # 2 players, the other seat to act with no Scout chip: it must Show
 def test_determinize_always_gives_a_legal_state_consistent_with_the_seat_s_view(
         where: tuple[int, int, int, int], seat_pick: int, fill_seed: int) -> None:
     state = played(*where)

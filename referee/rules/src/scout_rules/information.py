@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .actions import ActionKind, End, PublicAction
 from .cards import Card, SplitMix64, card_of, deck_for, player_count_rules, shuffled_cards
 from .errors import BadShape, CardsDontAddUp, InconsistentTable
+from .moves import group_key, has_show
 from .observation import Observation
 from .position import TWO_PLAYER_SCOUT_CHIPS, Position, check_position
 from .rounds import Phase
@@ -27,6 +28,8 @@ from .state import State
 __all__ = ["InformationSet"]
 
 Pair = tuple[int, int]
+#: Fills `deal` draws, at most, for one that lets a chipless two-player actor Show.
+FILL_TRIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,31 @@ class InformationSet:
     def deal(self, rng: random.Random) -> tuple[tuple[Card, ...], ...]:
         """Every seat's hand in one consistent fill: this seat's as it is, each public card in
         its place turned a random way, each unknown position a card drawn from `unseen`
-        without replacement, either way up (drawn as a deck is shuffled, seeded from ``rng``)."""
+        without replacement, either way up (drawn as a deck is shuffled, seeded from ``rng``).
+
+        With two players, another seat to act with no Scout chip left must hold a group that
+        beats the active set (else the round would be over): fills are drawn until one does,
+        `InconsistentTable` after `FILL_TRIES`."""
+        key = self._show_needed()
+        if key is None:
+            return self._draw(rng)
+        actor = self.current_seat
+        for _ in range(FILL_TRIES):
+            hands = self._draw(rng)
+            if has_show([c.face for c in hands[actor]], key):
+                return hands
+        raise InconsistentTable(f"no fill of the unseen cards in {FILL_TRIES} lets seat {actor}, "
+                                "with no Scout chip left, beat the active set")
+
+    def _show_needed(self) -> int | None:
+        """The active set's group key when the acting seat is another one that must Show."""
+        r = self._replay
+        if self.num_players != 2 or self.current_seat == self.seat or not r.active \
+                or self.scout_chips[self.current_seat] != 0:
+            return None
+        return group_key([c.face for c in r.active])
+
+    def _draw(self, rng: random.Random) -> tuple[tuple[Card, ...], ...]:
         r = self._replay
         pool = shuffled_cards(r.unseen, SplitMix64(rng.getrandbits(64)))
         turns = rng.getrandbits(r.public) if r.public else 0
@@ -192,7 +219,10 @@ class InformationSet:
         return tuple(out)
 
     def _any_fill(self) -> tuple[tuple[Card, ...], ...]:
-        """A fill without randomness, to check the rest of the position once."""
+        """A fill to check the rest of the position once: without randomness when no seat
+        must be able to Show, else `deal`'s with a fixed seed."""
+        if self._show_needed() is not None:
+            return self.deal(random.Random(0))
         r = self._replay
         pool = iter(r.unseen)
         return tuple(self.hand if s == self.seat else
