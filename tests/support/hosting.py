@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import os
 import secrets
 import shutil
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec
 
+import pytest
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
 from scout_arena.sandbox import Sandbox, pack_folder
 from scout_arena.server import Referee, RefereeServer
@@ -128,12 +130,54 @@ async def stop_processes(*processes: asyncio.subprocess.Process) -> None:
             await process.wait()
 
 
+#: Below pytest-timeout's 300 s, so that a hung test says where every task of it waited.
+HUNG_AFTER_S = 240.0
+
+
+def _every_task_stack() -> str:
+    """Each task's chain of awaits, outermost first (``Task.print_stack`` shows only the top)."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        out.write(f"--- {task.get_name()}\n")
+        link: object = task.get_coro()
+        while link is not None:
+            frame = getattr(link, "cr_frame", None) or getattr(link, "gi_frame", None)
+            if frame is not None:
+                out.write(f"  {frame.f_code.co_filename}:{frame.f_lineno} "
+                          f"in {frame.f_code.co_name}\n")
+            link = getattr(link, "cr_await", None) or getattr(link, "gi_yieldfrom", None)
+    return out.getvalue()
+
+
 def run_async(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    """A test written as a coroutine, run on a fresh event loop."""
+    """A test written as a coroutine, run on a fresh event loop; after `HUNG_AFTER_S` it fails
+    with the stack of every task still waiting."""
 
     @functools.wraps(test)
     def run(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(test(*args, **kwargs))
+        stacks: list[str] = []
+
+        async def bounded() -> None:
+            main = asyncio.current_task()
+            assert main is not None
+
+            def hung() -> None:
+                stacks.append(_every_task_stack())
+                print(f"hung; every task:\n{stacks[0]}", file=sys.stderr)  # if teardown hangs too
+                main.cancel()
+
+            timer = asyncio.get_running_loop().call_later(HUNG_AFTER_S, hung)
+            try:
+                await test(*args, **kwargs)
+            finally:
+                timer.cancel()
+
+        try:
+            asyncio.run(bounded())
+        except asyncio.CancelledError:
+            if not stacks:
+                raise
+            pytest.fail(f"hung for {HUNG_AFTER_S:.0f} s; every task then:\n{stacks[0]}")
 
     return run
 
