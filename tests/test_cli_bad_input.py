@@ -266,6 +266,19 @@ def cases(f: Files) -> list[tuple[str, list[str], int]]:
                                 "nope"], USAGE),
         ("sprt --decision-ms -5", ["sprt", "--new", "random", "--base", "greedy",
                                    "--decision-ms", "-5"], USAGE),
+        # train (each refused before any match is played)
+        *((f"train {flag} {value}", ["train", flag, value, "--out", str(f.root / "net.npz")],
+           USAGE)
+          for flag, value in (("--iterations", "0"), ("--games", "-1"), ("--search-games", "x"),
+                              ("--search-iterations", "-1"), ("--players", "1,4"),
+                              ("--players", "6"), ("--players", ""), ("--epsilon", "1.5"),
+                              ("--keep", "nan"), ("--window", "0"), ("--epochs", "0"),
+                              ("--learning-rate", "0"), ("--learning-rate", "inf"),
+                              ("--net-weight", "-0.1"), ("--eval-players", "7"),
+                              ("--eval-deals", "0"), ("--eval-iterations", "-3"),
+                              ("--opponent", "nobody"), ("--opponent", "search:nope=1"),
+                              ("--workers", "0"), ("--seed", "x"))),
+        ("train --out a folder", ["train", "--out", f.empty_dir], USAGE),
     ]
     return table
 

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from scout_arena.server.flags import positive_int
+from scout_arena.clierrors import positive_int
 
 from .cliguard import LadderParser, guarded
 from .nodes_cli import add_nodes_command

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scout_arena.clierrors import port_number, positive_seconds, seconds
+from scout_arena.clierrors import port_number, positive_int, positive_seconds, seconds
 from scout_arena.server.configfile import add_config_flag
 from scout_arena.server.eventloop import run as run_on_loop
 from scout_arena.server.flags import (
@@ -26,7 +26,6 @@ from scout_arena.server.flags import (
     add_time_control_flags,
     add_tls_flags,
     metrics_access,
-    positive_int,
     time_control,
     tls_config,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tomllib
 from collections.abc import Callable
@@ -66,44 +67,57 @@ def host_port(text: str) -> str:
     return text
 
 
-def positive_ms(text: str) -> int:
-    """A whole number of milliseconds from 1."""
+def _whole(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of milliseconds from 1, got "
-                                         f"{_shown(text)}")
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{what} from {least}, got {_shown(text)}")
     return value
+
+
+def _number(text: str, within: Callable[[float], bool], what: str) -> float:
+    """A float ``within`` accepts (NaN never is: every comparison with it is false)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not within(value):
+        raise argparse.ArgumentTypeError(f"{what}, got {_shown(text)}")
+    return value
+
+
+def positive_ms(text: str) -> int:
+    """A whole number of milliseconds from 1."""
+    return _whole(text, 1, "a whole number of milliseconds")
 
 
 def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a whole number from 0, got {_shown(text)}")
-    return value
+    return _whole(text, 0, "a whole number")
+
+
+def positive_int(text: str) -> int:
+    return _whole(text, 1, "a whole number")
+
+
+def share(text: str) -> float:
+    """A fraction from 0 to 1."""
+    return _number(text, lambda v: 0.0 <= v <= 1.0, "a share from 0 to 1")
+
+
+def positive_rate(text: str) -> float:
+    """A finite number above 0."""
+    return _number(text, lambda v: 0.0 < v < math.inf, "a number above 0")
 
 
 def seconds(text: str) -> float:
     """A duration in seconds, 0 or more (not NaN, not infinite)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a number of seconds from 0, got {_shown(text)}")
-    return value
+    return _number(text, lambda v: 0.0 <= v < math.inf, "a number of seconds from 0")
 
 
 def positive_seconds(text: str) -> float:
-    value = seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a number of seconds above 0, got {_shown(text)}")
-    return value
+    return _number(text, lambda v: 0.0 < v < math.inf, "a number of seconds above 0")
 
 
 def describe_os_error(exc: OSError) -> str:

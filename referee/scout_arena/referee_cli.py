@@ -14,7 +14,7 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from .clierrors import CommandError, host_port, nonnegative_int, port_number, seconds
+from .clierrors import CommandError, host_port, nonnegative_int, port_number, positive_int, seconds
 from .server.configfile import add_config_flag
 from .server.eventloop import EVENT_LOOPS
 from .server.eventloop import run as run_on_loop
@@ -24,7 +24,6 @@ from .server.flags import (
     add_time_control_flags,
     add_tls_flags,
     metrics_access,
-    positive_int,
     time_control,
     tls_config,
 )

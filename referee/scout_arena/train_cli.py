@@ -26,7 +26,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .clierrors import REFUSED, CommandError
+from .clierrors import (
+    REFUSED,
+    CommandError,
+    nonnegative_int,
+    positive_int,
+    positive_rate,
+    share,
+)
 from .record.model import JSON
 
 if TYPE_CHECKING:
@@ -154,10 +161,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .search.value import FEATURES
 
     out = Path(args.out)
+    if out.is_dir():
+        raise CommandError(f"--out names a folder, not a weights file: {str(out)[:100]}")
     out.parent.mkdir(parents=True, exist_ok=True)
     curve_path = out.with_name(out.stem + ".curve.json")
     work = out.with_name(out.stem + ".iteration.npz")
-    players = [int(p) for p in args.players.split(",")]
+    players: list[int] = args.players
     leaf = "eval=net" if args.net_weight >= 1 else f"eval=mix,net_weight={args.net_weight}"
     eval_bot = f"search:iterations={args.eval_iterations},{leaf},weights={work}"
     model = MLPRegressor(hidden_layer_sizes=(128, 64), activation="relu", alpha=1e-4,
@@ -235,6 +244,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _player_counts(text: str) -> list[int]:
+    """Comma-separated player counts, each 2 to 5."""
+    try:
+        counts = [int(p) for p in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or not all(2 <= n <= 5 for n in counts):
+        raise argparse.ArgumentTypeError(
+            f"player counts 2 to 5, comma-separated, got {text[:40]!r}")
+    return counts
+
+
+def _opponent(text: str) -> str:
+    from .local import bot_from_spec
+
+    try:
+        bot_from_spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)[:200]) from None
+    return text
+
+
 def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from importlib import resources
 
@@ -242,32 +273,34 @@ def add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = sub.add_parser("train", help="train the search bot's value network by self-play",
                        description=(__doc__ or "").split("\n\n")[1])
     p.add_argument("--seed", type=int, default=1, help="the whole run follows from it")
-    p.add_argument("--iterations", type=int, default=4, help="self-play/fit/measure rounds")
-    p.add_argument("--games", type=int, default=2000,
+    p.add_argument("--iterations", type=positive_int, default=4,
+                   help="self-play/fit/measure rounds")
+    p.add_argument("--games", type=positive_int, default=2000,
                    help="greedy self-play matches in iteration 0 (spread over --players)")
-    p.add_argument("--search-games", type=int, default=200,
+    p.add_argument("--search-games", type=positive_int, default=200,
                    help="self-play matches of the search bot with the net, later iterations")
-    p.add_argument("--search-iterations", type=int, default=30,
+    p.add_argument("--search-iterations", type=nonnegative_int, default=30,
                    help="search iterations a decision in self-play (0: greedy throughout)")
-    p.add_argument("--players", default="2,3,4,5", help="player counts of the self-play matches")
-    p.add_argument("--epsilon", type=float, default=0.1, help="random-move rate in self-play")
-    p.add_argument("--keep", type=float, default=0.3, help="share of positions recorded")
-    p.add_argument("--window", type=int, default=400_000,
+    p.add_argument("--players", type=_player_counts, default="2,3,4,5",
+                   help="player counts of the self-play matches")
+    p.add_argument("--epsilon", type=share, default=0.1, help="random-move rate in self-play")
+    p.add_argument("--keep", type=share, default=0.3, help="share of positions recorded")
+    p.add_argument("--window", type=positive_int, default=400_000,
                    help="positions fitted on: the most recent iterations that fill it")
-    p.add_argument("--epochs", type=int, default=15, help="passes over the window a fit")
-    p.add_argument("--learning-rate", type=float, default=1e-3)
-    p.add_argument("--net-weight", type=float, default=0.3,
+    p.add_argument("--epochs", type=positive_int, default=15, help="passes over the window a fit")
+    p.add_argument("--learning-rate", type=positive_rate, default=1e-3)
+    p.add_argument("--net-weight", type=share, default=0.3,
                    help="the net's share of a leaf's value, the rest greedy rollout (1: net "
                    "only), in self-play and in the measured bot (eval=mix)")
-    p.add_argument("--eval-players", type=int, default=4)
-    p.add_argument("--eval-deals", type=int, default=40,
+    p.add_argument("--eval-players", type=int, choices=range(2, 6), default=4)
+    p.add_argument("--eval-deals", type=positive_int, default=40,
                    help="duplicate deals of the measure (matches: deals x players)")
-    p.add_argument("--eval-iterations", type=int, default=50,
+    p.add_argument("--eval-iterations", type=nonnegative_int, default=50,
                    help="search iterations a decision of the measured bot")
-    p.add_argument("--opponent", default="greedy", help="the fixed opponent: greedy or a "
-                   "search spec such as search:iterations=50")
+    p.add_argument("--opponent", type=_opponent, default="greedy",
+                   help="the fixed opponent: greedy or a search spec such as search:iterations=50")
     p.add_argument("--no-baseline", dest="baseline", action="store_false",
                    help="skip measuring the rollout bot at --eval-iterations first")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1)
     p.add_argument("--out", default=str(shipped), help=f"weights file (default {shipped})")
     p.set_defaults(func=cmd_train)

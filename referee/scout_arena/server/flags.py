@@ -10,7 +10,7 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scout_arena.clierrors import nonnegative_int, positive_ms
+from scout_arena.clierrors import nonnegative_int, positive_int, positive_ms
 from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from .clock import TimeControl
@@ -105,17 +105,6 @@ def metrics_access(args: argparse.Namespace) -> MetricsAccess:
         if path is not None and not path.is_file():
             raise ValueError(f"{flag}: no such file: {str(path)[:200]!r}")
     return access
-
-
-def positive_int(text: str) -> int:
-    """A whole number from 1 on the command line."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number from 1, got {text[:40]!r}")
-    return value
 
 
 def add_hosting_flags(parser: argparse.ArgumentParser) -> None:
