@@ -45,13 +45,31 @@ def read_stat(folder: str) -> ProcStat | None:
                     int(fields[21]) * PAGE_SIZE, ticks / CLOCK_TICKS)
 
 
+def sandbox_procfs(init: str) -> str | None:
+    """The sandbox's own procfs as its init sees it, or None while the init's root is still the
+    host's (bwrap builds the sandbox's root first, then moves into it): before that move, the
+    /proc under the init's root lists every process of the host. It is the sandbox's when its
+    pid 1 shares the init's PID namespace, one that is not ours."""
+    proc = f"{init}/root/proc"
+    try:
+        namespace = os.readlink(f"{init}/ns/pid")
+        if namespace == os.readlink("/proc/self/ns/pid"):
+            return None
+        return proc if os.readlink(f"{proc}/1/ns/pid") == namespace else None
+    except OSError:
+        return None
+
+
 def sandbox_usage(init: str) -> TreeUsage | None:
     """What the processes of one sandbox use, read from the sandbox's own procfs through the
     root of its init (``init``: the init's /proc folder). That procfs lists exactly the
     sandbox's processes (PID namespaces nest, so even a process in a namespace of the bot's own
     shows there), in a few reads however busy the host is. bwrap's init (pid 1 inside) is not
-    the bot's, except for the CPU of the orphans it reaped, which is."""
-    proc = f"{init}/root/proc"
+    the bot's, except for the CPU of the orphans it reaped, which is. None until the sandbox
+    stands (see :func:`sandbox_procfs`)."""
+    proc = sandbox_procfs(init)
+    if proc is None:
+        return None
     try:
         names = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
@@ -93,7 +111,9 @@ def proportional_memory(init: str) -> int:
     (PSS) of anonymous and shared memory of each process, summed. Exact for forked workers that
     share their parent's pages, but the kernel walks every page table to tell it (tens of ms for
     a few hundred MB), so the watchdog asks only when the cheap sum is over the limit."""
-    proc = f"{init}/root/proc"
+    proc = sandbox_procfs(init)
+    if proc is None:
+        return 0
     total = 0
     try:
         names = [name for name in os.listdir(proc) if name.isdigit() and name != "1"]
@@ -137,7 +157,10 @@ def folder_usage(folder: Path, stop_after: int) -> tuple[int, int]:
 
 
 def tmpfs_used(init: str) -> int | None:
-    """Bytes used on the sandbox's private /tmp, seen through its init's root."""
+    """Bytes used on the sandbox's private /tmp, seen through its init's root (None until the
+    sandbox stands)."""
+    if sandbox_procfs(init) is None:
+        return None
     try:
         status = os.statvfs(f"{init}/root/tmp")
     except OSError:

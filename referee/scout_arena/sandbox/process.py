@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from scout_arena.sandbox.monitor import (
     folder_usage,
     proportional_memory,
     read_stat,
+    sandbox_procfs,
     sandbox_usage,
     tmpfs_used,
 )
@@ -25,6 +27,12 @@ from scout_arena.sandbox.monitor import (
 TICK_S = 0.2
 DISK_EVERY = 3
 STOPPED = "stopped after its match"
+#: How long a kill waits for bwrap to name the sandbox's init before it kills bwrap alone; and
+#: how long the pipe may outlive a killed sandbox before it is closed and the leak is logged.
+INIT_WAIT_S = 2.0
+PIPE_GRACE_S = 5.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class HostedProcess:
         #: one (a reused descriptor number would lead elsewhere).
         self._init_users = asyncio.Lock()
         self._ended = asyncio.Event()
+        #: Set once bwrap has said (or can no longer say) which process is the sandbox's init.
+        self._init_known = False
+        self._kill_wanted = False
         self._cpu_seconds = 0.0
         self._peak_memory = 0
         self._reader = asyncio.create_task(self._read_output())
@@ -80,27 +91,53 @@ class HostedProcess:
             return await asyncio.wait_for(asyncio.shield(self._done), grace_s)
         except TimeoutError:
             self._kill(STOPPED)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._done), INIT_WAIT_S + PIPE_GRACE_S)
+        except TimeoutError:
+            log.error("sandbox %d: killed, yet its output pipe is still open after %.0f s; "
+                      "closing it (a process of the sandbox may have escaped the kill)",
+                      self.pid, INIT_WAIT_S + PIPE_GRACE_S)
+            self._close_pipes()
             return await asyncio.shield(self._done)
 
     def output_tail(self) -> str:
         return self._tail.decode("utf-8", "replace")
 
     def _kill(self, reason: str) -> None:
+        """SIGKILL to the sandbox's init (which ends every process in its PID namespace), then
+        to bwrap. bwrap is never killed before it has named the init: its child sets its own
+        parent-death signal a moment after it is cloned, and one orphaned in that moment would
+        run on with our pipe."""
         if self._reason is None:
             self._reason = reason
+        self._kill_wanted = True
+        if not self._init_known:
+            asyncio.get_running_loop().call_later(INIT_WAIT_S, self._kill_bwrap)
+            return
+        if self._init_fd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+        self._kill_bwrap()
+
+    def _kill_bwrap(self) -> None:
         if self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.kill()
 
+    def _close_pipes(self) -> None:
+        transport = getattr(self._process, "_transport", None)
+        if isinstance(transport, asyncio.SubprocessTransport):
+            transport.close()
+
     async def _signal_bot(self, signum: int) -> None:
         """``signum`` to every process of the bot (not bwrap's init), each addressed by its
-        folder in the sandbox's procfs, a handle no reused pid can redirect."""
-        if self._init is None:
-            self._kill(self._reason or STOPPED)
-            return
+        folder in the sandbox's procfs, a handle no reused pid can redirect. A sandbox not yet
+        standing is killed instead."""
         async with self._init_users:
-            if self._init is not None:
-                await asyncio.to_thread(_signal_sandbox, self._init, signum)
+            sent = self._init is not None and await asyncio.to_thread(
+                _signal_sandbox, self._init, signum)
+        if not sent:
+            self._kill(self._reason or STOPPED)
 
     async def _read_output(self) -> None:
         stream = self._process.stdout
@@ -122,6 +159,9 @@ class HostedProcess:
             self._init_fd = await asyncio.to_thread(_open_init, init_pid, self.pid)
             if self._init_fd is not None:
                 self._init = f"/proc/self/fd/{self._init_fd}"
+        self._init_known = True
+        if self._kill_wanted:
+            self._kill(self._reason or STOPPED)
         limits = self.limits
         tick = 0
         while not self._ended.is_set():
@@ -221,8 +261,12 @@ def _open_init(init_pid: int, bwrap_pid: int) -> int | None:
     return fd
 
 
-def _signal_sandbox(init: str, signum: int) -> None:
-    proc = f"{init}/root/proc"
+def _signal_sandbox(init: str, signum: int) -> bool:
+    """False, signalling nothing, while the sandbox is still being built (its init's /proc is
+    then the host's)."""
+    proc = sandbox_procfs(init)
+    if proc is None:
+        return False
     with contextlib.suppress(OSError):
         for name in os.listdir(proc):
             if name.isdigit() and name != "1":
@@ -232,6 +276,7 @@ def _signal_sandbox(init: str, signum: int) -> None:
                         signal.pidfd_send_signal(fd, signum)
                     finally:
                         os.close(fd)
+    return True
 
 
 def _signal_name(signum: int) -> str:
