@@ -53,6 +53,12 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def node_logs(tmp: Path) -> str:
+    """The nodes' stderr (a node whose stop hangs writes its stacks there, see lifeline)."""
+    return "".join(f"\n--- {log.name}\n{log.read_text()[-4000:]}"
+                   for log in sorted((tmp / "nodes").glob("*.log")))
+
+
 @dataclass
 class Ladder:
     """A ``ladder serve --nodes 2`` on SQLite, its stdout lines queued, and bots."""
@@ -136,7 +142,10 @@ def test_no_local_node_outlives_a_ladder_killed_with_sigkill(tmp_path: Path) -> 
         deadline = time.monotonic() + 60
         while any(alive(pid) for pid in nodes) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not [pid for pid in nodes if alive(pid)], "a local node outlived its ladder"
+        survivors = [pid for pid in nodes if alive(pid)]
+        assert not survivors, f"local nodes {survivors} outlived their ladder{node_logs(tmp_path)}"
+        logs = node_logs(tmp_path)
+        assert "did not stop within" not in logs, f"a node's stop hung:{logs}"
     finally:
         running.close()
         for pid in nodes:

@@ -11,20 +11,30 @@ reconnecting forever). Two ties, each enough on its own:
   writes to it and the kernel closes its end when the parent dies, so the child reads EOF
   (`hold_lifeline`); portable, and it also holds where the signal was reset.
 
+A child that handles the signal (a graceful stop) but does not end within `ORPHAN_EXIT_S`
+writes its threads' stacks to stderr and exits with `ORPHAN_EXIT_STATUS`: a hang in a
+shutdown must not leave it running unsupervised.
+
 Standard library only, like the rest of the sandbox package.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 LIFELINE_ENV = "SCOUT_LIFELINE"
 """``<parent pid>:<fd>``: the parent's pid and the child's read end of the lifeline pipe."""
 PR_SET_PDEATHSIG = 1
+ORPHAN_EXIT_S = 20.0
+ORPHAN_EXIT_STATUS = 70
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -57,10 +67,11 @@ def lifeline_env(read_fd: int = 0) -> dict[str, str]:
 
 
 def hold_lifeline(environ: Mapping[str, str] | None = None,
-                  sig: int = signal.SIGTERM) -> bool:
+                  sig: int = signal.SIGTERM, exit_after_s: float = ORPHAN_EXIT_S) -> bool:
     """In a child started with `lifeline_env`: get ``sig`` when the parent dies (at once if
     it already has). The pipe is watched by a daemon thread that sends ``sig`` to this process
-    on EOF, so the child stops the way it does on ``kill``. False when there is no lifeline."""
+    on EOF, so the child stops the way it does on ``kill``, and that ends it ``exit_after_s``
+    later if it has not stopped. False when there is no lifeline."""
     spec = (os.environ if environ is None else environ).get(LIFELINE_ENV, "")
     if environ is None:
         os.environ.pop(LIFELINE_ENV, None)  # not for this child's own children
@@ -73,15 +84,23 @@ def hold_lifeline(environ: Mapping[str, str] | None = None,
         prctl(PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent:
         os.kill(os.getpid(), sig)
-    threading.Thread(target=_watch_pipe, args=(fd, sig), name="lifeline",
+    threading.Thread(target=_watch_pipe, args=(fd, sig, exit_after_s), name="lifeline",
                      daemon=True).start()
     return True
 
 
-def _watch_pipe(fd: int, sig: int) -> None:
+def _watch_pipe(fd: int, sig: int, exit_after_s: float) -> None:
     try:
         while os.read(fd, 4096):
             pass
     except OSError:
         pass
     os.kill(os.getpid(), sig)
+    time.sleep(exit_after_s)
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"pid {os.getpid()}: the parent is gone and this process did not stop "
+                         f"within {exit_after_s:g} s of {signal.Signals(sig).name}; its threads "
+                         f"were:\n")
+        sys.stderr.flush()
+        faulthandler.dump_traceback(all_threads=True)
+    os._exit(ORPHAN_EXIT_STATUS)
