@@ -180,7 +180,35 @@ def test_nodes_run_equals_the_local_run_even_when_a_node_is_killed(
     assert any("on node node-2:" in n for n in notes) or any("on node node-1:" in n
                                                                for n in notes)
     assert (out / "logs" / "node-1" / "a.stderr.log").exists()
+    assert (out / "logs" / "node-2" / "node.stderr.log").exists()
     _assert_no_bot_left(bot_dir)
+
+
+def _with_environment(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_workers_started_ahead_end_with_a_command_refused_before_playing(
+        tmp_path: Path) -> None:
+    """``--nodes`` starts its workers before anything else (their start-up then runs beside
+    the driver's); a command refused after that leaves none of them running."""
+    marker = f"SCOUT_TEST_AHEAD={os.getpid()}"
+    out = tmp_path / "a-file"
+    out.write_text("not a tournament")
+    done = subprocess.run([*CLI, *FIELD, "--nodes", "2", "--out", str(out)], text=True,
+                          capture_output=True, timeout=120,
+                          env={**os.environ, marker.split("=")[0]: marker.split("=")[1]})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "error: " in done.stderr, done.stderr
+    assert not _with_environment(marker)
 
 
 # ----- Ray ----------------------------------------------------------------------------------

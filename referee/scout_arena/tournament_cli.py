@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .server.flags import add_time_control_flags
+from .workerspawn import Workers, start_workers, stop_unused
 
 
 def seed_arg(text: str) -> int:
@@ -31,7 +32,26 @@ def _bot_spec(text: str) -> tuple[str, str]:
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
+    if args.nodes is not None and args.ray is not None:
+        print("error: --nodes and --ray do not go together", file=sys.stderr)
+        return 2
+    if (args.nodes is not None and args.nodes < 1) or \
+            (args.chunk_size is not None and args.chunk_size < 1):
+        print("error: --nodes and --chunk-size are at least 1", file=sys.stderr)
+        return 2
+    return asyncio.run(_tournament(args))
 
+
+async def _tournament(args: argparse.Namespace) -> int:
+    """The workers of ``--nodes`` start first: their start-up runs beside this one's."""
+    workers = await start_workers(args.nodes) if args.nodes is not None else {}
+    try:
+        return await _run_tournament(args, workers)
+    finally:
+        await stop_unused(workers)
+
+
+async def _run_tournament(args: argparse.Namespace, workers: Workers) -> int:
     from rich.console import Console
 
     from .tournament import (
@@ -74,19 +94,13 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.nodes is not None and args.ray is not None:
-        print("error: --nodes and --ray do not go together", file=sys.stderr)
-        return 2
-    if (args.nodes is not None and args.nodes < 1) or \
-            (args.chunk_size is not None and args.chunk_size < 1):
-        print("error: --nodes and --chunk-size are at least 1", file=sys.stderr)
-        return 2
     tournament = Tournament(config, out, console=console, show_progress=not args.no_progress,
                             nodes=args.nodes, ray_address=args.ray, chunk_size=args.chunk_size,
                             ray_working_dir=Path(args.ray_working_dir).resolve()
-                            if args.ray_working_dir else None, keep_going=args.keep_going)
+                            if args.ray_working_dir else None, keep_going=args.keep_going,
+                            workers=workers)
     try:
-        summary = asyncio.run(tournament.run())
+        summary = await tournament.run()
     except TournamentDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -35,7 +35,6 @@ import json
 import logging
 import math
 import signal
-import sys
 import tempfile
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -50,6 +49,7 @@ from ..record import (
     record_from_json,
     write_record_bytes,
 )
+from ..workerspawn import Workers, node_names, start_worker
 from .config import ScheduledMatch, TournamentConfig
 from .worker import RECORD_PREFIX, items_to_json
 
@@ -64,7 +64,6 @@ BotsReport = Mapping[str, tuple[str, Sequence[str]]]
 #: The most matches in one chunk: what a node that dies can lose, and play again.
 MAX_CHUNK = 50
 STOP_GRACE_S = 15.0
-LINE_LIMIT = 1 << 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +120,8 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
                            working_dir: Path | None = None, stop: asyncio.Event | None = None,
                            max_retries: int = 3,
                            on_fault: Callable[[NodeFault], None] | None = None,
-                           records_dir: Path | None = None) -> None:
+                           records_dir: Path | None = None,
+                           workers: Workers | None = None) -> None:
     """Play ``items`` (scheduled matches of ``config``) on workers; give each finished
     record to ``on_record``, on this event loop, as it comes back.
 
@@ -151,6 +151,9 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     - ``records_dir``: each record given to ``on_record`` is first written there, as
       ``<match_id>.json``, with the bytes a node sent (not decoded and encoded again: the
       driver of many nodes must not become their bottleneck).
+    - ``workers``: ``--nodes`` only, worker processes already started
+      (`scout_arena.workerspawn.start_workers`); each node takes its own out of it, and
+      starts one where there is none.
 
     Raises `DistributedError` (after everything else was played) when some matches could not be
     played: every local worker died, or a Ray task failed beyond its retries."""
@@ -182,7 +185,7 @@ async def play_distributed(config: TournamentConfig, items: Sequence[ScheduledMa
     try:
         if nodes is not None:
             problems = await _LocalWorkers(config, items, chunk_size, nodes, deliver, on_bots,
-                                           logs_dir, halt, on_fault).run()
+                                           logs_dir, halt, on_fault, workers).run()
         else:
             assert ray_address is not None
             from .onray import play_on_ray
@@ -216,9 +219,10 @@ class _LocalWorkers:
     def __init__(self, config: TournamentConfig, items: Sequence[ScheduledMatch],
                  chunk_size: int | None, count: int, deliver: Deliver,
                  on_bots: Callable[[str, BotsReport], None] | None, logs_dir: Path | None,
-                 stop: asyncio.Event, on_fault: Callable[[NodeFault], None] | None = None
-                 ) -> None:
+                 stop: asyncio.Event, on_fault: Callable[[NodeFault], None] | None = None,
+                 workers: Workers | None = None) -> None:
         self.config = config
+        self.ahead: Workers = {} if workers is None else workers
         self.on_fault = on_fault
         self.queue: deque[tuple[int, list[ScheduledMatch]]] = deque()
         self.left: deque[ScheduledMatch] = deque(items)
@@ -244,8 +248,8 @@ class _LocalWorkers:
             logs = self.logs_dir
             if logs is None:
                 logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scout-")))
-            await asyncio.gather(*(self._worker(f"node-{i + 1}", logs / f"node-{i + 1}")
-                                   for i in range(self.count)))
+            await asyncio.gather(*(self._worker(name, logs / name)
+                                   for name in node_names(self.count)))
         return self.problems
 
     def _has_work(self) -> bool:
@@ -289,16 +293,12 @@ class _LocalWorkers:
         """One node: its first chunk, then the next whenever it asks for more (while it plays
         the last matches of the one before) or has none left."""
         logs.mkdir(parents=True, exist_ok=True)
-        with (logs / "node.stderr.log").open("ab") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "scout_arena.tournament.worker", name, str(logs),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-                start_new_session=True, limit=LINE_LIMIT)
+        process = self.ahead.pop(name, None) or await start_worker(name)
         assert process.stdin is not None and process.stdout is not None
         held: dict[int, list[ScheduledMatch]] = {}
         """Chunks sent to this node and not done."""
         returned: set[str] = set()
-        alive = await _send(process, {"config": self.config.to_json()})
+        alive = await _send(process, {"config": self.config.to_json(), "logs": str(logs)})
 
         async def give(chunk: tuple[int, list[ScheduledMatch]]) -> bool:
             held[chunk[0]] = chunk[1]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..record import MatchOutcome, MatchRecord, RecordError, load_record
+from ..workerspawn import Workers
 from .config import (
     CONFIG_FILE,
     LEADER_REFRESH_S,
@@ -47,7 +48,8 @@ class Tournament:
     By default on one node, this machine's. ``nodes``: on that many local worker processes
     instead; ``ray_address``: on the Ray cluster there ("auto": the one ``RAY_ADDRESS`` or
     ``ray start`` on this machine names); see `distributed.play_distributed` for these and
-    ``chunk_size`` and ``ray_working_dir``. Records, summary and standings are the same.
+    ``chunk_size``, ``ray_working_dir`` and ``workers`` (``--nodes`` workers started ahead).
+    Records, summary and standings are the same.
 
     On one node, a bot that cannot start (it fails to, exits, or does not connect in time)
     stops the tournament before any match, as cutechess does, with the end of its stderr in
@@ -56,7 +58,8 @@ class Tournament:
     def __init__(self, config: TournamentConfig, out_dir: Path, *, console: Console | None = None,
                  show_progress: bool = True, nodes: int | None = None,
                  ray_address: str | None = None, chunk_size: int | None = None,
-                 ray_working_dir: Path | None = None, keep_going: bool = False) -> None:
+                 ray_working_dir: Path | None = None, keep_going: bool = False,
+                 workers: Workers | None = None) -> None:
         config.validate()
         self.config = config
         self.out = out_dir
@@ -69,6 +72,7 @@ class Tournament:
         self.chunk_size = chunk_size
         self.ray_working_dir = ray_working_dir
         self.keep_going = keep_going
+        self.workers = workers
         self.bots = new_bots(config)
         self.schedule = schedule(config)
         self.done: dict[str, MatchRecord] = {}
@@ -190,7 +194,7 @@ class Tournament:
                                        chunk_size=self.chunk_size,
                                        working_dir=self.ray_working_dir, stop=stop,
                                        on_fault=self.faults.append,
-                                       records_dir=self.records_dir)
+                                       records_dir=self.records_dir, workers=self.workers)
         except DistributedError as exc:
             self.error = str(exc)
         finally:

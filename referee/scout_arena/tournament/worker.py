@@ -1,11 +1,13 @@
-"""A worker of a ``--nodes`` run: ``python -m scout_arena.tournament.worker NAME LOGS_DIR``.
+"""A worker of a ``--nodes`` run: ``python -m scout_arena.tournament.worker NAME [LOGS_DIR]``.
 
 It starts one referee on 127.0.0.1 and every bot program once (`venue.Venue`), then plays the
 chunks of the schedule the driver sends, one after another, with the same referee and bots.
 The driver speaks JSON lines (the worker's stdout carries nothing else; anything printed goes to
 stderr):
 
-- driver -> worker, on stdin: ``{"config": TournamentConfig JSON}`` first, then
+- driver -> worker, on stdin: ``{"config": TournamentConfig JSON, "logs": LOGS_DIR}`` first
+  (``logs``, if given, replaces the command line's; the worker's stderr goes to
+  ``LOGS_DIR/node.stderr.log`` from then on, and the bots' to ``LOGS_DIR/BOT.stderr.log``), then
   ``{"chunk": ID, "items": [[key, [seat names], seed], ...]}`` for each chunk. End of input (or
   SIGTERM/SIGINT) stops the worker: a match still running is aborted and not reported.
 - worker -> driver: ``{"ready": true, "bots": REPORT}`` once the bots are connected,
@@ -96,7 +98,16 @@ async def _line_or_stop(reader: asyncio.StreamReader, stop: asyncio.Event) -> by
     return line.result()
 
 
-async def serve(logs_dir: Path) -> None:
+def _log_to(path: Path) -> None:
+    """From now on, this process's stderr (and its print()s) go to ``path``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.dup2(fd, 1)
+    os.close(fd)
+
+
+async def serve(logs_dir: Path | None) -> None:
     out = _Output()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -106,7 +117,14 @@ async def serve(logs_dir: Path) -> None:
     first = await _line_or_stop(reader, stop)
     if not first:
         return
-    config = TournamentConfig.from_json(json.loads(first)["config"])
+    opening = json.loads(first)
+    config = TournamentConfig.from_json(opening["config"])
+    if opening.get("logs") is not None:
+        logs_dir = Path(str(opening["logs"]))
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        _log_to(logs_dir / "node.stderr.log")
+    if logs_dir is None:
+        raise SystemExit("no logs folder: give it on the command line or in the first message")
     logs_dir.mkdir(parents=True, exist_ok=True)
     bots = new_bots(config)
     venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
@@ -154,10 +172,10 @@ async def serve(logs_dir: Path) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         raise SystemExit(2)
-    asyncio.run(serve(Path(sys.argv[2])))
+    asyncio.run(serve(Path(sys.argv[2]) if len(sys.argv) == 3 else None))
 
 
 if __name__ == "__main__":
