@@ -8,6 +8,7 @@ they import this file as the sibling module ``common``.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ from typing import Any
 from rich.console import Console
 
 JSON = dict[str, Any]
+
+
+#: Where each of the project's Python packages lives in a checkout (proto's, the rules engine's,
+#: the referee's, the SDK's): all of them go on the path of a run against another revision.
+SOURCE_ROOTS = ("proto/python/src", "referee/rules/src", "referee", "clients/python/src")
+
+
+def source_path(checkout: Path, inherited: str | None = None) -> str:
+    """A PYTHONPATH running ``checkout``'s packages (ahead of ``inherited``)."""
+    return os.pathsep.join([*(str(checkout / root) for root in SOURCE_ROOTS),
+                            *filter(None, [inherited])])
 
 
 def write_json(path: str | Path, data: JSON, console: Console | None = None) -> Path:

@@ -18,7 +18,7 @@ the median of the per-round ratios of a mode's wall time to the local run's with
 matches at once (within a round the two ran back to back).
 
 ``--baseline DIR``: each ``--nodes`` mode also runs, in the same alternation, with the
-``scout_arena`` of another checkout (``DIR/referee`` first on PYTHONPATH; make one with
+packages of another checkout (``DIR``'s sources first on PYTHONPATH; make one with
 ``git worktree add --detach DIR REV``), as ``MODE @ baseline``.
 """
 
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import write_json
+from common import source_path, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -93,8 +93,7 @@ def run(mode: str, games: int, baseline: Path | None = None) -> JSON:
     out = Path(tempfile.mkdtemp(prefix="bench-nodes-"))
     env = dict(os.environ)
     if baseline is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(baseline / "referee"),
-                                             *filter(None, [env.get("PYTHONPATH")])])
+        env["PYTHONPATH"] = source_path(baseline, env.get("PYTHONPATH"))
     command = [sys.executable, "-m", "scout_arena.cli", "tournament", "--players", "4",
                "--games", str(games), "--seed", "7", "--decision-ms", "5000",
                "--time-bank-ms", "30000", "--no-progress", "--out", str(out / "t"),

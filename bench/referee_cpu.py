@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import write_json
+from common import source_path, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -177,7 +177,7 @@ def child_main(matches: int, concurrency: int) -> JSON:
 # ----- the parent: runs side by side -----------------------------------------------------------
 
 def run_child(source: Path, matches: int, concurrency: int) -> JSON:
-    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(source / "referee"))
+    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=source_path(source))
     out = subprocess.run([sys.executable, __file__, "--child", "--matches", str(matches),
                           "--concurrency", str(concurrency)],
                          env=env, check=True, capture_output=True, text=True, timeout=600)
