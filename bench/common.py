@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,27 @@ JSON = dict[str, Any]
 #: Where each of the project's Python packages lives in a checkout (proto's, the rules engine's,
 #: the referee's, the SDK's): all of them go on the path of a run against another revision.
 SOURCE_ROOTS = ("proto/python/src", "referee/rules/src", "referee", "clients/python/src")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_native(checkout: Path) -> None:
+    """Build ``checkout``'s optional C extension of the rules engine in place, as ``pip
+    install`` builds it, so that a run on its sources is not a run of the pure-Python engine."""
+    rules = checkout / "referee/rules"
+    if (rules / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=rules,
+                       check=False, capture_output=True)
+
+
+def worktree(revision: str, into: Path) -> Path:
+    """REV checked out under ``into``, its C extension built (see `build_native`)."""
+    path = into / "against"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path),
+                    revision], check=True, capture_output=True)
+    build_native(path)
+    return path
 
 
 def source_path(checkout: Path, inherited: str | None = None) -> str:

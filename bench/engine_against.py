@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import write_json
+from common import worktree, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -140,19 +140,6 @@ def run_child(source: Path, kind: str, players: int, count: int) -> JSON:
     if searched.resolve().parent != (source / "referee/scout_arena/search").resolve():
         raise SystemExit(f"the child searched with {searched}, not {source}'s search")
     return result
-
-
-def worktree(revision: str, into: Path) -> Path:
-    """REV checked out under ``into``, its optional C extension built in place if it has one
-    (as ``pip install`` would build it), so that each side runs as it would be installed."""
-    path = into / "against"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path),
-                    revision], check=True, capture_output=True)
-    rules = path / "referee/rules"
-    if (rules / "setup.py").exists():
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=rules,
-                       check=False, capture_output=True)
-    return path
 
 
 MEASURES = {"engine": ("decisions_per_cpu_s", "actions per CPU second, random matches"),

@@ -19,7 +19,8 @@ matches at once (within a round the two ran back to back).
 
 ``--baseline DIR``: each ``--nodes`` mode also runs, in the same alternation, with the
 packages of another checkout (``DIR``'s sources first on PYTHONPATH; make one with
-``git worktree add --detach DIR REV``), as ``MODE @ baseline``.
+``git worktree add --detach DIR REV``; its C extension is built first), as
+``MODE @ baseline``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import source_path, write_json
+from common import build_native, source_path, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -187,9 +188,10 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=30, help="4 x G matches per run")
     parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES))
     parser.add_argument("--baseline", type=Path, metavar="DIR",
-                        help="also run the --nodes modes with the scout_arena of checkout DIR")
+                        help="also run the --nodes modes with the packages of checkout DIR")
     args = parser.parse_args()
     if args.baseline is not None:
+        build_native(args.baseline)
         args.modes += [m + BASELINE for m in args.modes if m.startswith("--nodes")]
     console = Console(width=160)
     runs: dict[str, list[JSON]] = {mode: [] for mode in args.modes}

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import source_path, write_json
+from common import source_path, worktree, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -183,13 +183,6 @@ def run_child(source: Path, matches: int, concurrency: int) -> JSON:
                          env=env, check=True, capture_output=True, text=True, timeout=600)
     result: JSON = json.loads(out.stdout.strip().splitlines()[-1])
     return result
-
-
-def worktree(revision: str, into: Path) -> Path:
-    path = into / "against"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path),
-                    revision], check=True, capture_output=True)
-    return path
 
 
 def main(argv: list[str] | None = None) -> int:
