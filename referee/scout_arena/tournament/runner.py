@@ -102,6 +102,9 @@ class Tournament:
                 path.rename(path.with_suffix(".unfinished"))
 
     async def run(self) -> TournamentSummary:
+        if self.out.exists() and not self.out.is_dir():
+            raise TournamentDirError(f"{str(self.out)[:100]} is a file, not a folder: choose "
+                                     "another --out")
         self.out.mkdir(parents=True, exist_ok=True)
         self.records_dir.mkdir(exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
