@@ -13,8 +13,9 @@ from .rpc import Context, ServiceRegistration, abort, call, readable, require_ad
 
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 500
-"""ListLadderMatches lists ``limit`` matches: 0 or negative means the default, more the
-maximum (each row carries its seats: an unbounded list is an unbounded answer)."""
+"""ListLadderMatches lists ``limit`` matches a page: 0 or negative means the default, more the
+maximum (each row carries its seats: an unbounded list is an unbounded answer); the pages
+after the first follow ``next_page_token``."""
 
 
 class LadderServicer(ladder_pb2_grpc.LadderServicer):
@@ -51,11 +52,20 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
     async def ListLadderMatches(
             self, request: ladder_pb2.ListLadderMatchesRequest, context: Context
     ) -> ladder_pb2.ListLadderMatchesResponse:
+        after = None
+        if request.page_token:
+            after = messages.page_position(request.page_token)
+            if after is None:
+                await abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                            f"page_token {echo(request.page_token)} is not a next_page_token "
+                            "of this ladder")
+        limit = list_limit(request.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)
         matches = await call(context, self.repo.list_matches, request.bot or None,
-                             request.table_size or None,
-                             list_limit(request.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX))
+                             request.table_size or None, limit + 1, after=after)
         return ladder_pb2.ListLadderMatchesResponse(
-            matches=[messages.ladder_match(m) for m in matches])
+            matches=[messages.ladder_match(m) for m in matches[:limit]],
+            next_page_token=messages.page_token(matches[limit - 1])
+            if len(matches) > limit else "")
 
     async def GetLadderRecord(self, request: ladder_pb2.GetLadderRecordRequest,
                               context: Context) -> ladder_pb2.GetLadderRecordResponse:

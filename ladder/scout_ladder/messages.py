@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+from datetime import UTC, datetime, timedelta
+
 from scout.v1 import ladder_pb2
 
-from .repository import BotInfo, BotProfile, LeaderboardRow, MatchSummary
+from .repository import BotInfo, BotProfile, LeaderboardRow, MatchPosition, MatchSummary
+from .repository.common import is_match_id
+
+PAGE_TOKEN_MAX = 200
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 def bot_summary(bot: BotInfo) -> ladder_pb2.BotSummary:
@@ -38,3 +47,26 @@ def bot_profile(p: BotProfile) -> ladder_pb2.BotProfile:
                  for h in p.history],
         timeouts=p.timeouts, forfeits=p.forfeits,
         recent_matches=[ladder_match(m) for m in p.recent_matches])
+
+
+def page_token(m: MatchSummary) -> str:
+    """The token of the page after ``m`` (opaque to clients: microseconds and match id)."""
+    micros = (m.created_at - EPOCH) // MICROSECOND
+    return base64.urlsafe_b64encode(f"{micros}/{m.match_id}".encode()).decode().rstrip("=")
+
+
+def page_position(token: str) -> MatchPosition | None:
+    """The position a `page_token` names; None if it is not one this ladder gives."""
+    if not token or len(token) > PAGE_TOKEN_MAX:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    micros, _, match_id = text.partition("/")
+    if not micros.isdigit() or len(micros) > 18 or not is_match_id(match_id):
+        return None
+    try:
+        return EPOCH + int(micros) * MICROSECOND, match_id
+    except OverflowError:
+        return None

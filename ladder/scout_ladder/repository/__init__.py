@@ -63,7 +63,7 @@ from .errors import (
 from .files import OUTPUT_LIMIT_BYTES, FileStore, OwnerLimits, default_storage, tail_text
 from .hosted import HostedStore
 from .lease import Lease
-from .match_history import MatchHistory
+from .match_history import MatchHistory, MatchPosition
 from .matches import MatchStore
 from .owners import OwnerStore
 from .ratings import RECENT_FORM_LENGTH, RatingStore
@@ -126,6 +126,7 @@ __all__ = [
     "LeaseLostError",
     "LimitError",
     "MatchStateError",
+    "MatchPosition",
     "MatchSummary",
     "NoLadderDatabaseError",
     "NotYourBotError",

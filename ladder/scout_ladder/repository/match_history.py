@@ -16,6 +16,9 @@ from .common import FETCH_BATCH, bot_by_name, is_bot_name, is_match_id, match_su
 from .database import Database
 from .results import BotResult, FinishedMatch, MatchSummary
 
+MatchPosition = tuple[datetime, str]
+"""Where a match stands in the newest-first list: its creation time and its id."""
+
 
 def _bot_result(match: Match, seat: MatchSeat) -> BotResult:
     assert match.finished_at is not None and seat.score is not None and seat.rank is not None
@@ -111,9 +114,12 @@ class MatchHistory(Database):
         offset: int = 0,
         *,
         status: str | None = None,
+        after: MatchPosition | None = None,
     ) -> list[MatchSummary]:
         """Matches newest first, optionally only those ``bot`` sat in, at one table size or in
-        one status. An unknown bot has played nothing: the list is empty."""
+        one status, and only those listed after ``after`` (a page's last match: the next page
+        neither repeats nor skips one when new matches arrive meanwhile). An unknown bot has
+        played nothing: the list is empty."""
         query = select(Match)
         if bot is not None:
             if not is_bot_name(bot):
@@ -129,6 +135,10 @@ class MatchHistory(Database):
             query = query.where(Match.table_size == table_size)
         if status is not None:
             query = query.where(Match.status == status)
+        if after is not None:
+            created, match_id = after
+            query = query.where(or_(Match.created_at < created,
+                                    and_(Match.created_at == created, Match.id < match_id)))
         query = query.order_by(Match.created_at.desc(), Match.id.desc())
         query = query.limit(max(limit, 0)).offset(max(offset, 0))
         with self._transaction(write=False) as session:

@@ -391,22 +391,28 @@ class ListLadderMatchesRequest(_message.Message):
     BOT_FIELD_NUMBER: _builtins.int
     TABLE_SIZE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     bot: _builtins.str
     """Only matches of this bot."""
     table_size: _builtins.int
     """Only matches of this table size (0: any)."""
     limit: _builtins.int
     """At most this many: 0 or negative means 50, more than 500 means 500."""
+    page_token: _builtins.str
+    """The next_page_token of the page before (the same filter): the matches after it. Empty:
+    the newest.
+    """
     def __init__(
         self,
         *,
         bot: _builtins.str = ...,
         table_size: _builtins.int = ...,
         limit: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot", b"bot", "limit", b"limit", "table_size", b"table_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot", b"bot", "limit", b"limit", "page_token", b"page_token", "table_size", b"table_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -509,6 +515,9 @@ class ListLadderMatchesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCHES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Give it as page_token for the next page; empty when this page is the last."""
     @_builtins.property
     def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___LadderMatch]:
         """Newest first."""
@@ -517,10 +526,11 @@ class ListLadderMatchesResponse(_message.Message):
         self,
         *,
         matches: _abc.Iterable[Global___LadderMatch] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["matches", b"matches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["matches", b"matches", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
