@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import grpc
 from scout.v1 import ladder_pb2, ladder_pb2_grpc
@@ -11,6 +12,11 @@ from scout_ladder.service import Ladder, LadderConfig
 from sqlalchemy import create_engine, text
 
 SEATS = [("p1", 1), ("p2", 1)]
+
+
+def _token(micros: str, match_id: str) -> str:
+    """A token built by hand: well-formed base64 around a position that is not one."""
+    return base64.urlsafe_b64encode(f"{micros}/{match_id}".encode()).decode()
 
 
 def _start(repo: Repository, count: int, first: int = 0) -> list[str]:
@@ -37,7 +43,7 @@ def test_pages_list_every_match_once_newest_first_while_new_ones_start(
     newest_first = [m.match_id for m in repo.list_matches(limit=100)]
     assert sorted(newest_first) == sorted(ids)
 
-    async def scenario() -> tuple[list[list[str]], list[str], grpc.StatusCode, str]:
+    async def scenario() -> tuple[list[list[str]], list[str], list[tuple[grpc.StatusCode, str]]]:
         ladder = Ladder(repo, LadderConfig(port=0, admin_token="adm"))
         await ladder.start()
         try:
@@ -56,19 +62,24 @@ def test_pages_list_every_match_once_newest_first_while_new_ones_start(
                         break
                 first = await stub.ListLadderMatches(
                     ladder_pb2.ListLadderMatchesRequest(limit=5), timeout=60)
-                try:
-                    await stub.ListLadderMatches(ladder_pb2.ListLadderMatchesRequest(
-                        page_token="not-a-token!"), timeout=60)
-                except grpc.aio.AioRpcError as error:
-                    return pages, [m.match_id for m in first.matches], error.code(), \
-                        error.details() or ""
-                raise AssertionError("a bad page_token was accepted")
+                refused: list[tuple[grpc.StatusCode, str]] = []
+                for bad in ("not-a-token!", "y" * 60_000, _token("9" * 30, "m-0"),
+                            _token("-12", "m-0"), _token("12", "")):
+                    try:
+                        await stub.ListLadderMatches(ladder_pb2.ListLadderMatchesRequest(
+                            page_token=bad), timeout=60)
+                        refused.append((grpc.StatusCode.OK, bad))
+                    except grpc.aio.AioRpcError as error:
+                        refused.append((error.code(), error.details() or ""))
+                return pages, [m.match_id for m in first.matches], refused
         finally:
             await ladder.stop()
 
-    pages, first, code, details = asyncio.run(scenario())
+    pages, first, refused = asyncio.run(scenario())
     assert [len(p) for p in pages] == [5, 5, 5, 5, 3]
     assert [m for page in pages for m in page] == newest_first
     assert first[:2] == ["m-0000000000000065", "m-0000000000000064"]
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in details
+    for code, details in refused:  # §17: a clear refusal, at most 300 characters
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details[:300])
+        assert "page_token" in details and len(details) <= 300 and "y" * 41 not in details
     repo.close()

@@ -57,8 +57,8 @@ class LadderServicer(ladder_pb2_grpc.LadderServicer):
             after = messages.page_position(request.page_token)
             if after is None:
                 await abort(context, grpc.StatusCode.INVALID_ARGUMENT,
-                            f"page_token {echo(request.page_token)} is not a next_page_token "
-                            "of this ladder")
+                            f"page_token {echo(request.page_token)} is not in the form of a "
+                            "next_page_token of this ladder")
         limit = list_limit(request.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)
         matches = await call(context, self.repo.list_matches, request.bot or None,
                              request.table_size or None, limit + 1, after=after)
