@@ -143,8 +143,8 @@ def test_no_local_node_outlives_a_ladder_killed_with_sigkill(tmp_path: Path) -> 
         while any(alive(pid) for pid in nodes) and time.monotonic() < deadline:
             time.sleep(0.2)
         survivors = [pid for pid in nodes if alive(pid)]
-        assert not survivors, f"local nodes {survivors} outlived their ladder{node_logs(tmp_path)}"
         logs = node_logs(tmp_path)
+        assert not survivors, f"local nodes {survivors} outlived their ladder{logs}"
         assert "did not stop within" not in logs, f"a node's stop hung:{logs}"
     finally:
         running.close()

@@ -236,4 +236,3 @@ def test_a_bot_ignoring_sigterm_is_killed_after_the_grace(host: Host) -> None:
     outcome = asyncio.run(scenario())
     assert outcome.reason == "stopped after its match"
     assert no_process_runs(marker)
-

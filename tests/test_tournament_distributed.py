@@ -200,16 +200,16 @@ def test_workers_started_ahead_end_with_a_command_refused_before_playing(
         tmp_path: Path) -> None:
     """``--nodes`` starts its workers before anything else (their start-up then runs beside
     the driver's); a command refused after that leaves none of them running."""
-    marker = f"SCOUT_TEST_AHEAD={os.getpid()}"
+    name, value = "SCOUT_TEST_AHEAD", str(os.getpid())
     out = tmp_path / "a-file"
     out.write_text("not a tournament")
     done = subprocess.run([*CLI, *FIELD, "--nodes", "2", "--out", str(out)], text=True,
                           capture_output=True, timeout=120,
-                          env={**os.environ, marker.split("=")[0]: marker.split("=")[1]})
+                          env={**os.environ, name: value})
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "is a file, not a folder" in done.stderr, \
         done.stderr
-    assert not _with_environment(marker)
+    assert not _with_environment(f"{name}={value}")
 
 
 # ----- Ray ----------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 from datetime import UTC, datetime, timedelta
 
 from scout.v1 import ladder_pb2
@@ -56,15 +55,15 @@ def page_token(m: MatchSummary) -> str:
 
 
 def page_position(token: str) -> MatchPosition | None:
-    """The position a `page_token` names; None if it is not one this ladder gives."""
+    """The position a `page_token` names; None if it is not in the form this ladder gives."""
     if not token or len(token) > PAGE_TOKEN_MAX:
         return None
     try:
         text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except ValueError:  # binascii.Error and UnicodeDecodeError among them
         return None
     micros, _, match_id = text.partition("/")
-    if not micros.isdigit() or len(micros) > 18 or not is_match_id(match_id):
+    if not micros.isdigit() or not is_match_id(match_id):
         return None
     try:
         return EPOCH + int(micros) * MICROSECOND, match_id

@@ -110,9 +110,11 @@ class HostedProcess:
         run on with our pipe."""
         if self._reason is None:
             self._reason = reason
+        first = not self._kill_wanted
         self._kill_wanted = True
         if not self._init_known:
-            asyncio.get_running_loop().call_later(INIT_WAIT_S, self._kill_bwrap)
+            if first:
+                asyncio.get_running_loop().call_later(INIT_WAIT_S, self._kill_bwrap)
             return
         if self._init_fd is not None:
             with contextlib.suppress(OSError):

@@ -292,7 +292,6 @@ class _LocalWorkers:
     async def _worker(self, name: str, logs: Path) -> None:
         """One node: its first chunk, then the next whenever it asks for more (while it plays
         the last matches of the one before) or has none left."""
-        logs.mkdir(parents=True, exist_ok=True)
         process = self.ahead.pop(name, None) or await start_worker(name)
         assert process.stdin is not None and process.stdout is not None
         held: dict[int, list[ScheduledMatch]] = {}
@@ -362,7 +361,9 @@ class _LocalWorkers:
                 process.kill()
             await process.wait()
         if process.returncode != 0 and not self.stop.is_set():
-            where = f"; see {logs / 'node.stderr.log'}" if self.logs_dir is not None else ""
+            log_file = logs / "node.stderr.log"  # the worker's, once it had its first message
+            where = f"; see {log_file}" if self.logs_dir is not None and log_file.exists() \
+                else "; see this command's stderr"
             self._fault(NodeFault("node_exited", name,
                                   f"{name} exited with status {process.returncode}{where}"))
 

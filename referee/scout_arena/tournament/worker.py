@@ -119,13 +119,14 @@ async def serve(logs_dir: Path | None) -> None:
         return
     opening = json.loads(first)
     config = TournamentConfig.from_json(opening["config"])
-    if opening.get("logs") is not None:
-        logs_dir = Path(str(opening["logs"]))
-        logs_dir.mkdir(parents=True, exist_ok=True)
-        _log_to(logs_dir / "node.stderr.log")
+    named = opening.get("logs")
+    if named is not None:
+        logs_dir = Path(str(named))
     if logs_dir is None:
         raise SystemExit("no logs folder: give it on the command line or in the first message")
     logs_dir.mkdir(parents=True, exist_ok=True)
+    if named is not None:
+        _log_to(logs_dir / "node.stderr.log")
     bots = new_bots(config)
     venue = Venue(config, bots, logs_dir, None, die_with_parent=True)
     await venue.start()
