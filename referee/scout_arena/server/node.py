@@ -309,6 +309,7 @@ class NodeLink:
                     meta={"node": self.config.name or self.config.advertise})
                 if hosted and self.hosting is not None:
                     self.hosting.assigned(self, assign)
+                log.info("holding ladder match %s for its %d bots", match_id, len(assign.seats))
             except (MatchRequestError, ValueError) as exc:
                 self.held.discard(match_id)
                 reason = str(exc)
