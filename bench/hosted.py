@@ -43,10 +43,10 @@ from rich.table import Table
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
 from scout_arena.sandbox import Sandbox, pack_folder, probe
 from scout_arena.server import Referee, RefereeServer
-from scout_arena.server.clock import TimeControl
 from scout_arena.server.connections import BotEntry
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
+from scout_rules.protocol import TimeControl
 
 CPU_BOT = '''
 import os, sys, time

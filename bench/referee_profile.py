@@ -25,7 +25,8 @@ def profiled_referee_main(out: Path, records: Path, port: int) -> int:
     import cProfile
     import logging
 
-    from scout_arena.server import Referee, RefereeServer, TimeControl, serve_forever
+    from scout_arena.server import Referee, RefereeServer, serve_forever
+    from scout_rules.protocol import TimeControl
 
     logging.basicConfig(level=logging.WARNING)
     records.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,26 @@ def test_every_protocol_value_reads_back_as_written() -> None:
     )
     probation = p.Probation(True, "slow", lifted_by_reconnect=True)
     assert scout_codec.probation_from_proto(scout_codec.probation_to_proto(probation)) == probation
+    for time_control in (p.TimeControl(), p.TimeControl(700, 0), p.TimeControl(1, 600_000)):
+        message = scout_codec.time_control_to_proto(time_control)
+        assert message.no_time_bank == (time_control.time_bank_ms == 0)
+        assert scout_codec.time_control_from_proto(message) == time_control
+
+
+def test_a_match_start_tells_the_bot_the_referees_own_time_control() -> None:
+    """One TimeControl from the referee's clock to a bot's MatchStart (and the SDK's local
+    matches), so a default can never differ between the two sides."""
+    import scout_client
+    from scout_arena.server.clock import DEFAULT_TIME_CONTROL
+    from scout_client import convert as sdk
+    from scout_client import testing
+
+    assert scout_client.TimeControl is p.TimeControl
+    assert p.TimeControl(p.DEFAULT_DECISION_MS, p.DEFAULT_TIME_BANK_MS) == DEFAULT_TIME_CONTROL
+    start = scout_client.MatchStart("m", 1, ("a", "b"), 2, 2, p.TimeControl(700, 0), False, 0, 0)
+    message = testing.referee_message_to_proto(start)
+    assert message.match_start.time_control.no_time_bank
+    assert sdk.referee_message_from_proto(message) == start
 
 
 def test_the_referee_and_the_sdk_convert_through_the_one_codec() -> None:

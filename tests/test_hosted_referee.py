@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 from scout.v1 import arena_pb2, arena_pb2_grpc
 from scout_arena.hosting import unpack_data
-from scout_arena.server.clock import TimeControl
+from scout_rules.protocol import TimeControl
 from support.hosting import (
     hosted,
     hosted_referee,

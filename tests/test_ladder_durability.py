@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 from scout_arena.record import MatchRecord
-from scout_arena.server import TimeControl
 from scout_ladder.matchmaker import MatchmakerConfig
 from scout_ladder.recompute import check
 from scout_ladder.repository import Repository
 from scout_ladder.service import VOID_AT_STOP, VOID_BEFORE_START, Ladder, LadderConfig
+from scout_rules.protocol import TimeControl
 from sqlalchemy.exc import OperationalError
 
 CLI = [sys.executable, "-m", "scout_arena.cli"]

@@ -72,13 +72,12 @@ def test_local_play_hands_bots_exactly_what_the_referee_s_wire_would() -> None:
     from dataclasses import replace
     from itertools import accumulate
 
-    from scout_arena.server import TimeControl
     from scout_arena.server import convert as wire
     from scout_arena.server.events import MatchStarted
     from scout_arena.server.events import RoundEnded as WireRoundEnded
-    from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
     from scout_client import convert as sdk_wire
     from scout_rules import State
+    from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS, TimeControl
 
     for players, seed in ((2, 3), (3, 11), (4, 5), (5, 8)):
         bots = [Listening() for _ in range(players)]

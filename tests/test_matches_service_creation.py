@@ -11,10 +11,11 @@ import weakref
 
 import grpc
 from scout.v1 import matches_pb2
-from scout_arena.server import Referee, TimeControl
+from scout_arena.server import Referee
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchSnapshot, MatchStatus
 from scout_arena.server.idempotency import CreateRequest, IdempotencyKeys
+from scout_rules.protocol import TimeControl
 from support.matches_harness import (
     ADMIN,
     FINISHED,

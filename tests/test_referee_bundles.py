@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 import pytest
 from scout.v1 import arena_pb2
-from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server import Referee, RefereeServer
 from scout_arena.server.arena_service import StreamWriter
 from scout_arena.server.connections import BotConnection, BotEntry, GoodbyeMessage, Handoff, Outbox
 from scout_arena.server.convert import MAX_BUNDLE_MESSAGES, ProtobufWire, bundle_bytes
+from scout_rules.protocol import TimeControl
 from support.rawbot import (
     RawBot,
     body,

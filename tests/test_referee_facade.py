@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from scout_arena.record import MatchRecord, load_record
-from scout_arena.server import RefereeFacade, TimeControl, UnknownBot
+from scout_arena.server import RefereeFacade, UnknownBot
 from scout_rules import Phase
+from scout_rules.protocol import TimeControl
 
 
 @contextlib.asynccontextmanager

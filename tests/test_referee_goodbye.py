@@ -31,12 +31,13 @@ from referee_support import (
     wait_connected,
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, matches_pb2_grpc
-from scout_arena.server import RefereeFacade, TimeControl
+from scout_arena.server import RefereeFacade
 from scout_arena.server.calls import EOF
 from scout_arena.server.events import Goodbye, GoodbyeReason
 from scout_arena.tournament import BotSpec, Tournament, TournamentConfig
 from scout_arena.tournament import runner as tournament_runner
 from scout_arena.tournament import venue as tournament_venue
+from scout_rules.protocol import TimeControl
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,12 +16,13 @@ import grpc
 import pytest
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
 from scout_arena.record import record_to_json
-from scout_arena.server import Referee, RefereeServer, TimeControl, clock
+from scout_arena.server import Referee, RefereeServer, clock
 from scout_arena.server.arena_service import StreamWriter, _let_writer_finish
 from scout_arena.server.calls import ArenaContext
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
 from scout_arena.server.seat import Seat
+from scout_rules.protocol import TimeControl
 from support.rawbot import (
     ACCEPTED,
     MALFORMED,

@@ -20,10 +20,11 @@ import grpc
 import pytest
 from scout.v1 import matches_pb2, matches_pb2_grpc
 from scout_arena.record import load_record, record_to_json
-from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server import Referee, RefereeServer
 from scout_arena.server.book import KeptMatch, is_record_id
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
+from scout_rules.protocol import TimeControl
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 from scout_arena.record import MatchRecord, load_record, write_record_bytes
-from scout_arena.server import Referee, TimeControl
+from scout_arena.server import Referee
 from scout_arena.server import records as records_module
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchStatus
 from scout_arena.server.match import MatchRunner
+from scout_rules.protocol import TimeControl
 
 pytestmark = pytest.mark.timeout(120)
 

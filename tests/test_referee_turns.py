@@ -17,7 +17,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scout_arena.record import record_to_json
-from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server import Referee, RefereeServer
 from scout_arena.server.clock import SeatClock
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.events import MatchStatus
@@ -29,6 +29,7 @@ from scout_arena.server.hardening.cqdrain import (
 from scout_arena.server.play import MatchPlay
 from scout_arena.server.seat import Seat
 from scout_arena.server.turns import TurnGate
+from scout_rules.protocol import TimeControl
 from support.rawbot import RawBot, legal_answer
 from support.serving import served
 

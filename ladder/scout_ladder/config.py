@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scout_arena.server import TimeControl, TlsConfig
+from scout_arena.server import TlsConfig
+from scout_rules.protocol import TimeControl
 
 from .matchmaker import MatchmakerConfig
 from .owners_service import Registration

@@ -31,7 +31,8 @@ from scout.v1 import nodes_pb2
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport
 from scout_arena.hosting.validation import ValidationConfig, Validator
 from scout_arena.sandbox import Sandbox, probe
-from scout_arena.server import RefereeFacade, TimeControl
+from scout_arena.server import RefereeFacade
+from scout_rules.protocol import TimeControl
 
 from .flight import VOID_BEFORE_START, Flight, MatchFlights, new_intent_id
 from .hosted import DATA_LIMIT_BYTES, BotRow, HostedBots, HostedVersion

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scout_arena.sandbox.lifeline import lifeline_env
-from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 log = logging.getLogger("scout_ladder.nodes")
 

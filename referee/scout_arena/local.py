@@ -17,9 +17,9 @@ import scout_client as sdk
 from scout_client import Bot, GreedyBot, RandomBot
 from scout_client.types import RefereeMessage
 from scout_rules import Action, Phase, State, rank_scores
+from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS, TimeControl
 
 from .search import SearchBot
-from .timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 __all__ = ["BUNDLED_BOTS", "bot_from_spec", "make_bot", "play_match"]
 
@@ -110,7 +110,7 @@ def play_match(bots: Sequence[Bot], seed: int, *, match_id: str | None = None,
     state = State.new(len(bots), seed)
     match = match_id if match_id is not None else f"local-{seed}"
     names = tuple(bot.display_name for bot in bots)
-    time_control = sdk.TimeControl(_DECISION_MS, _TIME_BANK_MS)
+    time_control = TimeControl(_DECISION_MS, _TIME_BANK_MS)
     loop = asyncio.new_event_loop()
     request_id = 0
     try:

@@ -24,7 +24,8 @@ import sys
 from typing import Any
 
 from scout_arena.record import MatchRecord, record_to_json
-from scout_arena.server import RefereeFacade, TimeControl
+from scout_arena.server import RefereeFacade
+from scout_rules.protocol import TimeControl
 
 
 def emit(obj: Any) -> None:

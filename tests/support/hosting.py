@@ -20,9 +20,9 @@ import pytest
 from scout_arena.hosting import CodeCache, Host, HostedBot, RunReport, sha256_hex
 from scout_arena.sandbox import Sandbox, pack_folder
 from scout_arena.server import Referee, RefereeServer
-from scout_arena.server.clock import TimeControl
 from scout_arena.server.convert import ProtobufWire
 from scout_arena.server.match import MatchRunner
+from scout_rules.protocol import TimeControl
 
 P = ParamSpec("P")
 HOSTED_BOTS = Path(__file__).resolve().parent.parent / "bots" / "hosted"

@@ -16,7 +16,8 @@ from referee_support import (
     admin_metadata,
 )
 from scout.v1 import arena_pb2, arena_pb2_grpc, game_pb2, matches_pb2, matches_pb2_grpc
-from scout_arena.server import Referee, RefereeServer, TimeControl
+from scout_arena.server import Referee, RefereeServer
+from scout_rules.protocol import TimeControl
 
 T = TypeVar("T")
 

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..server.clock import TimeControl
+from scout_rules.protocol import TimeControl
+
 from ..server.convert import ProtobufWire
 from ..server.lifecycle import RefereeServer
 from ..server.match import MatchRunner

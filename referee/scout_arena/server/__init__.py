@@ -1,6 +1,6 @@
 """The gRPC referee: many matches at once, clocks, strikes, records.
 
-Apps use `RefereeFacade` (and `MatchInPlay`, `TimeControl`, the `MatchRequestError` kinds); the
+Apps use `RefereeFacade` (and `MatchInPlay`, the `MatchRequestError` kinds); the
 referee's own command line assembles `Referee` and `RefereeServer` itself.
 
 The names are imported when first used, not with the package: a submodule such as ``flags``
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .calls import bearer_token
-    from .clock import TimeControl
     from .connections import tokens_equal
     from .errors import (
         BotAtCapacity,
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 #: Each public name and the submodule that defines it.
 _WHERE = {
-    "bearer_token": "calls", "TimeControl": "clock", "tokens_equal": "connections",
+    "bearer_token": "calls", "tokens_equal": "connections",
     "BotAtCapacity": "errors", "BotNotConnected": "errors", "IdempotencyKeyReused": "errors",
     "InvalidBotName": "errors", "InvalidIdempotencyKey": "errors", "InvalidTable": "errors",
     "InvalidTimeControl": "errors", "MatchRequestError": "errors", "RefereeClosing": "errors",
@@ -62,5 +61,5 @@ __all__ = ["DEFAULT_PASS_BUDGET_MS", "NO_PASS_BUDGET_MS",
            "BotAtCapacity", "BotNotConnected", "IdempotencyKeyReused", "InvalidBotName",
            "InvalidIdempotencyKey", "InvalidTable", "InvalidTimeControl",
            "MatchInPlay", "MatchRequestError", "Referee", "RefereeClosing", "RefereeFacade",
-           "RefereeServer", "TimeControl", "TlsConfig", "UnknownBot", "bearer_token",
+           "RefereeServer", "TlsConfig", "UnknownBot", "bearer_token",
            "list_limit", "serve_forever", "tokens_equal"]

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from scout_rules import IllegalAction, MalformedAction, OutOfTurn
+from scout_rules.protocol import TimeControl
 
-from .clock import TimeControl
 from .events import Answer, AnswerStatus, MatchWire, Request
 from .metrics import RefereeMetrics
 from .seat import FORFEIT, OpenRequest, Seat, SeatRequest

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+from scout_rules.protocol import TimeControl
 
 from .errors import InvalidTimeControl
 
@@ -29,19 +29,12 @@ MAX_HANDOFF_WAIT_S = 5.0
 """The longest a queued request waits for the transport before its clock starts anyway."""
 
 
-@dataclass(frozen=True, slots=True)
-class TimeControl:
-    """Per-decision time plus a per-match bank, both in milliseconds."""
-
-    decision_ms: int = DEFAULT_DECISION_MS
-    time_bank_ms: int = DEFAULT_TIME_BANK_MS
-
-    def check(self) -> None:
-        """Refuse a time control no match may use (a zero decision time could never be met)."""
-        for value, what in ((self.decision_ms, "decision_ms"),
-                            (self.time_bank_ms, "time_bank_ms")):
-            if not 0 <= value <= MAX_DECISION_MS or (what == "decision_ms" and value < 1):
-                raise InvalidTimeControl(f"{what} {value} is out of range")
+def check_time_control(time_control: TimeControl) -> None:
+    """Refuse a time control no match may use (a zero decision time could never be met)."""
+    for value, what in ((time_control.decision_ms, "decision_ms"),
+                        (time_control.time_bank_ms, "time_bank_ms")):
+        if not 0 <= value <= MAX_DECISION_MS or (what == "decision_ms" and value < 1):
+            raise InvalidTimeControl(f"{what} {value} is out of range")
 
 
 DEFAULT_TIME_CONTROL = TimeControl()

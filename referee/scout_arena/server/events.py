@@ -25,10 +25,9 @@ from scout_rules.protocol import (
     MatchEnded,
     MatchEndStatus,
     Probation,
+    TimeControl,
     Welcome,
 )
-
-from .clock import TimeControl
 
 __all__ = [
     "ActionAnswer",

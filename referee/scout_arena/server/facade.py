@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import NoReturn, final
 
 from scout_rules import SpectatorView, spectator_view
+from scout_rules.protocol import TimeControl
 
 from ..record import JSON, MatchRecord
 from .calls import bearer_token
-from .clock import DEFAULT_TIME_CONTROL, TimeControl
+from .clock import DEFAULT_TIME_CONTROL
 from .connections import Authenticator, tokens_equal
 from .convert import ProtobufWire
 from .events import (

@@ -10,10 +10,9 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scout_arena.clierrors import nonnegative_int, positive_int, positive_ms
-from scout_arena.timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS, TimeControl
 
-from .clock import TimeControl
+from scout_arena.clierrors import nonnegative_int, positive_int, positive_ms
 
 if TYPE_CHECKING:  # the listener brings gRPC: imported when a TLS config is made
     from .listener import TlsConfig

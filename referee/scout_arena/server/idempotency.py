@@ -17,9 +17,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scout_rules.protocol import TimeControl
+
 from scout_arena.text import echo
 
-from .clock import TimeControl
 from .errors import (
     ECHO_LIMIT,
     IdempotencyKeyReused,

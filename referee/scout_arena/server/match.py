@@ -22,10 +22,11 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Protocol
 
 from scout_rules import State, rank_scores, spectator_view
+from scout_rules.protocol import TimeControl
 
 from ..record import JSON, MatchRecord, Note, RecordStatus, RefereeMeta, SeatStats, build_record
 from .asking import Asking
-from .clock import SeatClock, TimeControl
+from .clock import SeatClock
 from .connections import BotEntry
 from .events import (
     MatchEnded,

@@ -22,7 +22,7 @@ from ..record import record_to_json
 from .book import KnownMatch
 from .calls import OrganiserContext, bearer_token
 from .connections import tokens_equal
-from .convert import match_info, match_status_from_pb, spectator_event, time_control_from_pb
+from .convert import match_info, match_status_from_pb, requested_time_control, spectator_event
 from .errors import (
     ECHO_LIMIT,
     BotAtCapacity,
@@ -259,7 +259,7 @@ class MatchesServicer(matches_pb2_grpc.MatchesServicer):
         the one the first call made, as it is now. Raises MatchRequestError, or _DeadlinePassed
         when the call's deadline passed before the moment of creation (nothing is made)."""
         key = request.idempotency_key
-        tc = time_control_from_pb(request, self.referee.default_time_control)
+        tc = requested_time_control(request, self.referee.default_time_control)
         asked = CreateRequest(tuple(request.bots),
                               request.seed if request.HasField("seed") else None, tc)
         if key:

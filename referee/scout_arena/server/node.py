@@ -30,11 +30,11 @@ from typing import Protocol
 
 import grpc
 from scout.v1 import nodes_pb2, nodes_pb2_grpc
+from scout_rules.protocol import TimeControl
 
 from .. import __version__
 from ..record import record_to_json
-from .clock import TimeControl
-from .convert import time_control_from_pb
+from .convert import requested_time_control
 from .errors import MatchRequestError
 from .events import MatchStatus
 from .match import MatchRunner
@@ -301,7 +301,7 @@ class NodeLink:
             reason = f"the node is full ({running} of {self.config.capacity} matches)"
         else:
             try:
-                tc: TimeControl = time_control_from_pb(assign, self.referee.default_time_control)
+                tc: TimeControl = requested_time_control(assign, self.referee.default_time_control)
                 self.held.add(match_id)
                 self.referee.host_match(
                     match_id, [(s.bot_name, s.ticket) for s in assign.seats], assign.seed, tc,

@@ -17,11 +17,13 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
+from scout_rules.protocol import TimeControl
+
 from scout_arena.text import echo
 
 from ..record import JSON, MatchRecord
 from .book import DEFAULT_KEEP_FINISHED, DEFAULT_KEEP_RECORDS, MatchBook
-from .clock import DEFAULT_TIME_CONTROL, TimeControl
+from .clock import DEFAULT_TIME_CONTROL, check_time_control
 from .connections import BotEntry, BotRegistry
 from .errors import (
     ECHO_LIMIT,
@@ -134,7 +136,7 @@ class Referee:
                                     f"{len(bot.seats)} matches, the most it accepts at once")
             bots.append(bot)
         tc = time_control or self.default_time_control
-        tc.check()
+        check_time_control(tc)
         if seed is None:
             seed = secrets.randbits(64)
         if match_id is None:

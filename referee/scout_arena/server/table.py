@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .clock import TimeControl
+from scout_rules.protocol import TimeControl
+
 from .events import ActionPlayed, AnswerResult, AnswerStatus, BotEvent, MatchStarted, MatchWire
 from .seat import Seat
 

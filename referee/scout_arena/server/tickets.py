@@ -16,10 +16,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from scout_rules.protocol import TimeControl
+
 from scout_arena.text import echo
 
 from ..record import JSON
-from .clock import TimeControl
+from .clock import check_time_control
 from .connections import BotEntry, BotRegistry, token_digest, tokens_equal
 from .errors import ECHO_LIMIT, InvalidBotName, InvalidTable, has_control_characters
 
@@ -119,7 +121,7 @@ class AssignedMatches:
         for index, (name, _) in enumerate(seats):
             if not name or has_control_characters(name):
                 raise InvalidBotName(f"seat {index}: invalid bot name {echo(name, ECHO_LIMIT)}")
-        time_control.check()
+        check_time_control(time_control)
         try:
             self.tickets.issue(match_id, seats)
         except ValueError as exc:

@@ -16,8 +16,9 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
+
 from ..record import JSON, MatchOutcome
-from ..timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 from ..tournament import BotSpec, ScheduledMatch, TournamentConfig, deal_seed
 
 __all__ = ["BASE", "METRICS", "NEW", "DealGroup", "GameResult", "Pair", "SprtConfig",

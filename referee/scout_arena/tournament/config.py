@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from scout_rules.cards import MASK64, SplitMix64
+from scout_rules.protocol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 from ..record import JSON
-from ..timecontrol import DEFAULT_DECISION_MS, DEFAULT_TIME_BANK_MS
 
 CONFIG_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"

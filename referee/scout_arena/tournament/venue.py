@@ -15,9 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scout_rules.protocol import TimeControl
+
 from ..record import MatchRecord
 from ..sandbox.lifeline import parent_death_preexec
-from ..server import NO_PASS_BUDGET_MS, RefereeFacade, TimeControl
+from ..server import NO_PASS_BUDGET_MS, RefereeFacade
 from .config import (
     DISQUALIFY_AFTER,
     BotSpec,

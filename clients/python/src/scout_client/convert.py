@@ -37,6 +37,7 @@ from scout_codec import (
     scout_to_proto,
     show_from_proto,
     show_to_proto,
+    time_control_from_proto,
     welcome_from_proto,
 )
 from scout_codec import cards_from_proto as _cards_from_proto
@@ -55,7 +56,6 @@ from .types import (
     RotationRequest,
     RoundEnded,
     RoundEndReason,
-    TimeControl,
 )
 
 __all__ = [
@@ -103,10 +103,6 @@ ERROR_FROM_PROTO: dict[arena_pb2.ErrorCode.ValueType, ErrorCode] = {
     arena_pb2.ERROR_CODE_BAD_MESSAGE: ErrorCode.BAD_MESSAGE,
     arena_pb2.ERROR_CODE_RATE_LIMITED: ErrorCode.RATE_LIMITED,
 }
-
-
-def _time_control_from_proto(time_control: game_pb2.TimeControl) -> TimeControl:
-    return TimeControl(time_control.decision_ms, time_control.time_bank_ms)
 
 
 # --- referee messages ---------------------------------------------------------------------------
@@ -200,7 +196,7 @@ def match_start_from_proto(start: arena_pb2.MatchStart) -> MatchStart:
         player_names=tuple(start.player_names),
         num_players=start.num_players,
         num_rounds=start.num_rounds,
-        time_control=_time_control_from_proto(start.time_control),
+        time_control=time_control_from_proto(start.time_control),
         resumed=start.resumed,
         time_bank_ms=start.time_bank_ms,
         strikes=start.strikes,

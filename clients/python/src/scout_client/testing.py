@@ -25,6 +25,7 @@ from scout_codec import (
     probation_to_proto,
     scout_to_proto,
     show_to_proto,
+    time_control_to_proto,
     welcome_to_proto,
 )
 from scout_codec import cards_to_proto as _cards_to_proto
@@ -49,7 +50,6 @@ from .types import (
     RotationChoice,
     RotationRequest,
     RoundEnded,
-    TimeControl,
     Welcome,
 )
 
@@ -81,12 +81,6 @@ _ERROR_TO_PROTO = inverse(ERROR_FROM_PROTO)
 def public_action_to_proto(action: PublicAction) -> game_pb2.PublicAction:
     """With the action's own ``by_referee`` (a script says which actions were fallbacks)."""
     return _public_action_to_proto(action, action.by_referee)
-
-
-def _time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
-    return game_pb2.TimeControl(
-        decision_ms=time_control.decision_ms, time_bank_ms=time_control.time_bank_ms
-    )
 
 
 # --- what a referee sends ----------------------------------------------------------------------
@@ -125,7 +119,7 @@ def match_start_to_proto(start: MatchStart) -> arena_pb2.MatchStart:
         player_names=start.player_names,
         num_players=start.num_players,
         num_rounds=start.num_rounds,
-        time_control=_time_control_to_proto(start.time_control),
+        time_control=time_control_to_proto(start.time_control),
         resumed=start.resumed,
         time_bank_ms=start.time_bank_ms,
         strikes=start.strikes,

@@ -38,6 +38,7 @@ from scout_rules.protocol import (
     MatchEnded,
     MatchEndStatus,
     Probation,
+    TimeControl,
     Welcome,
 )
 
@@ -101,14 +102,6 @@ class ErrorCode(Enum):
 
 
 # --- what the referee sends ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TimeControl:
-    """Time for each decision, and the extra bank for the whole match, in milliseconds."""
-
-    decision_ms: int
-    time_bank_ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,8 @@ from .protocol import (
     match_ended_to_proto,
     probation_from_proto,
     probation_to_proto,
+    time_control_from_proto,
+    time_control_to_proto,
     welcome_from_proto,
     welcome_to_proto,
 )
@@ -84,6 +86,8 @@ __all__ = [
     "observation_to_proto",
     "probation_from_proto",
     "probation_to_proto",
+    "time_control_from_proto",
+    "time_control_to_proto",
     "public_action_from_proto",
     "public_action_to_proto",
     "scout_from_proto",

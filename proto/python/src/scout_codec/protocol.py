@@ -8,7 +8,7 @@ MatchEnded's status, which reads as FINISHED.
 
 from __future__ import annotations
 
-from scout.v1 import arena_pb2
+from scout.v1 import arena_pb2, game_pb2
 from scout_rules.protocol import (
     AnswerResult,
     AnswerStatus,
@@ -18,6 +18,7 @@ from scout_rules.protocol import (
     MatchEnded,
     MatchEndStatus,
     Probation,
+    TimeControl,
     Welcome,
 )
 
@@ -153,3 +154,16 @@ def probation_to_proto(probation: Probation) -> arena_pb2.Probation:
 
 def probation_from_proto(probation: arena_pb2.Probation) -> Probation:
     return Probation(probation.active, probation.reason, probation.lifted_by_reconnect)
+
+
+def time_control_to_proto(time_control: TimeControl) -> game_pb2.TimeControl:
+    """A bank of 0 is sent as ``no_time_bank`` too: a reader of a request would otherwise take
+    the 0 for "the referee's default"."""
+    return game_pb2.TimeControl(decision_ms=time_control.decision_ms,
+                                time_bank_ms=time_control.time_bank_ms,
+                                no_time_bank=time_control.time_bank_ms == 0)
+
+
+def time_control_from_proto(time_control: game_pb2.TimeControl) -> TimeControl:
+    """As a MatchStart states it: the match's own values, no defaults filled in."""
+    return TimeControl(time_control.decision_ms, time_control.time_bank_ms)

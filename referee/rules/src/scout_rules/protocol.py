@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "DEFAULT_DECISION_MS",
+    "DEFAULT_TIME_BANK_MS",
     "PROTOCOL_VERSION",
     "AnswerResult",
     "AnswerStatus",
@@ -24,11 +26,19 @@ __all__ = [
     "MatchEndStatus",
     "MatchEnded",
     "Probation",
+    "TimeControl",
     "Welcome",
 ]
 
 PROTOCOL_VERSION = 1
 """The protocol version the referee and the SDK speak (Hello and Welcome)."""
+
+DEFAULT_DECISION_MS = 1000
+"""Milliseconds a bot has for each decision before its bank is drawn on: what a match gets when
+nobody chooses (the referee, the ladder, tournaments, SPRT runs and in-process matches)."""
+
+DEFAULT_TIME_BANK_MS = 10_000
+"""Milliseconds of a bot's per-match bank, spent when a decision overruns."""
 
 
 class AnswerStatus(Enum):
@@ -62,6 +72,15 @@ class MatchEndStatus(Enum):
     """Stopped by the referee before its end (a shutdown that outlasted its drain): no result."""
     VOIDED = "voided"
     """Voided by the ladder (its referee node was lost, or it never began): no result."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeControl:
+    """Time for each decision, and the extra bank for the whole match, in milliseconds (a
+    MatchStart's, a match request's); a bank of 0 means none."""
+
+    decision_ms: int = DEFAULT_DECISION_MS
+    time_bank_ms: int = DEFAULT_TIME_BANK_MS
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,14 +37,13 @@ from .objects import (
     public_action_to_pb,
     public_event,
     referee_message,
+    requested_time_control,
     rotation_request,
     round_ended,
     round_ended_event,
     scout_to_pb,
     show_to_pb,
     spectator_event,
-    time_control_from_pb,
-    time_control_to_pb,
 )
 
 __all__ = [
@@ -79,7 +78,6 @@ __all__ = [
     "scout_to_pb",
     "show_to_pb",
     "spectator_event",
-    "time_control_from_pb",
-    "time_control_to_pb",
+    "requested_time_control",
     "varint",
 ]

@@ -30,11 +30,12 @@ from scout_codec import (
     public_action_to_proto,
     scout_to_proto,
     show_to_proto,
+    time_control_to_proto,
     welcome_to_proto,
 )
 from scout_rules import Card, Observation, RoundEnd, RoundResult
+from scout_rules.protocol import TimeControl
 
-from ..clock import TimeControl
 from ..errors import InvalidTimeControl
 from ..events import (
     ActionPlayed,
@@ -137,14 +138,11 @@ def round_ended(match_id: str, result: RoundResult, totals: Sequence[int],
     return msg
 
 
-def time_control_to_pb(decision_ms: int, time_bank_ms: int) -> game_pb2.TimeControl:
-    return game_pb2.TimeControl(decision_ms=decision_ms, time_bank_ms=time_bank_ms,
-                                no_time_bank=time_bank_ms == 0)
 
 
 
 
-def time_control_from_pb(request: matches_pb2.CreateMatchRequest | nodes_pb2.AssignMatch,
+def requested_time_control(request: matches_pb2.CreateMatchRequest | nodes_pb2.AssignMatch,
                          default: TimeControl) -> TimeControl:
     """A CreateMatch's (or a ladder's AssignMatch's) time control: absent or zero fields take
     the referee's defaults, but
@@ -195,7 +193,7 @@ def referee_message(event: BotEvent) -> arena_pb2.RefereeMessage:
         return arena_pb2.RefereeMessage(match_start=arena_pb2.MatchStart(
             match_id=event.match_id, seat=event.seat, player_names=event.players,
             num_players=event.num_players, num_rounds=event.num_rounds,
-            time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
+            time_control=time_control_to_proto(tc),
             resumed=event.resumed, time_bank_ms=event.time_bank_ms, strikes=event.strikes))
     if isinstance(event, Welcome):
         return arena_pb2.RefereeMessage(welcome=welcome_to_proto(event))
@@ -236,7 +234,7 @@ def match_info(snapshot: MatchSnapshot) -> matches_pb2.MatchInfo:
     return matches_pb2.MatchInfo(
         match_id=snapshot.match_id, status=_STATUS_TO_PB[snapshot.status],
         bots=snapshot.players, seed=seed,
-        time_control=time_control_to_pb(tc.decision_ms, tc.time_bank_ms),
+        time_control=time_control_to_proto(tc),
         round_index=snapshot.round_index, totals=snapshot.totals,
         ranks=snapshot.ranks, forfeited_seats=snapshot.forfeited_seats)
 
