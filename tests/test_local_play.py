@@ -115,8 +115,18 @@ def test_a_bot_spec_names_a_bundled_bot_or_a_search_bot_with_options() -> None:
     assert (bot.iterations, bot.exploration, bot.opponents_search, bot.seed) == (50, 0.5, False, 3)
 
 
+@pytest.mark.parametrize("text", ["false", "False", "FALSE"])
+def test_a_bool_search_option_is_read_in_any_case(text: str) -> None:
+    bot = bot_from_spec(f"search:opponents_search={text},exploration=1")
+    assert isinstance(bot, SearchBot)
+    assert bot.opponents_search is False
+    assert bot.exploration == 1.0 and isinstance(bot.exploration, float)
+
+
 @pytest.mark.parametrize("spec", ["nobody", "greedy:depth=2", "search:iterations",
-                                  "search:no_such_option=1", "search:eval=oracle"])
+                                  "search:no_such_option=1", "search:eval=oracle",
+                                  "search:opponents_search=no", "search:iterations=many",
+                                  "search:exploration=wide", "search:clock=1"])
 def test_a_bad_bot_spec_is_refused_with_a_value_error(spec: str) -> None:
     with pytest.raises(ValueError):
         bot_from_spec(spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import typing
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
 
@@ -45,14 +46,23 @@ def make_bot(name: str, seed: int = 0) -> Bot:
                          f"{', '.join(sorted(BUNDLED_BOTS))}") from None
 
 
-def _option(text: str) -> int | float | bool | str:
-    if text in ("true", "false"):
-        return text == "true"
+def _option(key: str, text: str, hint: object) -> int | float | bool | str | None:
+    """``text`` as the type ``SearchBot`` declares for ``key``: a bool is ``true`` or ``false``
+    (any case), a number must parse; anything else is refused rather than passed on as a string
+    (``opponents_search=False`` once reached the bot as the truthy ``"False"``)."""
+    kinds = set(typing.get_args(hint)) or {hint}
+    if bool in kinds:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{key} is true or false, not {text!r}")
+        return text.lower() == "true"
+    if type(None) in kinds and text.lower() == "none":
+        return None
     for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
+        if kind in kinds:
+            try:
+                return kind(text)
+            except ValueError:
+                raise ValueError(f"{key} is a number ({kind.__name__}), not {text!r}") from None
     return text  # eval=net, weights=PATH
 
 
@@ -64,14 +74,16 @@ def bot_from_spec(spec: str, seed: int = 0) -> Bot:
         return make_bot(name, seed)
     if name != "search":
         raise ValueError(f"only search takes options, not {name!r} in {spec!r}")
-    try:
-        options = {k: _option(v) for k, v in (p.split("=", 1) for p in params.split(",") if p)}
-    except ValueError:
-        raise ValueError(f"options are KEY=VALUE, got {params!r}") from None
-    try:
-        return SearchBot(seed, **options)  # type: ignore[arg-type]  # values checked by the bot
-    except TypeError as error:
-        raise ValueError(f"bad search option in {spec!r}: {error}") from None
+    hints = typing.get_type_hints(SearchBot.__init__)
+    options: dict[str, int | float | bool | str | None] = {}
+    for part in filter(None, params.split(",")):
+        key, equals, text = part.partition("=")
+        if not equals:
+            raise ValueError(f"options are KEY=VALUE, got {part!r} in {spec!r}")
+        if key not in hints or key in ("seed", "clock", "return"):
+            raise ValueError(f"bad search option in {spec!r}: no option {key!r}")
+        options[key] = _option(key, text, hints[key])
+    return SearchBot(seed, **options)  # type: ignore[arg-type]  # each coerced to its hint
 
 
 def _resolve(loop: asyncio.AbstractEventLoop, value: T | Awaitable[T]) -> T:
