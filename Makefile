@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml proto/python/pyproject.toml referee/rules/pyproject.tom
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e proto/python -e referee/rules -e clients/python -e '.[bots,test,sprt,ray,rl,openspiel,train]'
+	$(BIN)/python -m pip install --quiet -e proto/python -e referee/rules -e clients/python -e '.[bots,test,sprt,ray,rl,openspiel,train,profile]'
 	touch $@
 
 # The demo tournament adds every starter kit that is built; these two build in seconds.

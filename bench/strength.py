@@ -8,7 +8,8 @@ is the number of matches per player count, rounded up to whole deals.
 
 A bot is named as ``NAME[:KEY=VALUE,...]``: ``greedy``, ``random``, ``search`` (the default
 bundled bot, 200 ms a decision), ``search:iterations=200``, ``search:think_ms=400``; the keys are
-`SearchBot`'s keyword arguments. ``--bot`` defaults to ``search:iterations=100`` and
+`SearchBot`'s keyword arguments, each read as the type it declares (``true``/``false`` in
+any case, numbers that must parse). ``--bot`` defaults to ``search:iterations=100`` and
 ``--opponent`` to ``greedy``. The targets are the issues': against greedy 65 / 65 / 60 / 50 %
 at 2 / 3 / 4 / 5 players (and 80 % at 4 for a default-strength bot), against
 ``search:iterations=200`` 65 / 50 / 45 / 35 %.
