@@ -209,3 +209,15 @@ def test_bot_run_search_plays_a_match_on_a_real_referee(tmp_path: Path) -> None:
             record = fetch_record(stub, info.match_id)
     assert record["finished"] is True
     assert record["notes"] == [] and record["forfeits"] == []  # no strike, timeout or fallback
+
+
+def test_the_tree_is_narrower_below_the_root_at_two_and_three_players_unless_a_width_is_given(
+        ) -> None:
+    from scout_arena.search.mcts import Width
+
+    bot = SearchBot(iterations=10)
+    narrow = Width(root_scouts=3, root_combos=6, scouts=1, combos=4)
+    assert [bot.width(n) for n in (2, 3, 4, 5)] == [narrow, narrow, Width(), Width()]
+    wide = SearchBot(iterations=10, scouts=3, root_combos=2)
+    given = Width(root_scouts=3, root_combos=2, scouts=3, combos=4)
+    assert [wide.width(n) for n in (2, 3, 4, 5)] == [given] * 4

@@ -6,7 +6,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import scout_client as sdk
 from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
@@ -64,10 +64,11 @@ class SearchBot(sdk.Bot):
     ``sample_tries``: draws per determinization to find opponents' hands that agree with their
     Scouts (a greedy-like player scouts only without a Show; 1, the default, assumes nothing).
     ``root_scouts``, ``root_combos``, ``scouts``, ``combos``: the actions tried at a node
-    (`mcts.Width`). ``eval``: the leaf evaluation, ``rollout`` (greedy playouts, the default),
-    ``net`` (the learned `value.ValueNet`) or ``mix`` (``net_weight`` of the net, the rest
-    rollout); ``prior`` > 0 ranks and biases the root's actions by the net (see `mcts.search`);
-    ``weights``: the network's ``.npz`` (default: the one shipped in the package).
+    (`mcts.Width`; unset, `Width.for_players` of the table). ``eval``: the leaf evaluation,
+    ``rollout`` (greedy playouts, the default), ``net`` (the learned `value.ValueNet`) or
+    ``mix`` (``net_weight`` of the net, the rest rollout); ``prior`` > 0 ranks and biases the
+    root's actions by the net (see `mcts.search`); ``weights``: the network's ``.npz``
+    (default: the one shipped in the package).
     """
 
     name = "search"
@@ -77,8 +78,9 @@ class SearchBot(sdk.Bot):
                  iterations: int | None = None, exploration: float = 0.7,
                  safety_margin_ms: int = SAFETY_MARGIN_MS, rotation_samples: int = 24,
                  opponents_search: bool = True, sample_tries: int = 1,
-                 min_iterations: int = DEFAULT_MIN_ITERATIONS, root_scouts: int = 3,
-                 root_combos: int = 6, scouts: int = 2, combos: int = 4,
+                 min_iterations: int = DEFAULT_MIN_ITERATIONS, root_scouts: int | None = None,
+                 root_combos: int | None = None, scouts: int | None = None,
+                 combos: int | None = None,
                  eval: str = "rollout", net_weight: float = 0.5, prior: float = 0.0,
                  weights: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -93,7 +95,9 @@ class SearchBot(sdk.Bot):
         self.opponents_search = opponents_search
         self.sample_tries = sample_tries
         self.min_iterations = min_iterations
-        self.width = Width(root_scouts, root_combos, scouts, combos)
+        widths = {"root_scouts": root_scouts, "root_combos": root_combos, "scouts": scouts,
+                  "combos": combos}
+        self.width_overrides = {k: v for k, v in widths.items() if v is not None}
         if eval not in EVALS:
             raise ValueError(f"eval is one of {', '.join(EVALS)}, not {eval!r}")
         self.eval = eval
@@ -109,6 +113,10 @@ class SearchBot(sdk.Bot):
         self._seats: dict[str, int] = {}  # from MatchStart or the match's observations
         self._players: dict[str, int] = {}
         self._totals: dict[str, tuple[int, ...]] = {}  # after the last round, from RoundEnded
+
+    def width(self, num_players: int) -> Width:
+        """The actions tried at a node: the table size's default, with any knob given."""
+        return replace(Width.for_players(num_players), **self.width_overrides)
 
     # ----- per-match memory (two players only: round 2 is dealt the cards round 1 did not use)
 
@@ -187,7 +195,8 @@ class SearchBot(sdk.Bot):
                             sample_tries=self.sample_tries,
                             min_iterations=0 if self.iterations is not None
                             else self.min_iterations,
-                            hard_deadline=hard, width=self.width, net=self.net,
+                            hard_deadline=hard, width=self.width(observation.num_players),
+                            net=self.net,
                             net_weight=self.net_weight, prior=self.prior)
         if result is None:
             action = greedy_action(info.determinize(rng))

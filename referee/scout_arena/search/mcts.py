@@ -51,6 +51,13 @@ class Width:
     scouts: int = 2
     combos: int = 4
 
+    @classmethod
+    def for_players(cls, num_players: int) -> Width:
+        """The default at each table size: with 2 and 3 players one Scout per end and way up
+        below the root (a narrower tree, searched deeper) did better than two; 4 and 5 players
+        were not measured (see the search README)."""
+        return cls(scouts=1) if num_players <= 3 else cls()
+
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
