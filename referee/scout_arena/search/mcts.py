@@ -54,8 +54,8 @@ class Width:
     @classmethod
     def for_players(cls, num_players: int) -> Width:
         """The default at each table size: with 2 and 3 players one Scout per end and way up
-        below the root (a narrower tree, searched deeper) did better than two; 4 and 5 players
-        were not measured (see the search README)."""
+        below the root (a narrower tree, searched deeper) did better than two; with 4 and 5
+        it did not (see the search README)."""
         return cls(scouts=1) if num_players <= 3 else cls()
 
 
