@@ -149,3 +149,34 @@ def test_after_a_shutdown_goodbye_the_sdk_gives_up_once_the_referee_stays_away()
     with pytest.raises(ConnectionLost, match=r"has not come back within 1\.5 s"):
         asyncio.run(scenario())
     assert arena.connections >= 3, "it gave up without trying to reconnect"
+
+
+def test_a_void_after_the_match_ended_here_is_told_once(caplog: pytest.LogCaptureFixture
+                                                        ) -> None:
+    """A node can finish a match and die before the ladder hears the result: the ladder's void
+    then comes after the bot's own ending, and the author must learn it does not count."""
+    bot = Recorder()
+
+    async def script(conn: Connection) -> None:
+        await conn.handshake()
+        await conn.send(start("m1"), MatchEnded("m1", status=MatchEndStatus.ABORTED,
+                                                reason="node stopping"))
+        deadline = time.monotonic() + 10
+        while "match_end" not in bot.kinds() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        void = MatchEnded("m1", status=MatchEndStatus.VOIDED, reason="its referee node was lost")
+        await conn.send(void, void)
+        while "voided after" not in caplog.text and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # time for a second warning, were one to come
+        arena.stop.set()
+
+    arena = FakeArena(script)
+    with caplog.at_level(logging.INFO, logger="scout_client"):
+        played = asyncio.run(play(arena, bot))
+    assert played == 1
+    told = [r.getMessage() for r in caplog.records if "voided after it ended here" in
+            r.getMessage()]
+    assert told == ["match m1 voided after it ended here (its result does not count): "
+                    "its referee node was lost"]
+    assert bot.kinds() == ["start", "match_end"]

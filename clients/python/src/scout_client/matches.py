@@ -20,6 +20,7 @@ from .matchlog import log_match_end, log_match_start
 from .types import (
     AnswerResult,
     MatchEnded,
+    MatchEndStatus,
     MatchMessage,
     MatchStart,
     Observation,
@@ -88,13 +89,19 @@ class Matches:
         self._tally = tally
         self._on_end = on_end
         self._matches: dict[str, _Match] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._ended: OrderedDict[str, bool] = OrderedDict()  # True: a void was told since
         self._workers: set[asyncio.Task[None]] = set()
 
     def receive(self, message: MatchMessage, received_at: float) -> None:
         """Queue `message` for its match's worker, starting the worker for a new match."""
         match_id = message.match_id
         if match_id in self._ended:
+            if (isinstance(message, MatchEnded) and message.status is MatchEndStatus.VOIDED
+                    and not self._ended[match_id]):
+                # It finished here, but its node was lost before the ladder heard the result.
+                self._ended[match_id] = True
+                _log_ending(message, " after it ended here (its result does not count)")
+                return
             log.debug("match %s: ignoring %s after the match ended", match_id,
                       type(message).__name__)
             return
@@ -169,7 +176,7 @@ class Matches:
         match = self._matches.pop(match_id, None)
         if match is None:
             return
-        self._ended[match_id] = None
+        self._ended[match_id] = False
         while len(self._ended) > _ENDED_MATCHES_REMEMBERED:
             self._ended.popitem(last=False)
         if match.worker is not None and match.worker is not asyncio.current_task():
