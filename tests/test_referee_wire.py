@@ -27,34 +27,23 @@ def test_encode_passes_bytes_through_and_serializes_messages() -> None:
 
 def test_decision_request_assembled_from_history_bytes_equals_the_message_built_whole() -> None:
     from scout_arena.server import convert
-    from scout_rules import Phase, State
+    from scout_rules import State
+    from support.wire_history import requests_with_history
 
     rng = random.Random(11)
     checked = 0
     for players in (2, 3, 4, 5):
         state = State.new(players, 11 + players)
-        history = bytearray()
-        while not state.is_over and checked < 400 * players:
-            if state.phase is Phase.ROTATION:
-                for seat in range(players):
-                    state.choose_rotation(seat, seat % 2 == 1)
-                history = bytearray()
-                continue
-            assert state.current_seat is not None
-            obs = state.observation(state.current_seat)
+        for obs, history in requests_with_history(state, rng, lambda _, seat: seat % 2 == 1):
             whole = convert.decision_request(
                 obs, "m-1", checked, 1000, 9000,
                 [convert.public_action_to_pb(a) for a in obs.history])
             spliced = arena_pb2.RefereeMessage.FromString(convert.decision_request_bytes(
-                obs, "m-1", checked, 1000, 9000, bytes(history)))
+                obs, "m-1", checked, 1000, 9000, history))
             assert spliced == whole
             checked += 1
-            round_index = state.round_index
-            state.apply(rng.choice(state.legal_actions()))
-            if state.round_index == round_index and not state.is_over:
-                assert state.last_action is not None
-                history += convert.history_entry_bytes(
-                    convert.public_action_to_pb(state.last_action))
+            if checked >= 400 * players:
+                break
     assert checked > 200
 
 

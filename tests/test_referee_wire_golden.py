@@ -13,10 +13,15 @@ import hashlib
 import random
 
 from scout_arena.server import convert
-from scout_rules import Phase, State
+from scout_rules import State
+from support.wire_history import requests_with_history
 
 GOLDEN_REQUESTS = 5227
 GOLDEN_SHA256 = "7532787205afa847ae8e0d5e4bda8250a8e571fc7bcc0cf2dd10b66d0904c74c"
+
+
+def _coin(rng: random.Random, _seat: int) -> bool:
+    return rng.random() < 0.5
 
 
 def wire_digest() -> tuple[int, str]:
@@ -26,24 +31,10 @@ def wire_digest() -> tuple[int, str]:
         for seed in range(6):
             rng = random.Random(seed)
             state = State.new(players, seed)
-            history = bytearray()
-            while not state.is_over:
-                if state.phase is Phase.ROTATION:
-                    for seat in range(players):
-                        state.choose_rotation(seat, rng.random() < 0.5)
-                    history = bytearray()
-                    continue
-                assert state.current_seat is not None
-                obs = state.observation(state.current_seat)
+            for obs, history in requests_with_history(state, rng, _coin):
                 digest.update(convert.decision_request_bytes(
-                    obs, f"m-{seed}", requests, 1000, 10_000, bytes(history)))
+                    obs, f"m-{seed}", requests, 1000, 10_000, history))
                 requests += 1
-                round_index = state.round_index
-                state.apply(rng.choice(state.legal_actions()))
-                if state.round_index == round_index and not state.is_over:
-                    assert state.last_action is not None
-                    history += convert.history_entry_bytes(
-                        convert.public_action_to_pb(state.last_action))
             totals = [0] * players
             for log in state.round_logs:
                 assert log.result is not None
