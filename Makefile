@@ -69,6 +69,7 @@ bench: $(STAMP) bubblewrap
 	$(BIN)/python bench/env.py --json bench/results/env.json
 	$(BIN)/python bench/bots.py --json bench/results/bots.json
 	$(BIN)/python bench/sdk.py --json bench/results/sdk.json
+	$(BIN)/python bench/search.py --json bench/results/search.json
 	$(BIN)/python bench/strength.py --json bench/results/strength.json
 	$(BIN)/python bench/referee.py --json bench/results/referee.json
 	$(BIN)/python bench/referee_cpu.py --json bench/results/referee_cpu.json

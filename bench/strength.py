@@ -12,7 +12,8 @@ bundled bot, 200 ms a decision), ``search:iterations=200``, ``search:think_ms=40
 any case, numbers that must parse). ``--bot`` defaults to ``search:iterations=100`` and
 ``--opponent`` to ``greedy``. The targets are the issues': against greedy 65 / 65 / 60 / 50 %
 at 2 / 3 / 4 / 5 players (and 80 % at 4 for a default-strength bot), against
-``search:iterations=200,scouts=2`` (issue 31's baseline) 65 / 50 / 45 / 35 %.
+``search:iterations=200,scouts=2,sample_tries=1,observe=false`` (issue 31's baseline, the
+search bot as it was when the issue was filed) 65 / 50 / 45 / 35 %.
 
 Per player count: the win rate (the candidate ranks first; a first place shared by k seats
 counts 1/k, as the tournament standings split shared firsts; the strict and shared-included
@@ -31,7 +32,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,13 +42,15 @@ from rich.console import Console
 from rich.table import Table
 from scout_arena.local import bot_from_spec, play_match
 from scout_arena.search import SearchBot
-from scout_client import Action, Bot, Observation
+from scout_client import Action, Bot, Observation, RotationRequest
+from scout_rules.protocol import DEFAULT_DECISION_MS
 
 PLAYER_COUNTS = (2, 3, 4, 5)
 #: Win-rate targets by opponent (the issues' figures).
 # Issue 31's baseline is the search bot as it was then: 200 iterations, two Scouts per end and
-# way up below the root at every table size (`scouts=2`; the default is 1 at 2-3 players since).
-BASELINE_SEARCH = "search:iterations=200,scouts=2"
+# way up below the root at every table size (`scouts=2`; the default is 1 at 2-3 players since),
+# uniform fills of the hidden hands (`sample_tries=1`) and a tree keyed by hand positions alone.
+BASELINE_SEARCH = "search:iterations=200,scouts=2,sample_tries=1,observe=false"
 TARGETS = {"greedy": {2: 0.65, 3: 0.65, 4: 0.60, 5: 0.50},
            BASELINE_SEARCH: {2: 0.65, 3: 0.50, 4: 0.45, 5: 0.35}}
 SEED_BASE = 0x5EA2C4_0000
@@ -55,7 +58,7 @@ SEED_BASE = 0x5EA2C4_0000
 JSON = dict[str, Any]
 
 
-Match = tuple[float, float, float, float, float, float, float]
+Match = tuple[float, float, float, float, float, float, float, float]
 
 
 def make(spec: str, seed: int) -> Bot:
@@ -66,31 +69,42 @@ def make(spec: str, seed: int) -> Bot:
         raise SystemExit(str(error)) from None
 
 
-def _count_iterations(bot: Bot) -> list[int]:
-    """The iterations of each decision ``bot`` makes from now on (none for a bot that does
-    not search)."""
+def _watch(bot: Bot) -> tuple[list[int], list[float]]:
+    """The search iterations of each decision ``bot`` makes from now on (none for a bot that
+    does not search), and the wall milliseconds of each of its answers, rotations included."""
     counts: list[int] = []
-    if isinstance(bot, SearchBot):
-        act = bot.act
+    millis: list[float] = []
+    act, rotate = bot.act, bot.choose_rotation
 
-        def counted(observation: Observation) -> Action:
-            action = act(observation)
+    def timed_act(observation: Observation) -> Action:
+        started = time.perf_counter()
+        action = act(observation)
+        millis.append((time.perf_counter() - started) * 1000)
+        if isinstance(bot, SearchBot):
             counts.append(bot.last_stats.iterations)
-            return action
+        return action
 
-        bot.act = counted  # type: ignore[method-assign]
-    return counts
+    def timed_rotation(request: RotationRequest) -> bool | Awaitable[bool]:
+        started = time.perf_counter()
+        choice = rotate(request)
+        millis.append((time.perf_counter() - started) * 1000)
+        return choice
+
+    bot.act = timed_act  # type: ignore[method-assign]
+    bot.choose_rotation = timed_rotation  # type: ignore[method-assign]
+    return counts, millis
 
 
 def play_deal(num_players: int, deal: int, bot: str, opponent: str) -> list[Match]:
     """One deal at every seat position: per match (win share, strict win, shared-or-strict win,
-    rank, score difference, seconds, the candidate's mean search iterations a decision)."""
+    rank, score difference, seconds, the candidate's mean search iterations a decision and its
+    slowest answer in ms)."""
     seed = SEED_BASE + num_players * 1_000_003 + deal
     out: list[Match] = []
     for position in range(num_players):
         bots = [make(bot if s == position else opponent, deal * 10 + s)
                 for s in range(num_players)]
-        searched = _count_iterations(bots[position])
+        searched, millis = _watch(bots[position])
         started = time.perf_counter()
         state = play_match(bots, seed, match_id=f"strength-{num_players}-{deal}-{position}")
         seconds = time.perf_counter() - started
@@ -101,7 +115,8 @@ def play_deal(num_players: int, deal: int, bot: str, opponent: str) -> list[Matc
         others = [state.scores[s] for s in range(num_players) if s != position]
         diff = state.scores[position] - sum(others) / len(others)
         out.append((share, float(mine == 1 and firsts == 1), float(mine == 1), float(mine),
-                    diff, seconds, statistics.fmean(searched) if searched else 0.0))
+                    diff, seconds, statistics.fmean(searched) if searched else 0.0,
+                    max(millis, default=0.0)))
     return out
 
 
@@ -141,6 +156,7 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
     diff, diff_ci = interval(per_deal(4))
     seconds = [m[5] for deal in rows for m in deal]
     iterations = [m[6] for deal in rows for m in deal]
+    slowest = max(m[7] for deal in rows for m in deal)
     target = TARGETS.get(opponent, {}).get(num_players)
     return {
         "players": num_players, "deals": deals, "matches": deals * num_players,
@@ -152,6 +168,9 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
         "score_diff": round(diff, 2), "score_diff_ci95": round(diff_ci, 2),
         "seconds_per_match": round(statistics.fmean(seconds), 3), "wall_s": round(wall, 1),
         "iterations_per_decision": round(statistics.fmean(iterations), 1),
+        "slowest_answer_ms": round(slowest, 1),
+        "matches_with_an_answer_over_decision_ms": sum(
+            m[7] > DEFAULT_DECISION_MS for deal in rows for m in deal),
     }
 
 
@@ -177,7 +196,7 @@ def main() -> None:
             for n in sorted(set(args.players or PLAYER_COUNTS))]
     table = Table(title=f"{args.bot} vs {args.opponent}, duplicate deals")
     for column in ("players", "matches", "win rate", "target", "mean rank", "score - others",
-                   "iter/decision", "s/match", "wall s"):
+                   "iter/decision", "slowest ms", "s/match", "wall s"):
         table.add_column(column, justify="right")
     for row in rows:
         ok = "white" if row["target"] is None else ("green" if row["meets_target"] else "red")
@@ -187,6 +206,7 @@ def main() -> None:
                       f"{row['mean_rank']:.2f} ± {row['mean_rank_ci95']:.2f}",
                       f"{row['score_diff']:+.1f} ± {row['score_diff_ci95']:.1f}",
                       f"{row['iterations_per_decision']:.0f}",
+                      f"{row['slowest_answer_ms']:.0f}",
                       f"{row['seconds_per_match']:.2f}", f"{row['wall_s']:.0f}")
     console.print(table)
     console.print("[dim]win rate: the candidate ranks first, a shared first counting 1/k; "

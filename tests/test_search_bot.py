@@ -23,11 +23,11 @@ from referee_support import (
     wait_finished,
 )
 from scout_arena.local import BUNDLED_BOTS, play_match
-from scout_arena.search import ScoutReads, SearchBot, sample, time_budget_ms
+from scout_arena.search import Reads, SearchBot, time_budget_ms
 from scout_arena.server import convert as wire
 from scout_client import GreedyBot, Observation
 from scout_client import convert as sdk_wire
-from scout_rules import Action, Phase, State, deck_for
+from scout_rules import Action, Phase, State, deck_for, hand_potential
 from scout_rules.playout import greedy_action
 
 
@@ -71,7 +71,7 @@ def test_determinizations_are_consistent_with_the_observation(
     observation = sdk_observation(state)
     seat = observation.seat
     info = observation.information_set()
-    reads = ScoutReads.of(info)
+    reads = Reads.of(info)
     true_hands = [state.hand(s) for s in range(num_players)]
     out_of_play = [c.pair for c in state.active] + [c.pair for cs in state.captured for c in cs]
     # the public knowledge itself is right: every known card is where the true hand has it
@@ -82,7 +82,7 @@ def test_determinizations_are_consistent_with_the_observation(
     known_pairs = {slot.pair for h in info.known for slot in h if slot is not None}
     rng = random.Random(sample_seed)
     for tries in (1, 1, 6):
-        hands = sample(info, reads, rng, tries)
+        hands = info.deal(rng, tries=tries, misfits=reads.misfits)
         assert [len(h) for h in hands] == list(observation.hand_sizes)
         assert tuple(hands[seat]) == true_hands[seat]
         for s in range(num_players):
@@ -117,9 +117,33 @@ def test_true_hands_never_contradict_the_scouts_of_greedy_players(
     state = mid_round(num_players, seed, steps, policy_seed=0, greedy_share=1.0)
     if state.is_over:
         return
-    reads = ScoutReads.of(sdk_observation(state).information_set())
+    reads = Reads.of(sdk_observation(state).information_set())
     true_hands = [state.hand(s) for s in range(num_players)]
     assert reads.violations(true_hands) == 0
+
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 2**64 - 1), st.integers(0, 60), st.integers(0, 99))
+def test_an_opponent_reads_as_misrotated_exactly_when_its_dealt_hand_was_better_the_other_way(
+        num_players: int, seed: int, steps: int, policy_seed: int) -> None:
+    rng = random.Random(policy_seed)
+    state = State.new(num_players, seed)
+    for s in range(num_players):
+        state.choose_rotation(s, rng.random() < 0.5)
+    held = [state.hand(s) for s in range(num_players)]
+    for _ in range(steps):
+        action = greedy_action(state) if rng.random() < 0.6 else rng.choice(state.legal_actions())
+        state.apply(action)
+        if state.round_index != 0 or state.phase is not Phase.PLAY:
+            return
+    seat = state.current_seat
+    assert seat is not None
+    reads = Reads.of(sdk_observation(state).information_set())
+    worse = sum(hand_potential([c.other for c in reversed(held[s])])
+                > hand_potential([c.face for c in held[s]])
+                for s in range(num_players) if s != seat)
+    assert reads.misrotations([state.hand(s) for s in range(num_players)]) == worse
 
 
 def legal_only(bot: SearchBot) -> Callable[[State, int, Action], None]:
@@ -221,3 +245,39 @@ def test_the_tree_is_narrower_below_the_root_at_two_and_three_players_unless_a_w
     wide = SearchBot(iterations=10, scouts=3, root_combos=2)
     given = Width(root_scouts=3, root_combos=2, scouts=3, combos=4)
     assert [wide.width(n) for n in (2, 3, 4, 5)] == [given] * 4
+
+
+
+def test_below_an_opponents_show_the_tree_branches_on_the_faces_it_showed() -> None:
+    """The same hand positions hold different cards in different determinizations, so the
+    searching seat's next decision hangs below what it would see, not below the positions."""
+    from scout_arena.search.mcts import TreeNode, search
+    from scout_rules import Show
+
+    state = State.new(2, 11)
+    for s in range(2):
+        state.choose_rotation(s, False)
+    info = sdk_observation(state).information_set()
+    observed = search(info, random.Random(3), iterations=1500, deadline=None, observe=True)
+    assert observed is not None
+    assert all(child.seen is None for child in observed.root.children.values())  # our own
+    branching = 0
+    nodes: list[TreeNode] = [observed.root]
+    while nodes:
+        node = nodes.pop()
+        for action, child in node.children.items():
+            if child.seen is None:
+                nodes.append(child)
+                continue
+            assert isinstance(action, Show)
+            assert all(len(faces) == action.length for faces in child.seen)
+            branching += len(child.seen) > 1
+            nodes += child.seen.values()
+    assert branching > 0
+    plain = search(info, random.Random(3), iterations=1500, deadline=None, observe=False)
+    assert plain is not None
+    nodes = [plain.root]
+    while nodes:
+        node = nodes.pop()
+        assert node.seen is None
+        nodes += node.children.values()

@@ -12,7 +12,7 @@ import scout_client as sdk
 from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
 from scout_rules.playout import greedy_action
 
-from .mcts import SearchResult, Width, rollout, search
+from .mcts import DEFAULT_SAMPLE_TRIES, SearchResult, Width, rollout, search
 from .value import load_net
 
 __all__ = ["DEFAULT_MIN_ITERATIONS", "DEFAULT_THINK_MS", "SAFETY_MARGIN_MS", "SearchBot",
@@ -61,8 +61,11 @@ class SearchBot(sdk.Bot):
     mode, go on past ``think_ms`` until this many iterations are done (default 100, what the
     strength bench runs), while the deadline less the margin allows. ``opponents_search``: the
     other seats choose in the tree too (default) rather than by the rollout policy.
-    ``sample_tries``: draws per determinization to find opponents' hands that agree with their
-    Scouts (a greedy-like player scouts only without a Show; 1, the default, assumes nothing).
+    ``sample_tries``: draws per determinization (default 4) to find opponents' hands that
+    agree with how they played: ``read_rotations`` (default), each holds its dealt hand the
+    more playable way up (`hand_potential`); ``read_scouts``, a greedy-like player scouts only
+    without a Show. 1: uniform fills, assuming nothing. ``observe`` (default): below an
+    opponent's Show the tree branches on the faces shown (see `mcts.search`).
     ``root_scouts``, ``root_combos``, ``scouts``, ``combos``: the actions tried at a node
     (`mcts.Width`; unset, `Width.for_players` of the table). ``eval``: the leaf evaluation,
     ``rollout`` (greedy playouts, the default), ``net`` (the learned `value.ValueNet`) or
@@ -77,12 +80,13 @@ class SearchBot(sdk.Bot):
     def __init__(self, seed: int | None = 0, *, think_ms: int | None = None,
                  iterations: int | None = None, exploration: float = 0.7,
                  safety_margin_ms: int = SAFETY_MARGIN_MS, rotation_samples: int = 24,
-                 opponents_search: bool = True, sample_tries: int = 1,
+                 opponents_search: bool = True, sample_tries: int = DEFAULT_SAMPLE_TRIES,
                  min_iterations: int = DEFAULT_MIN_ITERATIONS, root_scouts: int | None = None,
                  root_combos: int | None = None, scouts: int | None = None,
                  combos: int | None = None,
                  eval: str = "rollout", net_weight: float = 0.5, prior: float = 0.0,
-                 weights: str | None = None,
+                 weights: str | None = None, observe: bool = True,
+                 read_scouts: bool = False, read_rotations: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if think_ms is None and iterations is None:
             think_ms = DEFAULT_THINK_MS
@@ -103,6 +107,9 @@ class SearchBot(sdk.Bot):
         self.eval = eval
         self.net_weight = {"rollout": 0.0, "net": 1.0}.get(eval, net_weight)
         self.prior = prior
+        self.observe = observe
+        self.read_scouts = read_scouts
+        self.read_rotations = read_rotations
         self.net = (load_net(weights) if self.net_weight > 0 or prior > 0 else None)
         self.clock = clock
         self.last_stats = SearchStats(0, None, False)
@@ -197,7 +204,9 @@ class SearchBot(sdk.Bot):
                             else self.min_iterations,
                             hard_deadline=hard, width=self.width(observation.num_players),
                             net=self.net,
-                            net_weight=self.net_weight, prior=self.prior)
+                            net_weight=self.net_weight, prior=self.prior,
+                            observe=self.observe, read_scouts=self.read_scouts,
+                            read_rotations=self.read_rotations)
         if result is None:
             action = greedy_action(info.determinize(rng))
             self.last_stats = SearchStats(0, budget, False)
@@ -217,8 +226,8 @@ class SearchBot(sdk.Bot):
         hand = Hand(request.hand)
         heuristic = hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
         # The request names neither the seat nor the table size: they come from the match
-        # start or the match's earlier observations (in-process matches send no MatchStart, so
-        # their first rotation is the heuristic's).
+        # start or the match's earlier observations (a bot that missed the MatchStart, having
+        # connected late, rotates by the heuristic until its first observation).
         with self._lock:
             seat = self._seats.get(request.match_id)
             num_players = self._players.get(request.match_id)

@@ -2,11 +2,13 @@
 2012) over the engine, to the end of the round in progress.
 
 Each iteration draws one determinization of the hidden hands (`InformationSet.determinize`,
-or `knowledge.sample` to prefer hands that agree with the opponents' Scouts), walks
-the one shared tree from the root choosing among the children whose actions are legal in that
-determinization by UCB1 with availability counts, adds one child, plays the round out with the
-greedy rollout policy and backs up one reward per seat: every seat's node statistics are from
-its own point of view, so opponents are searched as maximising their own result.
+preferring fills in which every opponent holds its hand the more playable way up, as it chose
+at the deal: `knowledge.Reads`), walks the one shared tree from the root choosing among the
+children whose actions are legal in that determinization by UCB1 with availability counts,
+adds one child, plays the round out with the greedy rollout policy and backs up one reward per
+seat: every seat's node statistics are from its own point of view, so opponents are searched
+as maximising their own result. Below an opponent's Show the tree branches on the faces shown,
+what the searching seat would see, rather than on the hand positions alone.
 """
 
 from __future__ import annotations
@@ -15,30 +17,46 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scout_rules import Action, InformationSet, State
+from scout_rules import Action, InformationSet, Scout, State
 from scout_rules.playout import candidates, greedy_action, round_scores
 
-from .knowledge import ScoutReads, sample
+from .knowledge import Reads
 
 if TYPE_CHECKING:
     from .value import ValueNet
 
-__all__ = ["SearchResult", "TreeNode", "Width", "reward", "rollout", "search"]
+__all__ = ["DEFAULT_SAMPLE_TRIES", "SearchResult", "TreeNode", "Width", "reward", "rollout",
+           "search"]
+
+#: Fills drawn per determinization, keeping the first that agrees with the reads.
+DEFAULT_SAMPLE_TRIES = 4
 
 
 class TreeNode:
     """One node of the tree: the statistics of the action that led here, for its actor."""
 
-    __slots__ = ("avail", "children", "total", "visits")
+    __slots__ = ("avail", "children", "seen", "total", "visits")
 
     def __init__(self) -> None:
         self.children: dict[Action, TreeNode] = {}
+        self.seen: dict[tuple[int, ...], TreeNode] | None = None
         self.visits = 0
         self.avail = 0
         self.total = 0.0
+
+    def after_show(self, faces: tuple[int, ...]) -> TreeNode:
+        """The node that follows this opponent's Show when it showed ``faces``: the tree below
+        it is keyed by what the searching seat sees, not by the hand position shown, which
+        holds different cards in different determinizations."""
+        if self.seen is None:
+            self.seen = {}
+        node = self.seen.get(faces)
+        if node is None:
+            node = self.seen[faces] = TreeNode()
+        return node
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +79,13 @@ class Width:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """The action chosen, how many iterations chose it, and each root action's statistics."""
+    """The action chosen, how many iterations chose it, each root action's statistics, and
+    the tree itself (for analysis)."""
 
     action: Action
     iterations: int
     stats: tuple[tuple[Action, int, float], ...]  # action, visits, mean reward
+    root: TreeNode = field(repr=False, compare=False)
 
 
 def reward(scores: Sequence[int], round_index: int, round_start_scores: Sequence[int]
@@ -134,10 +154,11 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
            deadline: float | None, exploration: float = 0.7,
            clock: Callable[[], float] = time.perf_counter,
            root_actions: Sequence[Action] | None = None,
-           opponents_search: bool = True, sample_tries: int = 1,
+           opponents_search: bool = True, sample_tries: int = DEFAULT_SAMPLE_TRIES,
            min_iterations: int = 0, hard_deadline: float | None = None,
            width: Width | None = None, net: ValueNet | None = None,
-           net_weight: float = 1.0, prior: float = 0.0
+           net_weight: float = 1.0, prior: float = 0.0, observe: bool = True,
+           read_scouts: bool = False, read_rotations: bool = True
            ) -> SearchResult | None:
     """Search from ``info`` until ``iterations`` are done or ``clock()`` passes
     ``deadline`` (whichever comes first; at least one must be given). None when not even one
@@ -148,7 +169,10 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     (multi-player ISMCTS); False: the other seats play the rollout policy inside the tree too,
     so the tree holds only this seat's decisions (cheaper, but measured weaker against greedy).
     ``sample_tries``: draws per determinization to find hands that agree with the opponents'
-    Scouts (see `knowledge.sample`). ``width``: the actions tried at a node (`Width`).
+    rotation choices (``read_rotations``, default) and Scouts (``read_scouts``; see
+    `knowledge.Reads`); 1: uniform fills. ``width``: the actions tried at a node (`Width`).
+    ``observe`` (default): below an opponent's Show the tree branches on the faces it showed
+    (`TreeNode.after_show`); False: on the hand positions alone, as in plain SO-ISMCTS.
 
     ``net`` (`value.ValueNet`): a learned evaluation. At a leaf its values for every seat count
     ``net_weight`` and the greedy rollout's the rest (1: no rollout at all). ``prior`` > 0:
@@ -160,7 +184,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
     root = TreeNode()
     seat = info.seat
     start_scores = info.scores
-    reads = ScoutReads.of(info) if sample_tries > 1 else None
+    reads = (Reads.of(info, scouts=read_scouts, rotations=read_rotations)
+             if sample_tries > 1 and (read_scouts or read_rotations) else None)
     shape = width or Width()
     done = 0
     fixed_root: list[Action] | None = list(root_actions) if root_actions is not None else None
@@ -174,7 +199,7 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             if deadline is not None and now >= deadline and done >= min_iterations:
                 break
         state = (info.determinize(rng) if reads is None
-                 else info.state(sample(info, reads, rng, sample_tries)))
+                 else info.determinize(rng, tries=sample_tries, misfits=reads.misfits))
         if fixed_root is None:
             fixed_root = candidates(state, shape.root_scouts, shape.root_combos)
         if prior > 0 and net is not None and bias is None:
@@ -220,6 +245,8 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
             state.apply(best_action)
             path.append((best, actor))
             node = best
+            if observe and actor != seat and not isinstance(best_action, Scout):
+                node = node.after_show(tuple(c.face for c in state.active))
         if leaf_net is None or state.is_over:
             rewards = rollout(state, start_scores)
         else:
@@ -236,4 +263,4 @@ def search(info: InformationSet, rng: random.Random, *, iterations: int | None,
         return None
     stats = tuple(sorted(((a, c.visits, c.total / c.visits) for a, c in root.children.items()),
                          key=lambda t: (-t[1], -t[2])))
-    return SearchResult(stats[0][0], done, stats)
+    return SearchResult(stats[0][0], done, stats, root)

@@ -12,7 +12,7 @@ a `State` a search can play forward, which ends when the round ends.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .actions import ActionKind, End, PublicAction
@@ -28,6 +28,9 @@ from .state import State
 __all__ = ["InformationSet"]
 
 Pair = tuple[int, int]
+Hands = tuple[tuple[Card, ...], ...]
+#: A bot's guess at how far a fill is from how the other seats played (0: it agrees).
+Misfits = Callable[[Hands], int]
 #: Fills `deal` draws, at most, for one that lets a chipless two-player actor Show.
 FILL_TRIES = 10_000
 
@@ -126,14 +129,33 @@ class InformationSet:
 
     # ----- states consistent with it ----------------------------------------------------------
 
-    def deal(self, rng: random.Random) -> tuple[tuple[Card, ...], ...]:
+    def deal(self, rng: random.Random, *, tries: int = 1, misfits: Misfits | None = None
+             ) -> Hands:
         """Every seat's hand in one consistent fill: this seat's as it is, each public card in
         its place turned a random way, each unknown position a card drawn from `unseen`
         without replacement, either way up (drawn as a deck is shuffled, seeded from ``rng``).
 
         With two players, another seat to act with no Scout chip left must hold a group that
         beats the active set (else the round would be over): fills are drawn until one does,
-        `InconsistentTable` after `FILL_TRIES`."""
+        `InconsistentTable` after `FILL_TRIES`.
+
+        ``misfits``: a bot's own reading of the others' play (how many of their choices a fill
+        contradicts); up to ``tries`` fills are drawn and the first it scores 0, else the
+        lowest scored, is kept. The rules assume nothing about how anyone plays."""
+        hands = self._consistent(rng)
+        if misfits is None or tries <= 1:
+            return hands
+        best = misfits(hands)
+        for _ in range(tries - 1):
+            if best == 0:
+                break
+            other = self._consistent(rng)
+            score = misfits(other)
+            if score < best:
+                hands, best = other, score
+        return hands
+
+    def _consistent(self, rng: random.Random) -> Hands:
         key = self._show_needed()
         if key is None:
             return self._draw(rng)
@@ -174,11 +196,13 @@ class InformationSet:
             hands.append(tuple(hand))
         return tuple(hands)
 
-    def determinize(self, rng: random.Random) -> State:
-        """The engine at this moment with the unseen cards filled by `deal`: a legal,
-        consistent state whose match ends when this round does (its scores are then the
-        match totals after the round)."""
-        return state_at(State.__new__(State), self._position(self.deal(rng)))
+    def determinize(self, rng: random.Random, *, tries: int = 1,
+                    misfits: Misfits | None = None) -> State:
+        """The engine at this moment with the unseen cards filled by `deal` (``tries`` and
+        ``misfits`` as there): a legal, consistent state whose match ends when this round does
+        (its scores are then the match totals after the round)."""
+        return state_at(State.__new__(State),
+                        self._position(self.deal(rng, tries=tries, misfits=misfits)))
 
     def position(self, hands: Sequence[Sequence[Card]]) -> Position:
         """The `Position` with these hands, checked to fit: this seat's hand as it is, every
