@@ -276,3 +276,28 @@ def test_a_fill_draws_the_unseen_cards_evenly_and_turns_every_card_either_way() 
     expected = draws / len(info.unseen)
     assert all(0.7 * expected < n < 1.3 * expected for n in seen.values()), seen
     assert 0.45 < up / draws < 0.55 and 0.45 < turned / draws < 0.55
+
+
+def test_a_deal_scored_by_a_bot_keeps_the_first_fill_it_scores_zero_else_the_lowest() -> None:
+    """`deal`'s ``misfits`` hook: the rules draw, the bot's score chooses; with one try, or no
+    score, the fill is the plain one from the same generator."""
+    info = InformationSet.from_observation(start_of_play(3, 5).observation(1))
+    assert info.deal(random.Random(8), tries=1, misfits=lambda hands: 1) == \
+        info.deal(random.Random(8))
+    scored: list[tuple[int, tuple[tuple[Card, ...], ...]]] = []
+
+    def by_left_card(hands: tuple[tuple[Card, ...], ...]) -> int:  # 0: seat 0's first is a 10
+        score = 10 - hands[0][0].face
+        scored.append((score, hands))
+        return score
+
+    for seed in range(30):
+        scored.clear()
+        kept = info.deal(random.Random(seed), tries=6, misfits=by_left_card)
+        assert 1 <= len(scored) <= 6
+        zeros = [hands for score, hands in scored if score == 0]
+        if zeros:  # drawing stops at the first fill scored 0
+            assert kept is zeros[0] and scored[-1][1] is kept
+        else:
+            assert len(scored) == 6
+            assert kept is min(scored, key=lambda pair: pair[0])[1]
