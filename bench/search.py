@@ -86,13 +86,7 @@ def main() -> None:
     count, iterations = (4, 300) if args.quick else (12, 1000)
     reps = args.reps or (2 if args.quick else 3)
     console = Console(width=120)
-    rows = []
-    for n in PLAYER_COUNTS:
-        rates = measure(n, count, iterations, reps)
-        rows.append({"players": n, "positions": count, "iterations": iterations, "reps": reps,
-                     "iterations_per_cpu_s": {k: round(v) for k, v in rates.items()},
-                     "ratio_to_uniform": {k: round(v / rates["uniform"], 3)
-                                          for k, v in rates.items()}})
+    results = [(n, measure(n, count, iterations, reps)) for n in PLAYER_COUNTS]
     table = Table(title=f"search iterations per CPU-second ({iterations}-iteration searches, "
                         f"{count} positions, {reps} rounds)")
     table.add_column("players", justify="right")
@@ -100,16 +94,20 @@ def main() -> None:
         table.add_column(name, justify="right")
         if name != "uniform":
             table.add_column(f"{name} / uniform", justify="right")
-    for row in rows:
-        cells = [str(row["players"])]
+    for n, rates in results:
+        cells = [str(n)]
         for name in SETTINGS:
-            cells.append(f"{row['iterations_per_cpu_s'][name]:,}")
+            cells.append(f"{rates[name]:,.0f}")
             if name != "uniform":
-                cells.append(f"{row['ratio_to_uniform'][name]:.2f}")
+                cells.append(f"{rates[name] / rates['uniform']:.2f}")
         table.add_row(*cells)
     console.print(table)
-    median = statistics.median(r["ratio_to_uniform"]["default"] for r in rows)
+    median = statistics.median(rates["default"] / rates["uniform"] for _, rates in results)
     console.print(f"[dim]default / uniform, median over player counts: {median:.2f}[/]")
+    rows = [{"players": n, "positions": count, "iterations": iterations, "reps": reps,
+             "iterations_per_cpu_s": {k: round(v) for k, v in rates.items()},
+             "ratio_to_uniform": {k: round(v / rates["uniform"], 3) for k, v in rates.items()}}
+            for n, rates in results]
     write_json(args.json, {"machine": platform.platform(), "python": sys.version.split()[0],
                            "rows": rows}, console)
 

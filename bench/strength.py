@@ -76,7 +76,7 @@ def _watch(bot: Bot) -> tuple[list[int], list[float]]:
     millis: list[float] = []
     act, rotate = bot.act, bot.choose_rotation
 
-    def timed_act(observation: Observation) -> Action:
+    def timed_act(observation: Observation) -> Action | Awaitable[Action]:
         started = time.perf_counter()
         action = act(observation)
         millis.append((time.perf_counter() - started) * 1000)
