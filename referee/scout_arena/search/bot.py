@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import scout_client as sdk
-from scout_rules import Card, Hand, InformationSet, InvalidPosition, hand_potential
+from scout_rules import Hand, InformationSet, InvalidPosition, hand_potential
 from scout_rules.playout import greedy_action
 
+from .knowledge import rotates_like_greedy
 from .mcts import DEFAULT_SAMPLE_TRIES, SearchResult, Width, rollout, search
 from .value import load_net
 
@@ -252,7 +253,7 @@ class SearchBot(sdk.Bot):
                 break
             hands = list(kept.deal(rng))
             for s in range(num_players):
-                if s != seat and _greedy_rotates(hands[s]):
+                if s != seat and rotates_like_greedy(hands[s]):
                     hands[s] = Hand(hands[s]).rotated()
             for sign, view in views:
                 hands[seat] = view.hand
@@ -271,10 +272,4 @@ class SearchBot(sdk.Bot):
     def _scores_for(self, match_id: str, num_players: int) -> tuple[int, ...]:
         with self._lock:
             return self._totals.get(match_id, (0,) * num_players)
-
-
-def _greedy_rotates(hand: tuple[Card, ...]) -> bool:
-    faces = [c.face for c in hand]
-    rotated = [c.other for c in reversed(hand)]
-    return hand_potential(rotated) > hand_potential(faces)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from scout_rules import ActionKind, Card, End, InformationSet, hand_potential, player_count_rules
 from scout_rules.moves import group_key, has_show
 
-__all__ = ["Reads"]
+__all__ = ["Reads", "rotates_like_greedy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +106,13 @@ class Reads:
         count = 0
         for s, shown, order in self.dealt:
             cards = (*hands[s], *shown)
-            dealt = [cards[i] for i in order]
-            if hand_potential([c.other for c in reversed(dealt)]) > \
-                    hand_potential([c.face for c in dealt]):
+            if rotates_like_greedy([cards[i] for i in order]):
                 count += 1
         return count
+
+
+def rotates_like_greedy(hand: Sequence[Card]) -> bool:
+    """Whether GreedyBot's rule would turn this hand: it is more playable rotated
+    (`hand_potential`)."""
+    return (hand_potential([c.other for c in reversed(hand)])
+            > hand_potential([c.face for c in hand]))
