@@ -66,7 +66,8 @@ def make(spec: str, seed: int) -> Bot:
     try:
         return bot_from_spec(spec, seed)
     except ValueError as error:
-        raise SystemExit(str(error)) from None
+        print(f"strength.py: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _watch(bot: Bot) -> tuple[list[int], list[float]]:
