@@ -71,7 +71,22 @@ def test_search_takes_iterations_and_reproduces(tmp_path: Path) -> None:
     assert records[0] == records[1]
 
 
+def test_search_takes_its_options_in_the_spec_as_the_benches_name_them(tmp_path: Path) -> None:
+    """``search:iterations=20`` is the bot ``--iterations 20`` makes; other options ride along."""
+    rounds = []
+    for bot in (["search:iterations=20"], ["search", "--iterations", "20"],
+                ["search:iterations=20,sample_tries=1"]):
+        path = tmp_path / "match.json"
+        assert main(["play", "--bot", *bot, "--bot", "random", "--players", "2", "--seed", "5",
+                     "--quiet", "--record", str(path)]) == 0
+        rounds.append(json.loads(path.read_text())["rounds"])
+    assert rounds[0] == rounds[1]
+    assert rounds[2] != rounds[0]  # uniform fills search other determinizations
+
+
 @pytest.mark.parametrize(("argv", "message"), [
+    (["--bot", "search:iterations=x"], "iterations is a number"),
+    (["--bot", "search:nope=1"], "no option 'nope'"),
     (["--bot", "greedy", "--think-ms", "50"], "the search bot's options"),
     (["--bot", "search", "--think-ms", "50", "--iterations", "5"], "not both"),
     (["--bot", "no_such_play_module:Bot"], "no module named"),

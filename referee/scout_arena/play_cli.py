@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 __all__ = ["add_play_parser", "cmd_play"]
 
-_BOT_HELP = ("bot for the next seat: random, greedy, search, module:Class or file.py:Class "
-             "(repeat per seat; one bot fills every seat)")
+_BOT_HELP = ("bot for the next seat: random, greedy, search, search:KEY=VALUE,... (the search "
+             "bot's options, e.g. search:iterations=400,observe=false), module:Class or "
+             "file.py:Class (repeat per seat; one bot fills every seat)")
 
 
 @dataclass
@@ -39,16 +40,23 @@ class _Tally:
 
 
 def _make(spec: str, seed: int, args: argparse.Namespace) -> Bot:
-    """The bot a --bot names; ``search`` takes --think-ms / --iterations."""
-    from scout_client.cli import load_bot
+    """The bot a --bot names; ``search`` takes --think-ms / --iterations, or its options in
+    the spec as the benches name them (``search:KEY=VALUE,...``: a module:Class has no ``=``)."""
+    from scout_client.cli import BotSpecError, load_bot
 
-    from .local import BUNDLED_BOTS
+    from .local import BUNDLED_BOTS, bot_from_spec
     from .search import SearchBot
 
     if spec == "search":
         return SearchBot(seed, think_ms=args.think_ms, iterations=args.iterations)
     if spec in BUNDLED_BOTS:
         return BUNDLED_BOTS[spec](seed)
+    name, _, options = spec.partition(":")
+    if name in BUNDLED_BOTS and "=" in options:
+        try:
+            return bot_from_spec(spec, seed)
+        except (TypeError, ValueError) as exc:
+            raise BotSpecError(str(exc)) from None
     return load_bot(spec, seed=seed)
 
 
