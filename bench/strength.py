@@ -32,7 +32,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -134,17 +134,22 @@ def measure(num_players: int, matches: int, bot: str, opponent: str, workers: in
     deals = max(2, math.ceil(matches / num_players))
     started = time.perf_counter()
     rows: list[list[Match]] = []
+
+    def add(row: Iterable[Match]) -> None:
+        rows.append(list(row))
+        if len(rows) % max(1, deals // 10) == 0:
+            console.print(f"[dim]{num_players} players: {len(rows)}/{deals} deals, "
+                          f"{time.perf_counter() - started:.0f} s[/]")
+
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             futures = [pool.submit(play_deal, num_players, d, bot, opponent)
                        for d in range(first_deal, first_deal + deals)]
-            rows = [list(f.result()) for f in futures]
+            for future in futures:  # in deal order, so win_share_per_deal stays aligned
+                add(future.result())
     else:
         for d in range(first_deal, first_deal + deals):
-            rows.append(list(play_deal(num_players, d, bot, opponent)))
-            if len(rows) % max(1, deals // 10) == 0:
-                console.print(f"[dim]{num_players} players: {len(rows)}/{deals} deals, "
-                              f"{time.perf_counter() - started:.0f} s[/]")
+            add(play_deal(num_players, d, bot, opponent))
     wall = time.perf_counter() - started
 
     def per_deal(column: int) -> list[float]:
