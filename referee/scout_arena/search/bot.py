@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import scout_client as sdk
-from scout_rules import Hand, InformationSet, InvalidPosition, hand_potential
+from scout_rules import Hand, InformationSet, InvalidPosition
 from scout_rules.playout import greedy_action
 
 from .knowledge import rotates_like_greedy
@@ -225,7 +225,7 @@ class SearchBot(sdk.Bot):
         time, the orientation whose hand has the better sets and runs."""
         deadline, budget = self._deadline(request.deadline_ms)
         hand = Hand(request.hand)
-        heuristic = hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
+        heuristic = rotates_like_greedy(request.hand)
         # The request names neither the seat nor the table size: they come from the match
         # start or the match's earlier observations (a bot that missed the MatchStart, having
         # connected late, rotates by the heuristic until its first observation).
