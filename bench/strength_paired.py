@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
+
+from strength import interval
 
 
 def win_shares(spec: str, players: int) -> dict[int, float]:
@@ -35,16 +36,19 @@ def main() -> None:
     parser.add_argument("b", help="the candidate run(s)")
     parser.add_argument("--players", type=int, default=2)
     args = parser.parse_args()
-    a, b = win_shares(args.a, args.players), win_shares(args.b, args.players)
+    try:
+        a, b = win_shares(args.a, args.players), win_shares(args.b, args.players)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"strength_paired: error: not a strength run: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         print(f"strength_paired: {len(common)} deals in common; need 2 or more", file=sys.stderr)
         raise SystemExit(2)
-    diffs = [b[d] - a[d] for d in common]
-    half = 1.96 * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    diff, half = interval([b[d] - a[d] for d in common])
     print(f"{len(common)} deals: A {100 * statistics.fmean(a[d] for d in common):.1f} %, "
           f"B {100 * statistics.fmean(b[d] for d in common):.1f} %, "
-          f"B - A {100 * statistics.fmean(diffs):+.1f} ± {100 * half:.1f} points")
+          f"B - A {100 * diff:+.1f} ± {100 * half:.1f} points")
 
 
 if __name__ == "__main__":
