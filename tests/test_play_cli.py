@@ -88,6 +88,7 @@ def test_search_takes_its_options_in_the_spec_as_the_benches_name_them(tmp_path:
     (["--bot", "search:iterations=x"], "iterations is a number"),
     (["--bot", "search:nope=1"], "no option 'nope'"),
     (["--bot", "greedy", "--think-ms", "50"], "the search bot's options"),
+    (["--bot", "search:iterations=5", "--think-ms", "50"], "give them there too"),
     (["--bot", "search", "--think-ms", "50", "--iterations", "5"], "not both"),
     (["--bot", "no_such_play_module:Bot"], "no module named"),
     (["--bot", "greedy", "--games", "2", "--record", "x.json"], "--record writes one match"),

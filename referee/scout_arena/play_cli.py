@@ -92,6 +92,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.think_ms is not None and args.iterations is not None:
         return fail("give --think-ms or --iterations, not both")
     if (args.think_ms is not None or args.iterations is not None) and "search" not in specs:
+        if any(spec.startswith("search:") for spec in specs):
+            return fail("--think-ms and --iterations apply to a bare 'search'; with options in "
+                        "the spec, give them there too (search:think_ms=50,...)")
         return fail("--think-ms and --iterations are the search bot's options")
     if args.record and args.games > 1:
         return fail("--record writes one match: leave out --games, or --record")
