@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scout_rules import Show, beats, group_strength, groups_in, hand_potential
+from scout_rules import (
+    Card,
+    Show,
+    beats,
+    group_strength,
+    groups_in,
+    hand_potential,
+    more_playable_rotated,
+)
 
 faces_lists = st.lists(st.integers(1, 10), max_size=12)
 # Runs and sets are rare in uniform faces; a narrow range makes them common.
@@ -40,3 +48,11 @@ def test_groups_in_finds_runs_both_ways_and_sets_and_stops_at_a_break() -> None:
     assert Show(0, 3) in groups_in([7, 6, 5])
     assert groups_in([2, 2, 2], [9, 9]) == [Show(0, 3)]
     assert groups_in([5, 6], [5, 6]) == []  # equal strength does not beat
+
+
+def test_a_hand_is_more_playable_rotated_only_when_its_other_faces_group_better() -> None:
+    # Turned 180 degrees, the order reverses and each card shows its other face.
+    scattered_up = [Card(1, 6), Card(9, 7), Card(3, 8)]  # faces 1 9 3; turned: 8 7 6, a run
+    assert more_playable_rotated(scattered_up)
+    assert not more_playable_rotated([Card(c.other, c.face) for c in reversed(scattered_up)])
+    assert not more_playable_rotated([Card(5, 2), Card(5, 9)])  # a pair beats 9 2

@@ -56,10 +56,9 @@ def self_play(num_players: int, seed: int, weights: str | None, search_iteration
     leaves (``net_weight`` of the net, the rest rollout); with probability ``epsilon`` a seat
     plays a random candidate instead. Returns the features of a ``keep`` share of the
     positions, for every seat, and each seat's reward."""
-    from scout_rules import InformationSet, Phase, State
+    from scout_rules import InformationSet, Phase, State, more_playable_rotated
     from scout_rules.playout import candidates, greedy_action
 
-    from .search.knowledge import rotates_like_greedy
     from .search.mcts import reward, search
     from .search.value import load_net, seat_rows
 
@@ -70,7 +69,7 @@ def self_play(num_players: int, seed: int, weights: str | None, search_iteration
     labels: list[float] = []
     while not state.is_over:
         for seat in range(num_players):
-            rotate = rotates_like_greedy(state.hand(seat))
+            rotate = more_playable_rotated(state.hand(seat))
             state.choose_rotation(seat, rotate if rng.random() >= epsilon else not rotate)
         index, start = state.round_index, tuple(state.scores)
         kept: list[list[list[float]]] = []

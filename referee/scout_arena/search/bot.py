@@ -9,10 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import scout_client as sdk
-from scout_rules import Hand, InformationSet, InvalidPosition
+from scout_rules import Hand, InformationSet, InvalidPosition, more_playable_rotated
 from scout_rules.playout import greedy_action
 
-from .knowledge import rotates_like_greedy
 from .mcts import DEFAULT_SAMPLE_TRIES, SearchResult, Width, rollout, search
 from .value import load_net
 
@@ -225,7 +224,7 @@ class SearchBot(sdk.Bot):
         time, the orientation whose hand has the better sets and runs."""
         deadline, budget = self._deadline(request.deadline_ms)
         hand = Hand(request.hand)
-        heuristic = rotates_like_greedy(request.hand)
+        heuristic = more_playable_rotated(request.hand)
         # The request names neither the seat nor the table size: they come from the match
         # start or the match's earlier observations (a bot that missed the MatchStart, having
         # connected late, rotates by the heuristic until its first observation).
@@ -253,7 +252,7 @@ class SearchBot(sdk.Bot):
                 break
             hands = list(kept.deal(rng))
             for s in range(num_players):
-                if s != seat and rotates_like_greedy(hands[s]):
+                if s != seat and more_playable_rotated(hands[s]):
                     hands[s] = Hand(hands[s]).rotated()
             for sign, view in views:
                 hands[seat] = view.hand

@@ -16,10 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scout_rules import ActionKind, Card, End, InformationSet, hand_potential, player_count_rules
+from scout_rules import (
+    ActionKind,
+    Card,
+    End,
+    InformationSet,
+    more_playable_rotated,
+    player_count_rules,
+)
 from scout_rules.moves import group_key, has_show
 
-__all__ = ["Reads", "rotates_like_greedy"]
+__all__ = ["Reads"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +113,7 @@ class Reads:
         count = 0
         for s, shown, order in self.dealt:
             cards = (*hands[s], *shown)
-            if rotates_like_greedy([cards[i] for i in order]):
+            if more_playable_rotated([cards[i] for i in order]):
                 count += 1
         return count
 
-
-def rotates_like_greedy(hand: Sequence[Card]) -> bool:
-    """Whether GreedyBot's rule would turn this hand: it is more playable rotated
-    (`hand_potential`)."""
-    return (hand_potential([c.other for c in reversed(hand)])
-            > hand_potential([c.face for c in hand]))

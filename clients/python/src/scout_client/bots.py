@@ -8,7 +8,7 @@ import random
 import threading
 from collections.abc import Sequence
 
-from scout_rules import group_strength, groups_in, hand_potential
+from scout_rules import group_strength, groups_in, hand_potential, more_playable_rotated
 
 from .bot import Bot
 from .types import (
@@ -88,7 +88,7 @@ class GreedyBot(Bot):
     quick = True
 
     def choose_rotation(self, request: RotationRequest) -> bool:
-        return hand_potential(request.rotated_faces()) > hand_potential(request.hand_faces())
+        return more_playable_rotated(request.hand)
 
     def act(self, observation: Observation) -> Action:
         faces = observation.hand_faces()

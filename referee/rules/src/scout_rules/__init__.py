@@ -13,7 +13,14 @@ from .errors import (
     OutOfTurn,
     ScoutError,
 )
-from .groups import Strength, beats, group_strength, groups_in, hand_potential
+from .groups import (
+    Strength,
+    beats,
+    group_strength,
+    groups_in,
+    hand_potential,
+    more_playable_rotated,
+)
 from .information import InformationSet
 from .moves import describe_faces, group_key
 from .observation import Observation
@@ -29,5 +36,5 @@ __all__ = [
     "RoundEnd", "RoundLog", "RoundResult", "Scout", "ScoutAndShow", "ScoutError", "Show",
     "SpectatorView", "SplitMix64", "State", "Strength", "beats", "deal_match", "deck_for",
     "describe_faces", "group_key", "group_strength", "groups_in", "hand_potential",
-    "player_count_rules", "rank_scores", "spectator_view",
+    "more_playable_rotated", "player_count_rules", "rank_scores", "spectator_view",
 ]

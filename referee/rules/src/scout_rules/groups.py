@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .actions import Show
+from .cards import Card
 from .moves import NO_ACTIVE_SET, SET_BIT, group_key, legal_shows
 
-__all__ = ["Strength", "beats", "group_strength", "groups_in", "hand_potential"]
+__all__ = ["Strength", "beats", "group_strength", "groups_in", "hand_potential",
+           "more_playable_rotated"]
 
 Strength = tuple[int, int, int]
 """(length, 1 for a set / 0 for a run, lowest value): a bigger tuple is a stronger group."""
@@ -44,3 +46,10 @@ def hand_potential(faces: Sequence[int]) -> int:
     """How playable a hand is: the summed squares of the lengths of its multi-card groups, so
     one long group counts for more than several short ones."""
     return sum(show.length**2 for show in legal_shows(faces, NO_ACTIVE_SET) if show.length > 1)
+
+
+def more_playable_rotated(hand: Sequence[Card]) -> bool:
+    """Whether this hand has the greater `hand_potential` turned 180 degrees: GreedyBot's
+    rotation rule, and what the search bot assumes of an opponent's choice."""
+    return (hand_potential([c.other for c in reversed(hand)])
+            > hand_potential([c.face for c in hand]))
