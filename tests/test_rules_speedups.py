@@ -36,6 +36,7 @@ from scout_rules import (
     ScoutAndShow,
     Show,
     State,
+    groups,
     moves,
 )
 from scout_rules._native import SPEEDUPS
@@ -107,6 +108,32 @@ def test_compiled_scout_and_shows_equal_the_reference(faces: list[int],
 @given(st.lists(cards, max_size=30))
 def test_compiled_faces_of_equal_the_reference(hand: list[Card]) -> None:
     assert faces_of(hand) == _pure_faces_of(hand) == tuple(c.face for c in hand)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.one_of(faces_lists, grouped), st.lists(cards, max_size=70))
+def test_compiled_hand_potentials_equal_the_reference(faces: list[int],
+                                                      hand: list[Card]) -> None:
+    for args in ((faces,), (tuple(faces),)):
+        assert (compiled("hand_potential")(*args)
+                == groups.REFERENCE["hand_potential"](*args) == groups.hand_potential(*args))
+    grouped_hand = [Card(f, 11 - f) for f in faces]
+    for cards_held in (hand, grouped_hand, tuple(hand)):
+        assert (compiled("more_playable_rotated")(cards_held)
+                == groups.REFERENCE["more_playable_rotated"](cards_held))
+
+
+def test_compiled_hand_potentials_refuse_what_is_not_a_hand() -> None:
+    for bad in (None, [1, "2"], [1.5]):
+        with pytest.raises(TypeError):
+            compiled("hand_potential")(bad)
+        with pytest.raises(TypeError):
+            groups.REFERENCE["hand_potential"](bad)
+    for bad_hand in (None, [Card(1, 2), 3], [("a", 1)]):
+        with pytest.raises(TypeError):
+            compiled("more_playable_rotated")(bad_hand)
+        with pytest.raises((TypeError, AttributeError)):
+            groups.REFERENCE["more_playable_rotated"](bad_hand)
 
 
 def test_hands_too_long_for_the_c_tables_are_handed_to_the_reference() -> None:

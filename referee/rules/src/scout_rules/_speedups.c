@@ -191,6 +191,75 @@ static PyObject *sp_faces_of(PyObject *self, PyObject *cards) {
     return out;
 }
 
+/* groups.hand_potential, one pass: each multi-card group slice ending at a card is a set, a
+ * rising run or a falling run, so the squares of its lengths sum in closed form. */
+typedef struct {
+    long prev, set, up, down, total;
+} Potential;
+
+static inline long squares_from_2(long m) { return m < 2 ? 0 : m * (m + 1) * (2 * m + 1) / 6 - 1; }
+
+static inline void potential_add(Potential *p, long face, int first) {
+    if (first) {
+        p->set = p->up = p->down = 1;
+    } else {
+        p->set = face == p->prev ? p->set + 1 : 1;
+        p->up = face == p->prev + 1 ? p->up + 1 : 1;
+        p->down = face == p->prev - 1 ? p->down + 1 : 1;
+    }
+    p->prev = face;
+    p->total += squares_from_2(p->set) + squares_from_2(p->up) + squares_from_2(p->down);
+}
+
+static PyObject *sp_hand_potential(PyObject *self, PyObject *faces) {
+    PyObject *fast = PySequence_Fast(faces, "faces must be a sequence of ints");
+    if (fast == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    Potential p = {0, 0, 0, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(items[i]);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        potential_add(&p, v, i == 0);
+    }
+    Py_DECREF(fast);
+    return PyLong_FromLong(p.total);
+}
+
+/* One card's value at index 0 (face) or 1 (other); -1 with an exception set on error. */
+static long card_value(PyObject *card, Py_ssize_t index) {
+    if (PyTuple_Check(card) && PyTuple_GET_SIZE(card) == 2)
+        return PyLong_AsLong(PyTuple_GET_ITEM(card, index));
+    PyObject *item = PySequence_GetItem(card, index);
+    if (item == NULL) return -1;
+    long v = PyLong_AsLong(item);
+    Py_DECREF(item);
+    return v;
+}
+
+static PyObject *sp_more_playable_rotated(PyObject *self, PyObject *hand) {
+    PyObject *fast = PySequence_Fast(hand, "a hand is a sequence of cards");
+    if (fast == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    Potential held = {0, 0, 0, 0, 0}, turned = {0, 0, 0, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long face = card_value(items[i], 0);
+        long other = face == -1 && PyErr_Occurred() ? -1 : card_value(items[n - 1 - i], 1);
+        if (PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        potential_add(&held, face, i == 0);
+        potential_add(&turned, other, i == 0);
+    }
+    Py_DECREF(fast);
+    return PyBool_FromLong(turned.total > held.total);
+}
+
 /* maker(cls, names)(*values): a new cls with its slots `names` set to `values` in order,
  * without running __init__: for a frozen dataclass the engine builds with checked values. */
 #define MAX_SLOTS 32
@@ -363,6 +432,8 @@ static PyMethodDef methods[] = {
      "pure-Python functions to hand oversized hands to."},
     {"group_key", sp_group_key, METH_O, "moves.group_key"},
     {"faces_of", sp_faces_of, METH_O, "cards.faces_of"},
+    {"hand_potential", sp_hand_potential, METH_O, "groups.hand_potential"},
+    {"more_playable_rotated", sp_more_playable_rotated, METH_O, "groups.more_playable_rotated"},
     {"shuffled_cards", (PyCFunction)(void (*)(void))sp_shuffled_cards, METH_FASTCALL,
      "shuffled_cards(state, deck, cards): cards.shuffled_deck's draws"},
     {"maker", sp_maker, METH_VARARGS,

@@ -8,8 +8,9 @@ author's words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from ._native import SPEEDUPS
 from .actions import Show
 from .cards import Card
 from .moves import NO_ACTIVE_SET, SET_BIT, group_key, legal_shows
@@ -42,14 +43,26 @@ def groups_in(faces: Sequence[int], active: Sequence[int] = ()) -> list[Show]:
     return legal_shows(faces, group_key(active) if active else NO_ACTIVE_SET)
 
 
-def hand_potential(faces: Sequence[int]) -> int:
-    """How playable a hand is: the summed squares of the lengths of its multi-card groups, so
-    one long group counts for more than several short ones."""
+def _hand_potential(faces: Sequence[int]) -> int:
     return sum(show.length**2 for show in legal_shows(faces, NO_ACTIVE_SET) if show.length > 1)
 
 
-def more_playable_rotated(hand: Sequence[Card]) -> bool:
-    """Whether this hand has the greater `hand_potential` turned 180 degrees: GreedyBot's
-    rotation rule, and what the search bot assumes of an opponent's choice."""
-    return (hand_potential([c.other for c in reversed(hand)])
-            > hand_potential([c.face for c in hand]))
+def _more_playable_rotated(hand: Sequence[Card]) -> bool:
+    return (_hand_potential([c.other for c in reversed(hand)])
+            > _hand_potential([c.face for c in hand]))
+
+
+#: The pure-Python functions, the reference their C twins (`_native.SPEEDUPS`) are held to.
+REFERENCE: dict[str, Callable[..., object]] = {
+    "hand_potential": _hand_potential, "more_playable_rotated": _more_playable_rotated}
+
+hand_potential: Callable[[Sequence[int]], int] = _hand_potential
+"""How playable a hand is: the summed squares of the lengths of its multi-card groups, so one
+long group counts for more than several short ones."""
+more_playable_rotated: Callable[[Sequence[Card]], bool] = _more_playable_rotated
+"""Whether this hand has the greater `hand_potential` turned 180 degrees: GreedyBot's rotation
+rule, and what the search bot assumes of an opponent's choice (a search calls it for every
+opponent of every fill, hence the C twin)."""
+if SPEEDUPS is not None:
+    hand_potential = SPEEDUPS.hand_potential
+    more_playable_rotated = SPEEDUPS.more_playable_rotated
