@@ -12,6 +12,8 @@ iterations over the process CPU time. The settings are `mcts.search`'s:
 * ``observe``: the tree branches on the faces an opponent showed (`TreeNode.after_show`);
 * ``default``: that, and fills that agree with the opponents' rotations (4 draws), the bot's
   default.
+* ``default, Python reads``: the default with the rotation reads' `more_playable_rotated` in
+  pure Python (`scout_rules.groups.REFERENCE`), what its C twin saves.
 
 Strength at equal think time is `bench/strength.py`'s job; this says what each setting costs.
 """
@@ -25,12 +27,14 @@ import statistics
 import sys
 import time
 from typing import Any
+from unittest.mock import patch
 
 from common import write_json
 from rich.console import Console
 from rich.table import Table
-from scout_arena.search import search
-from scout_rules import InformationSet, Phase, State
+from scout_arena.search import knowledge, search
+from scout_rules import InformationSet, Phase, State, more_playable_rotated
+from scout_rules.groups import REFERENCE
 from scout_rules.playout import greedy_action
 
 PLAYER_COUNTS = (2, 3, 4, 5)
@@ -38,6 +42,7 @@ SETTINGS: dict[str, dict[str, Any]] = {  # Any: keyword arguments of differing t
     "uniform": {"observe": False, "sample_tries": 1},
     "observe": {"observe": True, "sample_tries": 1},
     "default": {},
+    "default, Python reads": {},
 }
 
 
@@ -68,10 +73,13 @@ def measure(num_players: int, count: int, iterations: int, reps: int) -> dict[st
     cpu = {name: 0.0 for name in SETTINGS}
     for _ in range(reps):
         for name, knobs in SETTINGS.items():
-            started = time.process_time()
-            for i, info in enumerate(infos):
-                search(info, random.Random(i), iterations=iterations, deadline=None, **knobs)
-            cpu[name] += time.process_time() - started
+            rule = (REFERENCE["more_playable_rotated"] if name == "default, Python reads"
+                    else more_playable_rotated)
+            with patch.object(knowledge, "more_playable_rotated", rule):
+                started = time.process_time()
+                for i, info in enumerate(infos):
+                    search(info, random.Random(i), iterations=iterations, deadline=None, **knobs)
+                cpu[name] += time.process_time() - started
     done = iterations * len(infos) * reps
     return {name: done / seconds for name, seconds in cpu.items()}
 
